@@ -1,0 +1,177 @@
+//! `cockpit replay`: re-runs a training run recorded from the real Cockpit, in burn, with every
+//! quantity burn-cockpit computes, and returns Cockpit's output for it.
+
+mod fixture;
+mod model;
+mod sgd;
+
+use std::path::PathBuf;
+
+use burn::optim::GradientsParams;
+use burn::tensor::{DType, Device, Tensor};
+use cockpit_quantities::quantity::Parameters;
+use cockpit_quantities::{
+    Cockpit, CockpitError, HostArray, OptimizerInfo, Output, Quantity, QuantityKind, Schedule,
+    Snapshot, StepInfo,
+};
+
+pub use fixture::{
+    ArraySpec, Fixture, LayerSpec, LossKind, ModelSpec, OptimizerSpec, ParamSpec, StepSpec,
+};
+pub use model::{FixtureNet, per_sample_loss};
+pub use sgd::TorchSgd;
+
+use model::tensor;
+
+/// Why a replay failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The fixture file could not be read.
+    #[error("cannot read `{}`: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The fixture is malformed.
+    #[error("malformed fixture: {0}")]
+    Fixture(String),
+    /// The Cockpit refused a step.
+    #[error(transparent)]
+    Cockpit(#[from] CockpitError),
+}
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// The device to train on (autodiff is switched on).
+    pub device: Device,
+    /// The float type of every tensor: `F64` for exact parity with the fixtures.
+    pub dtype: DType,
+    /// The quantities to track at every step.
+    pub quantities: Vec<QuantityKind>,
+    /// A JSON-lines stream to write while replaying.
+    pub stream: Option<PathBuf>,
+}
+
+impl ReplayOptions {
+    /// Float64 on burn's flex CPU backend, with every quantity burn-cockpit implements.
+    pub fn cpu_f64() -> Self {
+        Self {
+            device: Device::flex(),
+            dtype: DType::F64,
+            quantities: QuantityKind::implemented().collect(),
+            stream: None,
+        }
+    }
+}
+
+/// The result of a replay.
+#[derive(Debug, Clone)]
+pub struct ReplayRun {
+    /// Cockpit's output, with per-parameter values in the fixture's parameter order and
+    /// PyTorch shapes.
+    pub output: Output,
+    /// The parameters after the last step, PyTorch layout.
+    pub final_params: Vec<HostArray>,
+    /// Warnings the Cockpit recorded.
+    pub warnings: Vec<String>,
+}
+
+/// Replays `fixture`: builds its model, loss and SGD in burn, runs every step and tracks the
+/// requested quantities at every step.
+///
+/// # Errors
+///
+/// [`ReplayError::Fixture`] for an invalid fixture, [`ReplayError::Cockpit`] if tracking fails
+/// (e.g. the stream cannot be written).
+pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, ReplayError> {
+    fixture.validate()?;
+    let device = options.device.clone().autodiff();
+    let dtype = options.dtype;
+    let mut model = FixtureNet::new(fixture, &fixture.params, &device, dtype);
+    let mut optimizer = TorchSgd::new(fixture.optimizer.clone());
+    let mut cockpit = Cockpit::new(
+        options
+            .quantities
+            .iter()
+            .map(|&kind| match kind {
+                // Per-parameter arrays in PyTorch's layout: FixtureNet's only 2-d parameters are
+                // Linear weights, stored transposed in burn.
+                QuantityKind::Parameters => Ok(Box::new(
+                    Parameters::new(Schedule::every_step()).with_view(|_, array| array.transposed()),
+                ) as Box<dyn Quantity>),
+                other => other.build(Schedule::every_step()),
+            })
+            .collect::<Result<_, _>>()?,
+    )?;
+    if let Some(stream) = &options.stream {
+        cockpit = cockpit.with_stream(stream)?;
+    }
+    let spec = &fixture.optimizer;
+    let optimizer_info = OptimizerInfo::Sgd {
+        lr: spec.lr,
+        momentum: spec.momentum,
+        dampening: spec.dampening,
+        weight_decay: spec.weight_decay,
+        nesterov: spec.nesterov,
+    };
+    let classes = fixture.linear_layers().last().map_or(0, |l| l.1);
+    for step in &fixture.steps {
+        let [batch, d_in] = [step.inputs.shape[0], step.inputs.shape[1]];
+        let inputs = tensor(step.inputs.data.clone(), [batch, d_in], &device, dtype);
+        let targets = match fixture.loss {
+            LossKind::Mse => step.targets.data.clone(),
+            LossKind::CrossEntropy => one_hot(&step.targets.data, classes),
+        };
+        let targets = tensor(targets, [batch, classes], &device, dtype);
+        let per_sample = per_sample_loss(fixture.loss, model.forward(inputs), targets);
+        let loss: Tensor<1> = per_sample.clone().mean();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let info = StepInfo::new(loss.detach())
+            .with_batch_size(batch)
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(optimizer_info.clone());
+        cockpit.track(step.step, &model, &grads, info)?;
+        model = optimizer.step(model, grads);
+    }
+    let final_params = to_torch_layout(&read_params(&model)?);
+    let warnings = cockpit.warnings().to_vec();
+    let output = cockpit.take_output();
+    Ok(ReplayRun {
+        output,
+        final_params,
+        warnings,
+    })
+}
+
+/// burn's `[in, out]` Linear weights back to PyTorch's `[out, in]` (biases unchanged).
+fn to_torch_layout(arrays: &[HostArray]) -> Vec<HostArray> {
+    arrays.iter().map(HostArray::transposed).collect()
+}
+
+fn read_params(model: &FixtureNet) -> Result<Vec<HostArray>, ReplayError> {
+    Snapshot::of_params(model)
+        .entries()
+        .iter()
+        .map(|entry| {
+            let data = cockpit_quantities::snapshot::read_values(entry.value.clone())
+                .map_err(|err| ReplayError::Fixture(format!("reading parameters: {err}")))?;
+            Ok(HostArray {
+                shape: entry.shape.clone(),
+                data,
+            })
+        })
+        .collect()
+}
+
+fn one_hot(classes_of: &[f64], classes: usize) -> Vec<f64> {
+    let mut data = vec![0.0; classes_of.len() * classes];
+    for (n, &class) in classes_of.iter().enumerate() {
+        data[n * classes + class as usize] = 1.0;
+    }
+    data
+}

@@ -1,0 +1,101 @@
+//! The fixture's model in burn: a stack of `Linear` layers and elementwise activations.
+
+use burn::module::{Module, Param};
+use burn::nn::Linear;
+use burn::tensor::activation::{log_softmax, relu, sigmoid, tanh};
+use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
+
+use super::fixture::{Fixture, LayerSpec, LossKind, ParamSpec};
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Linear(usize),
+    Relu,
+    Sigmoid,
+    Tanh,
+}
+
+/// A feed-forward net built from a fixture's `model.layers`. Parameters are named
+/// `linears.<k>.weight` / `linears.<k>.bias` and visited in PyTorch's order.
+#[derive(Module, Debug)]
+pub struct FixtureNet {
+    /// The linear layers (burn layout: weight `[in, out]`).
+    pub linears: Vec<Linear>,
+    #[module(skip)]
+    ops: Vec<Op>,
+}
+
+pub(crate) fn tensor<const D: usize>(
+    data: Vec<f64>,
+    shape: [usize; D],
+    device: &Device,
+    dtype: DType,
+) -> Tensor<D> {
+    Tensor::from_data(
+        TensorData::new(data, shape),
+        TensorCreationOptions::new(device.clone()).with_dtype(dtype),
+    )
+}
+
+impl FixtureNet {
+    /// Builds the net with the fixture's initial parameters (PyTorch `[out, in]` weights are
+    /// transposed to burn's `[in, out]`), as tensors of `dtype` on `device`.
+    pub fn new(fixture: &Fixture, params: &[ParamSpec], device: &Device, dtype: DType) -> Self {
+        let mut params = params.iter();
+        let mut linears = Vec::new();
+        let mut ops = Vec::new();
+        for layer in &fixture.model.layers {
+            match *layer {
+                LayerSpec::Linear { d_in, d_out, bias } => {
+                    let weight = params.next().map(|p| transpose(&p.data, d_out, d_in)).unwrap_or_default();
+                    let weight = Param::from_tensor(tensor(weight, [d_in, d_out], device, dtype));
+                    let bias = bias.then(|| {
+                        let data = params.next().map(|p| p.data.clone()).unwrap_or_default();
+                        Param::from_tensor(tensor(data, [d_out], device, dtype))
+                    });
+                    ops.push(Op::Linear(linears.len()));
+                    linears.push(Linear { weight, bias });
+                }
+                LayerSpec::Relu => ops.push(Op::Relu),
+                LayerSpec::Sigmoid => ops.push(Op::Sigmoid),
+                LayerSpec::Tanh => ops.push(Op::Tanh),
+            }
+        }
+        Self { linears, ops }
+    }
+
+    /// The forward pass, `[B, in] → [B, C]`.
+    pub fn forward(&self, mut x: Tensor<2>) -> Tensor<2> {
+        for op in &self.ops {
+            x = match *op {
+                Op::Linear(k) => self.linears[k].forward(x),
+                Op::Relu => relu(x),
+                Op::Sigmoid => sigmoid(x),
+                Op::Tanh => tanh(x),
+            };
+        }
+        x
+    }
+}
+
+/// Per-sample losses `[B]` of the outputs `[B, C]`: the mean squared error over the outputs,
+/// or the cross-entropy with `targets` given as one-hot rows.
+pub fn per_sample_loss(kind: LossKind, outputs: Tensor<2>, targets: Tensor<2>) -> Tensor<1> {
+    let [batch, _] = outputs.dims();
+    let per_sample = match kind {
+        LossKind::Mse => (outputs - targets).square().mean_dim(1),
+        LossKind::CrossEntropy => (log_softmax(outputs, 1) * targets).sum_dim(1).neg(),
+    };
+    per_sample.reshape([batch])
+}
+
+/// Row-major `[rows, cols]` → `[cols, rows]`.
+pub(crate) fn transpose(data: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(data.len());
+    for c in 0..cols {
+        for r in 0..rows {
+            out.push(data.get(r * cols + c).copied().unwrap_or(f64::NAN));
+        }
+    }
+    out
+}

@@ -1,0 +1,62 @@
+//! The `cockpit` binary end to end.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(format!("{name}.json"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cockpit-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn replay_writes_a_cockpit_log_and_a_stream() {
+    let dir = scratch("ok");
+    let out = dir.join("log.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .args(["replay"])
+        .arg(fixture("mlp_mse"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--stream")
+        .arg(dir.join("log.jsonl"))
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(stdout.contains("replayed 8 steps"), "{stdout}");
+    let log = cockpit_quantities::log::read_log(&out).unwrap();
+    assert_eq!(log.steps().count(), 8);
+    assert_eq!(cockpit_quantities::log::read_stream(dir.join("log.jsonl")).unwrap(), log);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_input_gives_a_clear_error_and_exit_status_2() {
+    let dir = scratch("bad");
+    let truncated = dir.join("truncated.json");
+    let text = std::fs::read_to_string(fixture("mlp_ce")).unwrap();
+    std::fs::write(&truncated, &text[..text.len() / 2]).unwrap();
+    let mismatched = dir.join("mismatched.json");
+    std::fs::write(&mismatched, text.replacen("\"in\":6", "\"in\":7", 1)).unwrap();
+    let cases: [(Vec<PathBuf>, &str); 4] = [
+        (vec![truncated, "--out".into(), dir.join("a.json")], "malformed fixture"),
+        (vec![mismatched, "--out".into(), dir.join("b.json")], "shape"),
+        (vec![dir.join("absent.json"), "--out".into(), dir.join("c.json")], "cannot read"),
+        (vec![fixture("mlp_ce"), "--out".into(), dir.join("no/such/dir/d.json")], "cannot write"),
+    ];
+    for (args, expected) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_cockpit")).arg("replay").args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let usage = Command::new(env!("CARGO_BIN_EXE_cockpit")).arg("replay").output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,360 @@
+//! The [`Cockpit`]: runs each quantity on its schedule and collects the output.
+
+use std::path::Path;
+
+use burn::module::{Module, ParamId};
+use burn::optim::GradientsParams;
+
+use crate::log::{JsonLinesWriter, write_log};
+use crate::quantity::{Quantity, StepContext};
+use crate::{CockpitError, Configuration, Output, Schedule, Snapshot, StepInfo, Value};
+
+/// Cockpit's once-per-epoch `log(...)` entry: losses, accuracies and the learning rate that
+/// feed the dashboard's hyperparameter and performance rows. Unset fields are not written.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EpochLog {
+    /// Number of epochs completed.
+    pub epoch_count: usize,
+    /// Training loss.
+    pub train_loss: Option<f64>,
+    /// Validation loss.
+    pub valid_loss: Option<f64>,
+    /// Test loss.
+    pub test_loss: Option<f64>,
+    /// Training accuracy in [0, 1].
+    pub train_accuracy: Option<f64>,
+    /// Validation accuracy in [0, 1].
+    pub valid_accuracy: Option<f64>,
+    /// Test accuracy in [0, 1].
+    pub test_accuracy: Option<f64>,
+    /// Learning rate.
+    pub learning_rate: Option<f64>,
+}
+
+#[derive(Debug)]
+struct ParamSet {
+    first_step: usize,
+    ids: Vec<ParamId>,
+    names: Vec<String>,
+}
+
+/// Watches a training run: call [`Cockpit::track`] once per step, after `backward` and before
+/// the optimizer step.
+///
+/// ```no_run
+/// # use burn::{module::Module, optim::GradientsParams, tensor::Tensor};
+/// # use cockpit_quantities::{Cockpit, Configuration, QuantityKind, Schedule, StepInfo, OptimizerInfo};
+/// # fn demo<M: Module>(model: &M, grads: &GradientsParams, loss: Tensor<1>) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut cockpit = Cockpit::from_kinds(
+///     [QuantityKind::Loss, QuantityKind::GradNorm, QuantityKind::Distance, QuantityKind::UpdateSize],
+///     &Schedule::every_step(),
+/// )?;
+/// for step in 0..10 {
+///     // forward, loss, backward, grads = GradientsParams::from_grads(...)
+///     cockpit.track(step, model, grads, StepInfo::new(loss.clone()).with_optimizer(OptimizerInfo::sgd(0.1)))?;
+///     // optimizer step
+/// }
+/// cockpit.write("cockpit_log.json")?;
+/// # Ok(()) }
+/// ```
+pub struct Cockpit {
+    quantities: Vec<Box<dyn Quantity>>,
+    output: Output,
+    param_set: Option<ParamSet>,
+    last_step: Option<usize>,
+    stream: Option<JsonLinesWriter>,
+    warnings: Vec<String>,
+    optimizer: Option<String>,
+}
+
+impl std::fmt::Debug for Cockpit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cockpit")
+            .field("quantities", &self.quantity_names())
+            .field("last_step", &self.last_step)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cockpit {
+    /// A Cockpit running the given quantities.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::DuplicateQuantity`] if two quantities write to the same key.
+    pub fn new(quantities: Vec<Box<dyn Quantity>>) -> Result<Self, CockpitError> {
+        let mut cockpit = Self {
+            quantities: Vec::new(),
+            output: Output::new(),
+            param_set: None,
+            last_step: None,
+            stream: None,
+            warnings: Vec::new(),
+            optimizer: None,
+        };
+        for quantity in quantities {
+            cockpit.add(quantity)?;
+        }
+        Ok(cockpit)
+    }
+
+    /// A Cockpit with one of Cockpit's configurations, every quantity on `schedule`.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::NotImplemented`] naming a quantity of the configuration that is not
+    /// built yet.
+    pub fn from_configuration(
+        configuration: Configuration,
+        schedule: &Schedule,
+    ) -> Result<Self, CockpitError> {
+        Self::new(configuration.build(schedule)?)
+    }
+
+    /// A Cockpit with the given quantities by kind, all on `schedule`.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::NotImplemented`] naming the first kind that is not built yet.
+    pub fn from_kinds(
+        kinds: impl IntoIterator<Item = crate::QuantityKind>,
+        schedule: &Schedule,
+    ) -> Result<Self, CockpitError> {
+        Self::new(
+            kinds
+                .into_iter()
+                .map(|kind| kind.build(schedule.clone()))
+                .collect::<Result<_, _>>()?,
+        )
+    }
+
+    /// Also streams every tracked step as one JSON line to `path` (created or truncated now).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Log`] if the file cannot be created.
+    pub fn with_stream(mut self, path: impl AsRef<Path>) -> Result<Self, CockpitError> {
+        self.stream = Some(JsonLinesWriter::create(path)?);
+        Ok(self)
+    }
+
+    /// Adds a quantity.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::DuplicateQuantity`] if its key is taken.
+    pub fn add(&mut self, quantity: Box<dyn Quantity>) -> Result<(), CockpitError> {
+        if self.quantities.iter().any(|q| q.name() == quantity.name()) {
+            return Err(CockpitError::DuplicateQuantity(quantity.name().to_string()));
+        }
+        self.quantities.push(quantity);
+        Ok(())
+    }
+
+    /// The output keys of the quantities, in the order they run.
+    pub fn quantity_names(&self) -> Vec<&str> {
+        self.quantities.iter().map(|q| q.name()).collect()
+    }
+
+    /// Whether any quantity has work at `step` (so a loop may skip building the step info).
+    pub fn is_tracking(&self, step: usize) -> bool {
+        self.quantities.iter().any(|q| q.should_compute(step))
+    }
+
+    /// Tracks one step: call it after `backward` and before the optimizer step, with the
+    /// model θ_t, the gradients of the mean mini-batch loss and the step's info.
+    ///
+    /// Every quantity whose schedule asks for this step runs; one that fails does not stop the
+    /// others, whose values are stored before the error is returned.
+    ///
+    /// A NaN or infinite loss (or parameter) is not an error: the values become NaN and a
+    /// warning is recorded ([`Cockpit::warnings`]), as Cockpit does.
+    ///
+    /// # Errors
+    ///
+    /// - [`CockpitError::StepNotIncreasing`] if `step` is not above the last tracked step;
+    /// - [`CockpitError::EmptyModel`] if no parameter requires a gradient;
+    /// - [`CockpitError::ParametersChanged`] if the trainable parameters differ from those at
+    ///   the first tracked step;
+    /// - [`CockpitError::MissingGradient`] if a parameter has no gradient;
+    /// - [`CockpitError::QuantitiesFailed`] listing the quantities that could not be computed;
+    /// - [`CockpitError::Log`] if the JSON-lines stream cannot be written.
+    ///
+    /// In every case the values tracked so far stay in [`Cockpit::output`].
+    pub fn track<M: Module>(
+        &mut self,
+        step: usize,
+        model: &M,
+        grads: &GradientsParams,
+        info: StepInfo,
+    ) -> Result<(), CockpitError> {
+        if let Some(previous) = self.last_step
+            && step <= previous
+        {
+            return Err(CockpitError::StepNotIncreasing { previous, step });
+        }
+        let params = Snapshot::of_params(model);
+        self.check_param_set(step, &params)?;
+        self.last_step = Some(step);
+        if let Some(optimizer) = info.optimizer() {
+            self.optimizer = Some(optimizer.name().to_string());
+        }
+        if !self.is_tracking(step) {
+            return Ok(());
+        }
+        let grads = Snapshot::of_grads(model, grads)?;
+        let loss = match info.loss().clone().try_into_vec_as::<f64>() {
+            Ok(values) => values.first().copied().unwrap_or(f64::NAN),
+            Err(err) => {
+                self.warn(format!("step {step}: could not read the loss ({err:?}); using NaN"));
+                f64::NAN
+            }
+        };
+        if !loss.is_finite() {
+            self.warn(format!("step {step}: the loss is {loss}"));
+        }
+        let ctx = StepContext {
+            step,
+            params: &params,
+            grads: &grads,
+            info: &info,
+            loss,
+        };
+        let mut computed = Output::new();
+        let mut failures = Vec::new();
+        let mut warnings = Vec::new();
+        for quantity in self.quantities.iter_mut().filter(|q| q.should_compute(step)) {
+            match quantity.compute(&ctx) {
+                Ok(Some((at, value))) => {
+                    if !value.is_finite() {
+                        warnings.push(format!(
+                            "step {step}: {} (stored under step {at}) is not finite",
+                            quantity.name()
+                        ));
+                    }
+                    computed.insert(at, quantity.name(), value);
+                }
+                Ok(None) => {}
+                Err(err) => failures.push((quantity.name().to_string(), err)),
+            }
+        }
+        for warning in warnings {
+            self.warn(warning);
+        }
+        self.output.merge(computed.clone());
+        if let Some(stream) = &mut self.stream
+            && !computed.is_empty()
+        {
+            stream.append(step, &computed)?;
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(CockpitError::QuantitiesFailed { step, failures })
+        }
+    }
+
+    /// Cockpit's `log(...)`: stores the epoch's losses, accuracies and learning rate under
+    /// `step` (once per epoch).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Log`] if the JSON-lines stream cannot be written (the entry is kept).
+    pub fn log(&mut self, step: usize, entry: &EpochLog) -> Result<(), CockpitError> {
+        let mut values = Output::new();
+        values.insert(step, "epoch_count", Value::Int(entry.epoch_count as i64));
+        let optional = [
+            ("train_loss", entry.train_loss),
+            ("valid_loss", entry.valid_loss),
+            ("test_loss", entry.test_loss),
+            ("train_accuracy", entry.train_accuracy),
+            ("valid_accuracy", entry.valid_accuracy),
+            ("test_accuracy", entry.test_accuracy),
+            ("learning_rate", entry.learning_rate),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                values.insert(step, key, Value::Float(value));
+            }
+        }
+        self.output.merge(values.clone());
+        if let Some(stream) = &mut self.stream {
+            stream.append(step, &values)?;
+        }
+        Ok(())
+    }
+
+    /// Everything tracked so far: `output[step][name]`.
+    pub fn output(&self) -> &Output {
+        &self.output
+    }
+
+    /// Takes the output, leaving an empty one.
+    pub fn take_output(&mut self) -> Output {
+        std::mem::take(&mut self.output)
+    }
+
+    /// Writes the output in Cockpit's log format to `path` (exactly that path).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Log`] if the file cannot be written; the output stays in memory.
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<(), CockpitError> {
+        write_log(path, &self.output).map_err(CockpitError::from)
+    }
+
+    /// Warnings recorded so far (non-finite losses and values), oldest first.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The optimizer's name from the last step info that had one (for plot titles).
+    pub fn optimizer_name(&self) -> Option<&str> {
+        self.optimizer.as_deref()
+    }
+
+    /// The dotted names of the tracked parameters, once a step has been tracked.
+    pub fn parameter_names(&self) -> Option<&[String]> {
+        self.param_set.as_ref().map(|p| p.names.as_slice())
+    }
+
+    fn warn(&mut self, message: String) {
+        log::warn!("cockpit: {message}");
+        self.warnings.push(message);
+    }
+
+    fn check_param_set(&mut self, step: usize, params: &Snapshot) -> Result<(), CockpitError> {
+        if params.is_empty() {
+            return Err(CockpitError::EmptyModel);
+        }
+        let Some(reference) = &self.param_set else {
+            self.param_set = Some(ParamSet {
+                first_step: step,
+                ids: params.ids(),
+                names: params.names(),
+            });
+            return Ok(());
+        };
+        if reference.ids == params.ids() {
+            return Ok(());
+        }
+        let added: Vec<String> = params
+            .entries()
+            .iter()
+            .filter(|e| !reference.ids.contains(&e.id))
+            .map(|e| e.name.clone())
+            .collect();
+        let removed: Vec<String> = reference
+            .ids
+            .iter()
+            .zip(&reference.names)
+            .filter(|(id, _)| params.get(**id).is_none())
+            .map(|(_, name)| name.clone())
+            .collect();
+        Err(CockpitError::ParametersChanged {
+            first_step: reference.first_step,
+            added: added.join(", "),
+            removed: removed.join(", "),
+        })
+    }
+}

@@ -1,0 +1,266 @@
+//! Cockpit's quantities by name, and its three configurations.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::quantity::{Distance, GradNorm, Loss, Parameters, Quantity, Time, UpdateSize};
+use crate::{CockpitError, Schedule};
+
+/// One of Cockpit's 19 quantities, by its class name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)] // each variant is Cockpit's class of the same name
+pub enum QuantityKind {
+    Alpha,
+    CABS,
+    Distance,
+    EarlyStopping,
+    GradHist1d,
+    GradHist2d,
+    GradNorm,
+    HessMaxEV,
+    HessTrace,
+    InnerTest,
+    Loss,
+    MeanGSNR,
+    NormTest,
+    OrthoTest,
+    Parameters,
+    TICDiag,
+    TICTrace,
+    Time,
+    UpdateSize,
+}
+
+impl QuantityKind {
+    /// All 19 quantities, in alphabetical order.
+    pub const ALL: [QuantityKind; 19] = [
+        Self::Alpha,
+        Self::CABS,
+        Self::Distance,
+        Self::EarlyStopping,
+        Self::GradHist1d,
+        Self::GradHist2d,
+        Self::GradNorm,
+        Self::HessMaxEV,
+        Self::HessTrace,
+        Self::InnerTest,
+        Self::Loss,
+        Self::MeanGSNR,
+        Self::NormTest,
+        Self::OrthoTest,
+        Self::Parameters,
+        Self::TICDiag,
+        Self::TICTrace,
+        Self::Time,
+        Self::UpdateSize,
+    ];
+
+    /// Cockpit's class name, which is also the output key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Alpha => "Alpha",
+            Self::CABS => "CABS",
+            Self::Distance => "Distance",
+            Self::EarlyStopping => "EarlyStopping",
+            Self::GradHist1d => "GradHist1d",
+            Self::GradHist2d => "GradHist2d",
+            Self::GradNorm => "GradNorm",
+            Self::HessMaxEV => "HessMaxEV",
+            Self::HessTrace => "HessTrace",
+            Self::InnerTest => "InnerTest",
+            Self::Loss => "Loss",
+            Self::MeanGSNR => "MeanGSNR",
+            Self::NormTest => "NormTest",
+            Self::OrthoTest => "OrthoTest",
+            Self::Parameters => "Parameters",
+            Self::TICDiag => "TICDiag",
+            Self::TICTrace => "TICTrace",
+            Self::Time => "Time",
+            Self::UpdateSize => "UpdateSize",
+        }
+    }
+
+    /// Whether this version of burn-cockpit computes the quantity.
+    pub fn is_implemented(self) -> bool {
+        matches!(
+            self,
+            Self::Distance
+                | Self::GradNorm
+                | Self::Loss
+                | Self::Parameters
+                | Self::Time
+                | Self::UpdateSize
+        )
+    }
+
+    /// The quantities this version computes.
+    pub fn implemented() -> impl Iterator<Item = QuantityKind> {
+        Self::ALL.into_iter().filter(|k| k.is_implemented())
+    }
+
+    /// Builds the quantity with Cockpit's default settings on `schedule`.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::NotImplemented`] naming the quantity if it is not built yet.
+    pub fn build(self, schedule: Schedule) -> Result<Box<dyn Quantity>, CockpitError> {
+        Ok(match self {
+            Self::Distance => Box::new(Distance::new(schedule)),
+            Self::GradNorm => Box::new(GradNorm::new(schedule)),
+            Self::Loss => Box::new(Loss::new(schedule)),
+            Self::Parameters => Box::new(Parameters::new(schedule)),
+            Self::Time => Box::new(Time::new(schedule)),
+            Self::UpdateSize => Box::new(UpdateSize::new(schedule)),
+            other => {
+                return Err(CockpitError::NotImplemented {
+                    quantity: other.name().to_string(),
+                });
+            }
+        })
+    }
+}
+
+impl fmt::Display for QuantityKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for QuantityKind {
+    type Err = CockpitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| CockpitError::Unknown {
+                what: "quantity",
+                name: s.to_string(),
+                expected: Self::ALL.map(QuantityKind::name).join(", "),
+            })
+    }
+}
+
+/// Cockpit's preset configurations (`cockpit.utils.configuration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Configuration {
+    /// Alpha, Distance, GradHist1d, GradNorm, InnerTest, Loss, NormTest, OrthoTest, UpdateSize.
+    Economy,
+    /// Economy plus TICDiag and HessTrace.
+    Business,
+    /// Business plus HessMaxEV and GradHist2d.
+    Full,
+}
+
+impl Configuration {
+    /// The quantities of the configuration, as Cockpit lists them.
+    pub fn kinds(self) -> Vec<QuantityKind> {
+        use QuantityKind::*;
+        let mut kinds = vec![
+            Alpha,
+            Distance,
+            GradHist1d,
+            GradNorm,
+            InnerTest,
+            Loss,
+            NormTest,
+            OrthoTest,
+            UpdateSize,
+        ];
+        if matches!(self, Self::Business | Self::Full) {
+            kinds.extend([TICDiag, HessTrace]);
+        }
+        if self == Self::Full {
+            kinds.extend([HessMaxEV, GradHist2d]);
+        }
+        kinds
+    }
+
+    /// Builds every quantity of the configuration on the same schedule, with default settings.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::NotImplemented`] naming the first quantity that is not built yet; nothing
+    /// is dropped silently.
+    pub fn build(self, schedule: &Schedule) -> Result<Vec<Box<dyn Quantity>>, CockpitError> {
+        self.kinds()
+            .into_iter()
+            .map(|kind| kind.build(schedule.clone()))
+            .collect()
+    }
+
+    /// The configuration's label: `economy`, `business` or `full`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Economy => "economy",
+            Self::Business => "business",
+            Self::Full => "full",
+        }
+    }
+}
+
+impl FromStr for Configuration {
+    type Err = CockpitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "economy" => Ok(Self::Economy),
+            "business" => Ok(Self::Business),
+            "full" => Ok(Self::Full),
+            other => Err(CockpitError::Unknown {
+                what: "configuration",
+                name: other.to_string(),
+                expected: "economy, business, full".into(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cockpit's `test_utils`: preset membership.
+    #[test]
+    fn preset_membership_matches_cockpit() {
+        let names = |c: Configuration| {
+            let mut v: Vec<_> = c.kinds().into_iter().map(QuantityKind::name).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(
+            names(Configuration::Economy),
+            vec![
+                "Alpha", "Distance", "GradHist1d", "GradNorm", "InnerTest", "Loss", "NormTest",
+                "OrthoTest", "UpdateSize"
+            ]
+        );
+        assert_eq!(names(Configuration::Business).len(), 11);
+        assert!(names(Configuration::Business).contains(&"TICDiag"));
+        assert!(names(Configuration::Business).contains(&"HessTrace"));
+        assert_eq!(names(Configuration::Full).len(), 13);
+        assert!(names(Configuration::Full).contains(&"HessMaxEV"));
+        assert!(names(Configuration::Full).contains(&"GradHist2d"));
+        for absent in ["Time", "Parameters", "CABS", "EarlyStopping", "MeanGSNR", "TICTrace"] {
+            assert!(!names(Configuration::Full).contains(&absent));
+        }
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_errors() {
+        for kind in QuantityKind::ALL {
+            assert_eq!(kind.name().parse::<QuantityKind>().unwrap(), kind);
+        }
+        let err = "GradNrm".parse::<QuantityKind>().unwrap_err().to_string();
+        assert!(err.contains("GradNrm") && err.contains("GradNorm"), "{err}");
+        assert!("cheap".parse::<Configuration>().is_err());
+    }
+
+    #[test]
+    fn unbuilt_quantities_are_named_in_the_error() {
+        for kind in QuantityKind::ALL.into_iter().filter(|k| !k.is_implemented()) {
+            let err = kind.build(Schedule::every_step()).err().unwrap().to_string();
+            assert!(err.contains(kind.name()), "{err}");
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The errors of the quantities crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while configuring or running a [`Cockpit`](crate::Cockpit).
+///
+/// Whatever the error, the values tracked before it stay in the Cockpit's output.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CockpitError {
+    /// A quantity that this version of burn-cockpit does not compute yet was requested.
+    #[error("the quantity `{quantity}` is not implemented yet in burn-cockpit")]
+    NotImplemented {
+        /// Cockpit's class name of the quantity.
+        quantity: String,
+    },
+    /// A name that is not one of Cockpit's 19 quantities or 3 configurations.
+    #[error("unknown {what} `{name}`; expected one of: {expected}")]
+    Unknown {
+        /// "quantity" or "configuration".
+        what: &'static str,
+        /// The name that was given.
+        name: String,
+        /// The accepted names.
+        expected: String,
+    },
+    /// Two quantities would write to the same output key.
+    #[error("two quantities write to the same output key `{0}`")]
+    DuplicateQuantity(String),
+    /// A schedule with impossible settings.
+    #[error("invalid schedule: {0}")]
+    InvalidSchedule(String),
+    /// The model has no parameter that requires a gradient.
+    #[error("the model has no parameter that requires a gradient; Cockpit has nothing to track")]
+    EmptyModel,
+    /// The set of trainable parameters differs from the one seen at the first tracked step.
+    #[error(
+        "the model's parameters changed since the first tracked step (step {first_step}): \
+         added [{added}], removed [{removed}]"
+    )]
+    ParametersChanged {
+        /// The step at which the reference parameter set was recorded.
+        first_step: usize,
+        /// Dotted names of parameters that were not there before.
+        added: String,
+        /// Dotted names of parameters that disappeared.
+        removed: String,
+    },
+    /// A parameter that requires a gradient has none in the gradients handed to `track`.
+    #[error("no gradient for parameter `{name}`; call `track` after `backward` with the gradients of every parameter")]
+    MissingGradient {
+        /// Dotted name of the parameter.
+        name: String,
+    },
+    /// `track` was called with a step number that is not larger than the previous one.
+    #[error("step numbers must increase: step {step} was tracked after step {previous}")]
+    StepNotIncreasing {
+        /// The last tracked step.
+        previous: usize,
+        /// The step that was handed in.
+        step: usize,
+    },
+    /// One or more quantities could not be computed at a step; the others were stored.
+    #[error("at step {step}: {}", format_failures(.failures))]
+    QuantitiesFailed {
+        /// The step that was being tracked.
+        step: usize,
+        /// Which quantity failed, and why.
+        failures: Vec<(String, QuantityError)>,
+    },
+    /// The log could not be written.
+    #[error("cannot write the Cockpit log `{}`: {source}", path.display())]
+    Write {
+        /// The file that could not be written.
+        path: PathBuf,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A log file could not be read or parsed.
+    #[error(transparent)]
+    Log(#[from] crate::log::LogError),
+}
+
+fn format_failures(failures: &[(String, QuantityError)]) -> String {
+    failures
+        .iter()
+        .map(|(name, err)| format!("{name}: {err}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Why a single quantity could not be computed at a step.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuantityError {
+    /// The step's [`StepInfo`](crate::StepInfo) lacks something this quantity needs.
+    #[error("needs `{0}` in the step info")]
+    MissingInfo(&'static str),
+    /// A two-step quantity found no reference for its end point.
+    #[error("{0}")]
+    MissingReference(String),
+    /// The quantity does not support this training setup (e.g. an optimizer).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Shapes that do not fit together.
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// Reading a tensor back from the device failed.
+    #[error("reading a tensor from the device failed: {0}")]
+    Read(String),
+}

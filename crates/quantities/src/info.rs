@@ -1,0 +1,148 @@
+//! What the training loop tells the Cockpit about a step, beyond the model and the gradients.
+
+use burn::tensor::Tensor;
+
+/// The optimizer that takes the step, as far as the quantities need to know it.
+///
+/// Cockpit reads the optimizer from `info["optimizer"]`: Alpha takes its cheap path for plain
+/// SGD, and CABS and EarlyStopping refuse anything but plain SGD.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OptimizerInfo {
+    /// SGD with PyTorch's semantics: `buf = momentum·buf + (1 − dampening)·g`,
+    /// `θ ← θ − lr·buf` (or `g + momentum·buf` with Nesterov).
+    Sgd {
+        /// Learning rate.
+        lr: f64,
+        /// Momentum factor.
+        momentum: f64,
+        /// Dampening for momentum.
+        dampening: f64,
+        /// L2 penalty added to the gradient.
+        weight_decay: f64,
+        /// Nesterov momentum.
+        nesterov: bool,
+    },
+    /// Any other optimizer, by name (Adam, AdamW, …).
+    Other {
+        /// A display name such as `"Adam"`.
+        name: String,
+        /// The learning rate, if there is a single one.
+        lr: Option<f64>,
+    },
+}
+
+impl OptimizerInfo {
+    /// Plain SGD (no momentum, no dampening, no weight decay).
+    pub fn sgd(lr: f64) -> Self {
+        Self::Sgd {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+
+    /// SGD with momentum (PyTorch semantics, no dampening).
+    pub fn sgd_momentum(lr: f64, momentum: f64) -> Self {
+        Self::Sgd {
+            lr,
+            momentum,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+
+    /// The optimizer's display name, as in Cockpit's plot title ("Cockpit for SGD").
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Sgd { .. } => "SGD",
+            Self::Other { name, .. } => name,
+        }
+    }
+
+    /// The learning rate, when there is one.
+    pub fn lr(&self) -> Option<f64> {
+        match self {
+            Self::Sgd { lr, .. } => Some(*lr),
+            Self::Other { lr, .. } => *lr,
+        }
+    }
+
+    /// Whether this is SGD with default settings (zero momentum, dampening, weight decay and
+    /// no Nesterov): the only optimizer for which Cockpit runs CABS and EarlyStopping, and
+    /// Alpha's fast path.
+    pub fn is_plain_sgd(&self) -> bool {
+        matches!(
+            self,
+            Self::Sgd { momentum, dampening, weight_decay, nesterov: false, .. }
+                if *momentum == 0.0 && *dampening == 0.0 && *weight_decay == 0.0
+        )
+    }
+}
+
+/// Cockpit's `info` dictionary for one step.
+///
+/// `loss` is always needed. `batch_size`, `individual_losses` and `optimizer` are needed by some
+/// quantities (Alpha, CABS, EarlyStopping, MeanGSNR, TIC); a quantity that lacks one reports
+/// a [`QuantityError::MissingInfo`](crate::QuantityError::MissingInfo).
+#[derive(Debug, Clone)]
+pub struct StepInfo {
+    pub(crate) loss: Tensor<1>,
+    pub(crate) batch_size: Option<usize>,
+    pub(crate) individual_losses: Option<Tensor<1>>,
+    pub(crate) optimizer: Option<OptimizerInfo>,
+}
+
+impl StepInfo {
+    /// The step's mean mini-batch loss (a one-element tensor, as burn's losses return).
+    pub fn new(loss: Tensor<1>) -> Self {
+        Self {
+            loss,
+            batch_size: None,
+            individual_losses: None,
+            optimizer: None,
+        }
+    }
+
+    /// The mini-batch size `B`.
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = Some(batch_size);
+        self
+    }
+
+    /// The per-sample losses `ℓ_n`, `[B]` (mean reduction: `loss = mean(ℓ_n)`).
+    pub fn with_individual_losses(mut self, losses: Tensor<1>) -> Self {
+        self.batch_size.get_or_insert(losses.dims()[0]);
+        self.individual_losses = Some(losses);
+        self
+    }
+
+    /// The optimizer that will take this step.
+    pub fn with_optimizer(mut self, optimizer: OptimizerInfo) -> Self {
+        self.optimizer = Some(optimizer);
+        self
+    }
+
+    /// The loss tensor.
+    pub fn loss(&self) -> &Tensor<1> {
+        &self.loss
+    }
+
+    /// The batch size, if given.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batch_size
+    }
+
+    /// The per-sample losses, if given.
+    pub fn individual_losses(&self) -> Option<&Tensor<1>> {
+        self.individual_losses.as_ref()
+    }
+
+    /// The optimizer, if given.
+    pub fn optimizer(&self) -> Option<&OptimizerInfo> {
+        self.optimizer.as_ref()
+    }
+}

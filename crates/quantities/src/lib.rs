@@ -1,0 +1,37 @@
+//! # cockpit-quantities
+//!
+//! The backend-generic core of burn-cockpit: Cockpit's quantities (Schneider, Dangel & Hennig,
+//! NeurIPS 2021) for any burn model on any burn backend.
+//!
+//! burn 0.22 has no backend type parameter, so nothing here names a backend: everything works
+//! on [`burn::module::Module`], [`burn::optim::GradientsParams`] and the tensors' own devices.
+//!
+//! - [`snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
+//!   with dotted names; tensors stay on the device.
+//! - [`schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
+//! - [`quantity`]: the [`Quantity`] trait and one file per Cockpit quantity.
+//! - [`Cockpit`]: runs quantities at their steps with Cockpit's two-step bookkeeping.
+//! - [`log`]: the Cockpit JSON log (json_tricks encoding) and the JSON-lines stream.
+//! - [`Configuration`] / [`QuantityKind`]: Cockpit's presets and quantities by name.
+//!
+//! Data flows one way: model + gradients → snapshots → quantities → [`Output`] → log files
+//! (or metrics, or a dashboard, which only read the output).
+
+pub mod cockpit;
+pub mod config;
+pub mod error;
+pub mod info;
+pub mod log;
+pub mod output;
+pub mod quantity;
+pub mod schedule;
+pub mod snapshot;
+
+pub use cockpit::{Cockpit, EpochLog};
+pub use config::{Configuration, QuantityKind};
+pub use error::{CockpitError, QuantityError};
+pub use info::{OptimizerInfo, StepInfo};
+pub use output::{Histogram1d, Histogram2d, HostArray, Output, Value};
+pub use quantity::{Quantity, StepContext};
+pub use schedule::Schedule;
+pub use snapshot::{ParamEntry, Snapshot};

@@ -1,0 +1,38 @@
+//! Errors of reading and writing logs.
+
+use std::path::PathBuf;
+
+/// Why a log could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// The file could not be read or written.
+    #[error("cannot {action} `{}`: {source}", path.display())]
+    Io {
+        /// "read", "write" or "create".
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The operating-system error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not JSON (or not JSON lines).
+    #[error("`{}` is not valid JSON{}: {message}", path.display(), line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The line of a JSON-lines file, if any.
+        line: Option<usize>,
+        /// What the parser said.
+        message: String,
+    },
+    /// The JSON is not a Cockpit log (e.g. a step key that is not a number).
+    #[error("`{}` is not a Cockpit log: {message}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}

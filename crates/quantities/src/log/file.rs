@@ -1,0 +1,74 @@
+//! Reading and writing Cockpit log files.
+
+use std::path::Path;
+
+use super::LogError;
+use super::json::Json;
+use super::json_tricks::{decode_output, encode_output};
+use crate::Output;
+
+/// Writes `output` to `path` in Cockpit's format (what `Cockpit.write` produces; note that
+/// Cockpit appends `.json` to its argument, this writes exactly to `path`).
+///
+/// # Errors
+///
+/// [`LogError::Io`] if the file cannot be written; `output` is untouched.
+pub fn write_log(path: impl AsRef<Path>, output: &Output) -> Result<(), LogError> {
+    let path = path.as_ref();
+    let mut text = encode_output(output).to_pretty();
+    text.push('\n');
+    std::fs::write(path, text).map_err(|source| LogError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads a Cockpit log, written by burn-cockpit or by the Python Cockpit.
+///
+/// # Errors
+///
+/// [`LogError::Io`] if unreadable, [`LogError::Parse`] if not JSON, [`LogError::Format`] if the
+/// JSON is not a Cockpit log.
+pub fn read_log(path: impl AsRef<Path>) -> Result<Output, LogError> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|source| LogError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_log(&text).map_err(|err| match err {
+        LogError::Parse { line, message, .. } => LogError::Parse {
+            path: path.to_path_buf(),
+            line,
+            message,
+        },
+        LogError::Format { message, .. } => LogError::Format {
+            path: path.to_path_buf(),
+            message,
+        },
+        other => other,
+    })
+}
+
+/// Parses the text of a Cockpit log.
+///
+/// # Errors
+///
+/// As [`read_log`], with an empty path.
+pub fn parse_log(text: &str) -> Result<Output, LogError> {
+    let json = Json::parse(text).map_err(|err| LogError::Parse {
+        path: Default::default(),
+        line: None,
+        message: err.to_string(),
+    })?;
+    decode_output(json).map_err(|message| LogError::Format {
+        path: Default::default(),
+        message,
+    })
+}
+
+/// The text [`write_log`] writes for `output`.
+pub fn to_log_string(output: &Output) -> String {
+    encode_output(output).to_pretty()
+}

@@ -1,0 +1,279 @@
+//! Cockpit's on-disk encoding: `json_tricks.dump(indent=4, sort_keys=True)` of the output.
+//!
+//! Step keys are strings; scalars and per-parameter lists are plain JSON; parameter arrays are
+//! nested lists; histogram arrays are json_tricks ndarray objects
+//! `{"__ndarray__": [...], "dtype": "...", "shape": [...]}` with `"Corder": true` on 2-d ones.
+//! The Python `CockpitPlotter` needs that encoding for the histograms.
+
+use std::collections::BTreeMap;
+
+use super::json::Json;
+use crate::{HostArray, Histogram1d, Histogram2d, Output, Value};
+
+/// Encodes a whole output as Cockpit's log document.
+pub(crate) fn encode_output(output: &Output) -> Json {
+    let mut steps: BTreeMap<String, Json> = BTreeMap::new();
+    for (step, name, value) in output.iter() {
+        let entry = steps
+            .entry(step.to_string())
+            .or_insert_with(|| Json::Object(BTreeMap::new()));
+        if let Json::Object(map) = entry {
+            map.insert(name.to_string(), encode_value(value));
+        }
+    }
+    Json::Object(steps)
+}
+
+/// Decodes a Cockpit log document.
+pub(crate) fn decode_output(json: Json) -> Result<Output, String> {
+    let Json::Object(steps) = json else {
+        return Err("the top level must be an object keyed by step".into());
+    };
+    let mut output = Output::new();
+    for (key, values) in steps {
+        let step: usize = key
+            .parse()
+            .map_err(|_| format!("step key `{key}` is not a non-negative integer"))?;
+        let Json::Object(values) = values else {
+            return Err(format!("step `{key}` must hold an object of quantities"));
+        };
+        for (name, value) in values {
+            output.insert(step, name, decode_value(value));
+        }
+    }
+    Ok(output)
+}
+
+pub(crate) fn encode_value(value: &Value) -> Json {
+    match value {
+        Value::Int(i) => Json::Int(*i),
+        Value::Float(f) => Json::Float(*f),
+        Value::List(values) => floats(values),
+        Value::Arrays(arrays) => Json::Array(arrays.iter().map(nested).collect()),
+        Value::Hist1d(h) => encode_hist1d(h),
+        Value::Hist2d(h) => {
+            let mut map = encode_hist2d(h);
+            if !h.individual.is_empty() {
+                map.insert("param_groups".into(), Json::Int(h.individual.len() as i64));
+                for (k, single) in h.individual.iter().enumerate() {
+                    map.insert(format!("param_{k}"), Json::Object(encode_hist2d(single)));
+                }
+            }
+            Json::Object(map)
+        }
+        Value::Other(json) => Json::from_serde(json.clone()),
+    }
+}
+
+fn encode_hist1d(h: &Histogram1d) -> Json {
+    let mut map = BTreeMap::new();
+    map.insert("edges".into(), ndarray(floats(&h.edges), "float64", &[h.edges.len()]));
+    map.insert("hist".into(), ndarray(floats(&h.hist), "float64", &[h.hist.len()]));
+    Json::Object(map)
+}
+
+fn encode_hist2d(h: &Histogram2d) -> BTreeMap<String, Json> {
+    let (xb, yb) = h.bins;
+    let rows = (0..xb)
+        .map(|r| Json::Array(h.hist[r * yb..(r + 1) * yb].iter().map(|c| Json::Int(*c)).collect()))
+        .collect();
+    let mut map = BTreeMap::new();
+    map.insert(
+        "edges".into(),
+        Json::Array(vec![
+            ndarray(floats(&h.x_edges), "float64", &[h.x_edges.len()]),
+            ndarray(floats(&h.y_edges), "float64", &[h.y_edges.len()]),
+        ]),
+    );
+    map.insert("hist".into(), ndarray(Json::Array(rows), "int64", &[xb, yb]));
+    map
+}
+
+fn floats(values: &[f64]) -> Json {
+    Json::Array(values.iter().map(|v| Json::Float(*v)).collect())
+}
+
+fn ndarray(data: Json, dtype: &str, shape: &[usize]) -> Json {
+    let mut map = BTreeMap::new();
+    if shape.len() > 1 {
+        map.insert("Corder".into(), Json::Bool(true));
+    }
+    map.insert("__ndarray__".into(), data);
+    map.insert("dtype".into(), Json::Str(dtype.into()));
+    map.insert(
+        "shape".into(),
+        Json::Array(shape.iter().map(|s| Json::Int(*s as i64)).collect()),
+    );
+    Json::Object(map)
+}
+
+/// An array as nested lists (`numpy.ndarray.tolist()`).
+fn nested(array: &HostArray) -> Json {
+    fn level(shape: &[usize], data: &[f64]) -> Json {
+        match shape.split_first() {
+            None => Json::Float(data.first().copied().unwrap_or(f64::NAN)),
+            Some((&n, rest)) => {
+                let stride: usize = rest.iter().product();
+                Json::Array(
+                    (0..n)
+                        .map(|i| level(rest, &data[i * stride..(i + 1) * stride]))
+                        .collect(),
+                )
+            }
+        }
+    }
+    level(&array.shape, &array.data)
+}
+
+fn decode_value(json: Json) -> Value {
+    match json {
+        Json::Int(i) => Value::Int(i),
+        Json::Float(f) => Value::Float(f),
+        Json::Array(items) if items.iter().all(|i| i.as_f64().is_some()) => {
+            Value::List(items.iter().filter_map(Json::as_f64).collect())
+        }
+        Json::Array(items) => match items.iter().map(unnest).collect::<Option<Vec<_>>>() {
+            Some(arrays) => Value::Arrays(arrays),
+            None => Value::Other(Json::Array(items).into_serde()),
+        },
+        Json::Object(map) => decode_histogram(&map)
+            .unwrap_or_else(|| Value::Other(Json::Object(map).into_serde())),
+        other => Value::Other(other.into_serde()),
+    }
+}
+
+fn decode_histogram(map: &BTreeMap<String, Json>) -> Option<Value> {
+    let (hist, edges) = (map.get("hist")?, map.get("edges")?);
+    match edges {
+        Json::Array(axes) if axes.len() == 2 && axes.iter().all(|a| unnest(&un_ndarray(a)).is_some_and(|x| x.shape.len() == 1)) => {
+            let mut h = decode_hist2d(hist, &axes[0], &axes[1])?;
+            if let Some(groups) = map.get("param_groups").and_then(Json::as_f64) {
+                for k in 0..groups as usize {
+                    let Some(Json::Object(single)) = map.get(&format!("param_{k}")) else {
+                        return None;
+                    };
+                    let Json::Array(axes) = single.get("edges")? else {
+                        return None;
+                    };
+                    h.individual
+                        .push(decode_hist2d(single.get("hist")?, axes.first()?, axes.get(1)?)?);
+                }
+            }
+            Some(Value::Hist2d(h))
+        }
+        _ => {
+            let hist = unnest(&un_ndarray(hist))?;
+            let edges = unnest(&un_ndarray(edges))?;
+            Some(Value::Hist1d(Histogram1d {
+                hist: hist.data,
+                edges: edges.data,
+            }))
+        }
+    }
+}
+
+fn decode_hist2d(hist: &Json, x: &Json, y: &Json) -> Option<Histogram2d> {
+    let hist = unnest(&un_ndarray(hist))?;
+    let [xb, yb] = hist.shape[..] else {
+        return None;
+    };
+    Some(Histogram2d {
+        hist: hist.data.iter().map(|c| *c as i64).collect(),
+        bins: (xb, yb),
+        x_edges: unnest(&un_ndarray(x))?.data,
+        y_edges: unnest(&un_ndarray(y))?.data,
+        individual: Vec::new(),
+    })
+}
+
+/// The data of a json_tricks ndarray object, or the JSON itself if it is not one.
+fn un_ndarray(json: &Json) -> Json {
+    match json {
+        Json::Object(map) => map.get("__ndarray__").cloned().unwrap_or(Json::Null),
+        other => other.clone(),
+    }
+}
+
+/// Nested lists of numbers as a shaped array (rectangular only).
+fn unnest(json: &Json) -> Option<HostArray> {
+    match json {
+        Json::Int(_) | Json::Float(_) => Some(HostArray {
+            shape: vec![],
+            data: vec![json.as_f64()?],
+        }),
+        Json::Array(items) => {
+            let inner: Vec<HostArray> = items.iter().map(unnest).collect::<Option<_>>()?;
+            let sub_shape = inner.first().map(|a| a.shape.clone()).unwrap_or_default();
+            if inner.iter().any(|a| a.shape != sub_shape) {
+                return None;
+            }
+            let mut shape = vec![inner.len()];
+            shape.extend(sub_shape);
+            Some(HostArray {
+                shape,
+                data: inner.into_iter().flat_map(|a| a.data).collect(),
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip_through_the_encoding() {
+        let mut output = Output::new();
+        output.insert(0, "Loss", Value::Float(1.25));
+        output.insert(0, "epoch_count", Value::Int(3));
+        output.insert(1, "GradNorm", Value::List(vec![0.5, 0.25]));
+        output.insert(
+            1,
+            "Parameters",
+            Value::Arrays(vec![
+                HostArray { shape: vec![2, 2], data: vec![1.0, 2.0, 3.0, 4.0] },
+                HostArray { shape: vec![2], data: vec![5.0, 6.0] },
+            ]),
+        );
+        output.insert(
+            2,
+            "GradHist1d",
+            Value::Hist1d(Histogram1d { hist: vec![1.0, 0.0], edges: vec![-1.0, 0.0, 1.0] }),
+        );
+        output.insert(
+            2,
+            "GradHist2d",
+            Value::Hist2d(Histogram2d {
+                hist: vec![1, 2, 3, 4, 5, 6],
+                bins: (2, 3),
+                x_edges: vec![-1.0, 0.0, 1.0],
+                y_edges: vec![-1.0, 0.0, 1.0, 2.0],
+                individual: vec![],
+            }),
+        );
+        let decoded = decode_output(Json::parse(&encode_output(&output).to_pretty()).unwrap()).unwrap();
+        assert_eq!(decoded, output);
+    }
+
+    #[test]
+    fn two_dimensional_ndarrays_carry_corder() {
+        let h = Value::Hist2d(Histogram2d {
+            hist: vec![0; 4],
+            bins: (2, 2),
+            x_edges: vec![0.0, 1.0, 2.0],
+            y_edges: vec![0.0, 1.0, 2.0],
+            individual: vec![],
+        });
+        let text = encode_value(&h).to_line();
+        assert!(text.contains(r#""hist": {"Corder": true, "__ndarray__": [[0, 0], [0, 0]], "dtype": "int64", "shape": [2, 2]}"#), "{text}");
+    }
+
+    #[test]
+    fn malformed_documents_are_refused() {
+        assert!(decode_output(Json::Array(vec![])).is_err());
+        let mut map = BTreeMap::new();
+        map.insert("step-one".to_string(), Json::Object(BTreeMap::new()));
+        assert!(decode_output(Json::Object(map)).unwrap_err().contains("step-one"));
+    }
+}

@@ -1,0 +1,115 @@
+//! The JSON-lines stream: one line per tracked step, flushed as training goes, so a crash
+//! loses nothing that was already tracked.
+//!
+//! Each line is `{"output": {"<step>": {"<Quantity>": value, ...}, ...}, "tracked_at": <step>}`
+//! with the values computed during that `track` call (two-step quantities store under an
+//! earlier step) in the same encoding as the log file.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use super::LogError;
+use super::json::Json;
+use super::json_tricks::{decode_output, encode_output};
+use crate::Output;
+
+/// Appends one JSON line per tracked step to a file.
+#[derive(Debug)]
+pub struct JsonLinesWriter {
+    path: PathBuf,
+    file: File,
+}
+
+impl JsonLinesWriter {
+    /// Creates (or truncates) the stream file.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file cannot be created.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self, LogError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| LogError::Io {
+            action: "create",
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self { path, file })
+    }
+
+    /// The stream's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends the values of one `track` (or `log`) call and flushes.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the write fails.
+    pub fn append(&mut self, tracked_at: usize, values: &Output) -> Result<(), LogError> {
+        let mut line = BTreeMap::new();
+        line.insert("output".to_string(), encode_output(values));
+        line.insert("tracked_at".to_string(), Json::Int(tracked_at as i64));
+        let mut text = Json::Object(line).to_line();
+        text.push('\n');
+        self.file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(|source| LogError::Io {
+                action: "write",
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// Reads a JSON-lines stream back into one output. A last line cut short by a crash is
+/// ignored; any other bad line is an error.
+///
+/// # Errors
+///
+/// [`LogError::Io`] if unreadable, [`LogError::Parse`] / [`LogError::Format`] naming the line.
+pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
+    let path = path.as_ref();
+    let io = |source| LogError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let lines: Vec<String> = BufReader::new(File::open(path).map_err(io)?)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    let mut output = Output::new();
+    let last = lines.len();
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = match Json::parse(line) {
+            Ok(json) => json,
+            Err(_) if index + 1 == last => break, // a partial line from an interrupted write
+            Err(err) => {
+                return Err(LogError::Parse {
+                    path: path.to_path_buf(),
+                    line: Some(index + 1),
+                    message: err.to_string(),
+                });
+            }
+        };
+        let format = |message: String| LogError::Format {
+            path: path.to_path_buf(),
+            message: format!("line {}: {message}", index + 1),
+        };
+        let Json::Object(mut map) = parsed else {
+            return Err(format("not an object".into()));
+        };
+        let values = map
+            .remove("output")
+            .ok_or_else(|| format("no `output` field".into()))?;
+        output.merge(decode_output(values).map_err(format)?);
+    }
+    Ok(output)
+}

@@ -1,0 +1,198 @@
+//! What quantities produce and the Cockpit stores: [`Value`]s keyed by step and name.
+
+use std::collections::BTreeMap;
+
+/// A host array with its shape (row-major), e.g. one parameter tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostArray {
+    /// Shape; empty for a scalar.
+    pub shape: Vec<usize>,
+    /// Elements in row-major order.
+    pub data: Vec<f64>,
+}
+
+impl HostArray {
+    /// The array transposed, for 2-d arrays (burn's `[in, out]` ↔ PyTorch's `[out, in]`);
+    /// other ranks are returned unchanged.
+    pub fn transposed(&self) -> Self {
+        let [rows, cols] = self.shape[..] else {
+            return self.clone();
+        };
+        let mut data = Vec::with_capacity(self.data.len());
+        for c in 0..cols {
+            for r in 0..rows {
+                data.push(self.data[r * cols + c]);
+            }
+        }
+        Self {
+            shape: vec![cols, rows],
+            data,
+        }
+    }
+}
+
+/// A one-dimensional histogram: `hist[k]` counts values in `[edges[k], edges[k+1])`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram1d {
+    /// Counts, one per bin.
+    pub hist: Vec<f64>,
+    /// Bin edges, one more than bins.
+    pub edges: Vec<f64>,
+}
+
+/// A two-dimensional histogram with integer counts, `[x bins, y bins]` row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram2d {
+    /// Counts, row-major `[x bins, y bins]`.
+    pub hist: Vec<i64>,
+    /// `(x bins, y bins)`.
+    pub bins: (usize, usize),
+    /// Edges along x (gradient elements).
+    pub x_edges: Vec<f64>,
+    /// Edges along y (parameter values).
+    pub y_edges: Vec<f64>,
+    /// Per-parameter histograms (`keep_individual`), in parameter order.
+    pub individual: Vec<Histogram2d>,
+}
+
+/// One value in the Cockpit output.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Value {
+    /// An integer (e.g. `epoch_count`).
+    Int(i64),
+    /// A number (Loss, NormTest, Alpha, …).
+    Float(f64),
+    /// One number per parameter (GradNorm, Distance, UpdateSize, HessTrace).
+    List(Vec<f64>),
+    /// One array per parameter (Parameters), written as nested lists.
+    Arrays(Vec<HostArray>),
+    /// A 1-d histogram (GradHist1d).
+    Hist1d(Histogram1d),
+    /// A 2-d histogram (GradHist2d).
+    Hist2d(Histogram2d),
+    /// Anything else found in a log written by another tool.
+    Other(serde_json::Value),
+}
+
+impl Value {
+    /// The value as one number, for scalar values.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Int(v) => Some(*v as f64),
+            Value::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The per-parameter numbers, for list values.
+    pub fn as_list(&self) -> Option<&[f64]> {
+        match self {
+            Value::List(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Whether every number in the value is finite.
+    pub fn is_finite(&self) -> bool {
+        match self {
+            Value::Int(_) | Value::Other(_) | Value::Hist2d(_) => true,
+            Value::Float(v) => v.is_finite(),
+            Value::List(v) => v.iter().all(|x| x.is_finite()),
+            Value::Arrays(a) => a.iter().all(|a| a.data.iter().all(|x| x.is_finite())),
+            Value::Hist1d(h) => h.hist.iter().all(|x| x.is_finite()),
+        }
+    }
+}
+
+/// Cockpit's output: `output[step][name] = value`, as `Cockpit.get_output()` returns it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Output {
+    steps: BTreeMap<usize, BTreeMap<String, Value>>,
+}
+
+impl Output {
+    /// An empty output.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores `value` under `step` and `name`, replacing an earlier one.
+    pub fn insert(&mut self, step: usize, name: impl Into<String>, value: Value) {
+        self.steps.entry(step).or_default().insert(name.into(), value);
+    }
+
+    /// The value of `name` at `step`.
+    pub fn get(&self, step: usize, name: &str) -> Option<&Value> {
+        self.steps.get(&step)?.get(name)
+    }
+
+    /// All values stored at `step`.
+    pub fn at(&self, step: usize) -> Option<&BTreeMap<String, Value>> {
+        self.steps.get(&step)
+    }
+
+    /// The steps that have at least one value, in increasing order.
+    pub fn steps(&self) -> impl Iterator<Item = usize> + '_ {
+        self.steps.keys().copied()
+    }
+
+    /// Every `(step, value)` of one quantity, in step order.
+    pub fn series(&self, name: &str) -> Vec<(usize, &Value)> {
+        self.steps
+            .iter()
+            .filter_map(|(step, values)| values.get(name).map(|v| (*step, v)))
+            .collect()
+    }
+
+    /// Every `(step, name, value)`, in step then name order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &str, &Value)> {
+        self.steps.iter().flat_map(|(step, values)| {
+            values
+                .iter()
+                .map(move |(name, value)| (*step, name.as_str(), value))
+        })
+    }
+
+    /// Whether nothing has been stored.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Merges `other` into `self` (values of `other` win).
+    pub fn merge(&mut self, other: Output) {
+        for (step, values) in other.steps {
+            self.steps.entry(step).or_default().extend(values);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_swaps_rows_and_columns() {
+        let a = HostArray {
+            shape: vec![2, 3],
+            data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        };
+        let t = a.transposed();
+        assert_eq!(t.shape, vec![3, 2]);
+        assert_eq!(t.data, vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        assert_eq!(t.transposed(), a);
+    }
+
+    #[test]
+    fn output_series_and_merge() {
+        let mut out = Output::new();
+        out.insert(2, "Loss", Value::Float(1.0));
+        out.insert(0, "Loss", Value::Float(2.0));
+        let mut other = Output::new();
+        other.insert(1, "GradNorm", Value::List(vec![0.5]));
+        out.merge(other);
+        assert_eq!(out.steps().collect::<Vec<_>>(), vec![0, 1, 2]);
+        let series: Vec<_> = out.series("Loss").into_iter().map(|(s, _)| s).collect();
+        assert_eq!(series, vec![0, 2]);
+    }
+}

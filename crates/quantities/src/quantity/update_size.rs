@@ -1,0 +1,56 @@
+//! UpdateSize.
+
+use super::base::{Quantity, StepContext, sqrt_list};
+use crate::{QuantityError, Schedule, Snapshot, Value};
+
+/// Layer-wise size of the optimizer's update, `‖θ_{t+1}^p − θ_t^p‖₂` (Cockpit's `UpdateSize`).
+///
+/// A two-step quantity: θ_t is cached at a scheduled step t, the difference is taken at step
+/// t+1 (after backward, before that step's update) and stored under t. The cache is dropped at
+/// t+1, so the last scheduled step of a run has no value.
+///
+/// # Cost
+///
+/// Keeps one extra reference to θ_t for one step (at most `D` elements); one reduction per
+/// parameter and a host read of `P` numbers.
+#[derive(Debug, Clone)]
+pub struct UpdateSize {
+    schedule: Schedule,
+    start: Option<(usize, Snapshot)>,
+}
+
+impl UpdateSize {
+    /// UpdateSize on the given schedule.
+    pub fn new(schedule: Schedule) -> Self {
+        Self {
+            schedule,
+            start: None,
+        }
+    }
+}
+
+impl Quantity for UpdateSize {
+    fn name(&self) -> &str {
+        "UpdateSize"
+    }
+
+    fn should_compute(&self, step: usize) -> bool {
+        self.schedule.is_active(step) || self.schedule.was_active_before(step)
+    }
+
+    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        let mut result = None;
+        if self.schedule.was_active_before(ctx.step)
+            && let Some((start, before)) = self.start.take()
+            && start + 1 == ctx.step
+        {
+            result = Some((start, sqrt_list(ctx.params.sq_distances(&before)?)?));
+        }
+        // Cockpit frees a start cache once `step + 1` can no longer end it.
+        self.start = None;
+        if self.schedule.is_active(ctx.step) {
+            self.start = Some((ctx.step, ctx.params.clone()));
+        }
+        Ok(result)
+    }
+}

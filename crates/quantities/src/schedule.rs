@@ -1,0 +1,218 @@
+//! Track schedules: at which steps a quantity is computed.
+//!
+//! The two schedules of Cockpit (`cockpit.utils.schedules`), with the same semantics.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::CockpitError;
+
+/// Decides whether a quantity is computed at a step.
+///
+/// Build one with [`Schedule::linear`], [`Schedule::logarithmic`], [`Schedule::every_step`]
+/// or [`Schedule::custom`]. Cloning is cheap.
+#[derive(Clone)]
+pub struct Schedule {
+    kind: ScheduleKind,
+}
+
+#[derive(Clone)]
+enum ScheduleKind {
+    Linear { interval: usize, offset: i64 },
+    Steps { steps: Arc<BTreeSet<usize>>, label: String },
+    Custom(Arc<dyn Fn(usize) -> bool + Send + Sync>),
+}
+
+impl Schedule {
+    /// Every step: Cockpit's default `linear(1, 0)`.
+    pub fn every_step() -> Self {
+        Self {
+            kind: ScheduleKind::Linear {
+                interval: 1,
+                offset: 0,
+            },
+        }
+    }
+
+    /// Cockpit's `linear(interval, offset)`: active at step `s` iff `s − offset ≥ 0` and
+    /// `(s − offset) % interval == 0`. `linear(3, −1)` gives 2, 5, 8, …; `linear(1, 2)` gives
+    /// 2, 3, 4, ….
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::InvalidSchedule`] if `interval` is 0.
+    pub fn linear(interval: usize, offset: i64) -> Result<Self, CockpitError> {
+        if interval == 0 {
+            return Err(CockpitError::InvalidSchedule(
+                "linear schedule needs an interval of at least 1".into(),
+            ));
+        }
+        Ok(Self {
+            kind: ScheduleKind::Linear { interval, offset },
+        })
+    }
+
+    /// Cockpit's `logarithmic(start, end, steps, base, init)`: active at the steps
+    /// `int(logspace(start, end, steps, base))` (computed in `float32` as `torch.logspace` does,
+    /// then truncated), plus step 0 if `init`. `logarithmic(0, 1, 4, 10, false)` gives
+    /// {1, 2, 4, 10}.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::InvalidSchedule`] for a non-finite or non-positive base, or
+    /// non-finite exponents.
+    pub fn logarithmic(
+        start: f64,
+        end: f64,
+        steps: usize,
+        base: f64,
+        init: bool,
+    ) -> Result<Self, CockpitError> {
+        if !(base.is_finite() && base > 0.0 && start.is_finite() && end.is_finite()) {
+            return Err(CockpitError::InvalidSchedule(format!(
+                "logarithmic schedule needs finite exponents and a positive base, got \
+                 start={start}, end={end}, base={base}"
+            )));
+        }
+        let mut set = BTreeSet::new();
+        if init {
+            set.insert(0);
+        }
+        // torch.logspace fills the first half from `start` and the second half from `end`,
+        // in the default dtype float32; int() truncates towards zero.
+        let (start32, end32, base32) = (start as f32, end as f32, base as f32);
+        let step32 = if steps > 1 {
+            (end32 - start32) / (steps as f32 - 1.0)
+        } else {
+            0.0
+        };
+        let half = steps / 2;
+        for i in 0..steps {
+            let exponent = if i < half {
+                start32 + step32 * i as f32
+            } else {
+                end32 - step32 * (steps - i - 1) as f32
+            };
+            let value = base32.powf(exponent);
+            if value.is_finite() && value >= 0.0 {
+                set.insert(value.trunc() as usize);
+            }
+        }
+        let label = format!("logarithmic({start}, {end}, {steps}, {base}, {init})");
+        Ok(Self {
+            kind: ScheduleKind::Steps {
+                steps: Arc::new(set),
+                label,
+            },
+        })
+    }
+
+    /// Active exactly at the given steps.
+    pub fn steps(steps: impl IntoIterator<Item = usize>) -> Self {
+        let steps: BTreeSet<usize> = steps.into_iter().collect();
+        let label = format!("steps({steps:?})");
+        Self {
+            kind: ScheduleKind::Steps {
+                steps: Arc::new(steps),
+                label,
+            },
+        }
+    }
+
+    /// Any rule `step -> bool`.
+    pub fn custom(rule: impl Fn(usize) -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            kind: ScheduleKind::Custom(Arc::new(rule)),
+        }
+    }
+
+    /// Whether the schedule is active at `step`.
+    pub fn is_active(&self, step: usize) -> bool {
+        match &self.kind {
+            ScheduleKind::Linear { interval, offset } => {
+                let shifted = step as i128 - i128::from(*offset);
+                shifted >= 0 && shifted % (*interval as i128) == 0
+            }
+            ScheduleKind::Steps { steps, .. } => steps.contains(&step),
+            ScheduleKind::Custom(rule) => rule(step),
+        }
+    }
+
+    /// Whether the schedule was active at the step before `step` (Cockpit's `is_end` of a
+    /// two-step quantity); false at step 0.
+    pub fn was_active_before(&self, step: usize) -> bool {
+        step.checked_sub(1).is_some_and(|prev| self.is_active(prev))
+    }
+}
+
+impl Default for Schedule {
+    fn default() -> Self {
+        Self::every_step()
+    }
+}
+
+impl fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ScheduleKind::Linear { interval, offset } => write!(f, "linear({interval}, {offset})"),
+            ScheduleKind::Steps { label, .. } => f.write_str(label),
+            ScheduleKind::Custom(_) => f.write_str("custom"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn active(schedule: &Schedule, n: usize) -> Vec<usize> {
+        (0..n).filter(|&s| schedule.is_active(s)).collect()
+    }
+
+    /// Cockpit's `test_utils`: `linear` for interval ∈ {1,2,3}, offset ∈ {0,1,2,−1}, 100 steps,
+    /// against the definition written out by hand.
+    #[test]
+    fn linear_matches_cockpit_definition() {
+        for interval in [1usize, 2, 3] {
+            for offset in [0i64, 1, 2, -1] {
+                let schedule = Schedule::linear(interval, offset).unwrap();
+                let expected: Vec<usize> = (0..100usize)
+                    .filter(|&s| {
+                        let s = s as i64 - offset;
+                        s >= 0 && s % interval as i64 == 0
+                    })
+                    .collect();
+                assert_eq!(active(&schedule, 100), expected, "linear({interval}, {offset})");
+            }
+        }
+    }
+
+    #[test]
+    fn linear_examples_from_the_docs() {
+        assert_eq!(active(&Schedule::linear(3, -1).unwrap(), 10), vec![2, 5, 8]);
+        assert_eq!(active(&Schedule::linear(1, 2).unwrap(), 6), vec![2, 3, 4, 5]);
+        assert!(Schedule::linear(0, 0).is_err());
+    }
+
+    #[test]
+    fn logarithmic_examples_from_cockpit_tests() {
+        let schedule = Schedule::logarithmic(0.0, 1.0, 4, 10.0, false).unwrap();
+        assert_eq!(active(&schedule, 20), vec![1, 2, 4, 10]);
+        let with_init = Schedule::logarithmic(0.0, 1.0, 4, 10.0, true).unwrap();
+        assert_eq!(active(&with_init, 20), vec![0, 1, 2, 4, 10]);
+        // torch.logspace(0, 2, 3) = [1, 10, 100]: the exact powers must not truncate down.
+        let powers = Schedule::logarithmic(0.0, 2.0, 3, 10.0, false).unwrap();
+        assert_eq!(active(&powers, 200), vec![1, 10, 100]);
+        assert!(Schedule::logarithmic(0.0, 1.0, 4, -2.0, true).is_err());
+    }
+
+    #[test]
+    fn was_active_before_is_cockpits_is_end() {
+        let schedule = Schedule::linear(1, 2).unwrap();
+        assert_eq!(
+            (0..6).filter(|&s| schedule.was_active_before(s)).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
+    }
+}

@@ -1,0 +1,305 @@
+//! Parameter snapshots: the model's trainable parameters (or their gradients) at one step.
+//!
+//! A [`Snapshot`] is taken with burn's [`ModuleVisitor`]: one [`ParamEntry`] per parameter that
+//! requires a gradient, keyed by [`ParamId`] and named by its dotted module path
+//! (`layers.0.weight`). Values are flattened, detached handles that stay on the device: taking a
+//! snapshot copies nothing. Differences and norms are computed on the device too, and only the
+//! final per-parameter numbers are read back, once ([`read_values`]).
+
+use burn::module::{Module, ModuleVisitor, Param, ParamId};
+use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
+
+use crate::{CockpitError, QuantityError};
+
+/// One trainable parameter (or its gradient) at one step.
+#[derive(Debug, Clone)]
+pub struct ParamEntry {
+    /// burn's identity of the parameter; stable across optimizer steps.
+    pub id: ParamId,
+    /// Dotted module path, e.g. `layers.0.weight`.
+    pub name: String,
+    /// The parameter's shape in burn's layout (a `Linear` weight is `[d_input, d_output]`).
+    pub shape: Vec<usize>,
+    /// The values, flattened in row-major order, detached and without autodiff, on the device.
+    pub value: Tensor<1>,
+}
+
+impl ParamEntry {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The trainable parameters of a model (or their gradients) at one step, in the model's
+/// visiting order.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    entries: Vec<ParamEntry>,
+}
+
+impl Snapshot {
+    /// Snapshots every parameter of `model` that requires a gradient. Parameters that do not
+    /// (BatchNorm running statistics, frozen layers) are left out, as Cockpit only sees
+    /// `requires_grad` parameters.
+    pub fn of_params<M: Module>(model: &M) -> Self {
+        let mut visitor = Collector::new(None);
+        model.visit(&mut visitor);
+        Self {
+            entries: visitor.entries,
+        }
+    }
+
+    /// Snapshots the gradient of every parameter of `model` that requires one, aligned with
+    /// [`Snapshot::of_params`] (same order, ids and names).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::MissingGradient`] names the first parameter without a gradient.
+    pub fn of_grads<M: Module>(model: &M, grads: &GradientsParams) -> Result<Self, CockpitError> {
+        let mut visitor = Collector::new(Some(grads));
+        model.visit(&mut visitor);
+        if let Some(name) = visitor.missing {
+            return Err(CockpitError::MissingGradient { name });
+        }
+        Ok(Self {
+            entries: visitor.entries,
+        })
+    }
+
+    /// Builds a snapshot from entries (for tests and custom engines).
+    pub fn from_entries(entries: Vec<ParamEntry>) -> Self {
+        Self { entries }
+    }
+
+    /// The entries in visiting order.
+    pub fn entries(&self) -> &[ParamEntry] {
+        &self.entries
+    }
+
+    /// Number of parameters (tensors, not elements).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the snapshot holds no parameter.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Total number of scalar elements.
+    pub fn numel(&self) -> usize {
+        self.entries.iter().map(ParamEntry::numel).sum()
+    }
+
+    /// The ids in order.
+    pub fn ids(&self) -> Vec<ParamId> {
+        self.entries.iter().map(|e| e.id).collect()
+    }
+
+    /// The dotted names in order.
+    pub fn names(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.name.clone()).collect()
+    }
+
+    /// Looks up an entry by id.
+    pub fn get(&self, id: ParamId) -> Option<&ParamEntry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+
+    /// Per-parameter squared L2 norms, `[P]`, on the device.
+    ///
+    /// # Panics
+    ///
+    /// Never for a non-empty snapshot; an empty one is refused by the Cockpit before this.
+    pub fn sq_norms(&self) -> Tensor<1> {
+        Tensor::cat(
+            self.entries
+                .iter()
+                .map(|e| e.value.clone().square().sum())
+                .collect(),
+            0,
+        )
+    }
+
+    /// Per-parameter squared L2 distances `‖self_p − other_p‖²`, `[P]`, on the device, matching
+    /// parameters by [`ParamId`].
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::Shape`] if a parameter is missing from `other` or has another shape.
+    pub fn sq_distances(&self, other: &Snapshot) -> Result<Tensor<1>, QuantityError> {
+        let mut parts = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            let Some(reference) = other.get(entry.id) else {
+                return Err(QuantityError::Shape(format!(
+                    "parameter `{}` has no reference value",
+                    entry.name
+                )));
+            };
+            if reference.shape != entry.shape {
+                return Err(QuantityError::Shape(format!(
+                    "parameter `{}` changed shape from {:?} to {:?}",
+                    entry.name, reference.shape, entry.shape
+                )));
+            }
+            parts.push((entry.value.clone() - reference.value.clone()).square().sum());
+        }
+        Ok(Tensor::cat(parts, 0))
+    }
+}
+
+/// Reads a small device tensor back to the host as `f64`: the one host read behind a reported
+/// number.
+///
+/// # Errors
+///
+/// [`QuantityError::Read`] if the backend cannot read the tensor.
+pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, QuantityError> {
+    tensor
+        .try_into_vec_as::<f64>()
+        .map_err(|err| QuantityError::Read(format!("{err:?}")))
+}
+
+/// The visitor behind [`Snapshot`]: tracks the module path through `enter_module` /
+/// `exit_module` and collects every parameter that requires a gradient.
+struct Collector<'a> {
+    path: Vec<String>,
+    grads: Option<&'a GradientsParams>,
+    entries: Vec<ParamEntry>,
+    missing: Option<String>,
+}
+
+impl<'a> Collector<'a> {
+    fn new(grads: Option<&'a GradientsParams>) -> Self {
+        Self {
+            path: Vec::new(),
+            grads,
+            entries: Vec::new(),
+            missing: None,
+        }
+    }
+}
+
+impl ModuleVisitor for Collector<'_> {
+    fn enter_module(&mut self, name: &str, _container_type: &str) {
+        self.path.push(name.to_string());
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let tensor = param.val();
+        if !tensor.is_require_grad() {
+            return;
+        }
+        let name = self.path.join(".");
+        let shape = tensor.shape().to_vec();
+        let value = match self.grads {
+            None => tensor,
+            Some(grads) => match grads.get::<D>(param.id) {
+                Some(grad) => grad,
+                None => {
+                    self.missing.get_or_insert(name);
+                    return;
+                }
+            },
+        };
+        let value = value.detach().without_autodiff().reshape([shape.iter().product::<usize>()]);
+        self.entries.push(ParamEntry {
+            id: param.id,
+            name,
+            shape,
+            value,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::module::Module;
+    use burn::nn::{Linear, LinearConfig};
+    use burn::tensor::Device;
+
+    #[derive(Module, Debug)]
+    struct Block {
+        layers: Vec<Linear>,
+        head: Option<Linear>,
+    }
+
+    #[derive(Module, Debug)]
+    struct Nested {
+        encoder: Block,
+        out: Linear,
+    }
+
+    fn device() -> Device {
+        Device::flex().autodiff()
+    }
+
+    #[test]
+    fn names_follow_the_module_tree() {
+        let device = device();
+        let block = Block {
+            layers: vec![
+                LinearConfig::new(2, 3).init(&device),
+                LinearConfig::new(3, 3).with_bias(false).init(&device),
+            ],
+            head: Some(LinearConfig::new(3, 1).init(&device)),
+        };
+        let model = Nested {
+            encoder: block,
+            out: LinearConfig::new(1, 1).init(&device),
+        };
+        let snapshot = Snapshot::of_params(&model);
+        assert_eq!(
+            snapshot.names(),
+            vec![
+                "encoder.layers.0.weight",
+                "encoder.layers.0.bias",
+                "encoder.layers.1.weight",
+                "encoder.head.weight",
+                "encoder.head.bias",
+                "out.weight",
+                "out.bias",
+            ]
+        );
+        assert_eq!(snapshot.entries()[0].shape, vec![2, 3]);
+        assert_eq!(snapshot.numel(), 6 + 3 + 9 + 3 + 1 + 1 + 1);
+        assert_eq!(snapshot.ids(), burn::module::list_param_ids(&model));
+    }
+
+    #[test]
+    fn frozen_parameters_are_left_out() {
+        let device = device();
+        let model = Block {
+            layers: vec![LinearConfig::new(2, 2).init(&device).no_grad()],
+            head: Some(LinearConfig::new(2, 1).init(&device)),
+        };
+        assert_eq!(Snapshot::of_params(&model).names(), vec!["head.weight", "head.bias"]);
+    }
+
+    #[test]
+    fn norms_and_distances_of_literal_tensors() {
+        let device = Device::flex();
+        let entry = |id: ParamId, values: [f64; 2]| ParamEntry {
+            id,
+            name: "p".into(),
+            shape: vec![2],
+            value: Tensor::from_floats(values, &device),
+        };
+        let (a, b) = (ParamId::new(), ParamId::new());
+        let now = Snapshot::from_entries(vec![entry(a, [3.0, 4.0]), entry(b, [1.0, 1.0])]);
+        let before = Snapshot::from_entries(vec![entry(b, [1.0, 2.0]), entry(a, [0.0, 0.0])]);
+        let norms = read_values(now.sq_norms()).unwrap();
+        assert_eq!(norms, vec![25.0, 2.0]);
+        let distances = read_values(now.sq_distances(&before).unwrap()).unwrap();
+        assert_eq!(distances, vec![25.0, 1.0]);
+        let other = Snapshot::from_entries(vec![entry(a, [0.0, 0.0])]);
+        assert!(now.sq_distances(&other).is_err());
+    }
+}

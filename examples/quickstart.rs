@@ -1,0 +1,163 @@
+//! Quickstart: train a small classifier on the iris data set (shipped inside the
+//! `linfa-datasets` crate, no download) with a hand-written burn loop, and let a Cockpit watch
+//! every step.
+//!
+//! ```text
+//! cargo run --example quickstart                      # flex, burn's default CPU backend
+//! cargo run --example quickstart --features wgpu      # GPU through wgpu
+//! ```
+//!
+//! Writes `cockpit-logs/quickstart.json` (Cockpit's log format, readable by the Python
+//! `CockpitPlotter`) and `cockpit-logs/quickstart.jsonl` (one line per tracked step).
+
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::{Cockpit, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend};
+use indicatif::{ProgressBar, ProgressStyle};
+
+const EPOCHS: usize = 40;
+const BATCH: usize = 16;
+const LR: f64 = 0.05;
+
+#[derive(Module, Debug)]
+struct Classifier {
+    hidden: Linear,
+    out: Linear,
+}
+
+impl Classifier {
+    fn new(device: &Device) -> Self {
+        Self {
+            hidden: LinearConfig::new(4, 16).init(device),
+            out: LinearConfig::new(16, 3).init(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.out.forward(relu(self.hidden.forward(x)))
+    }
+}
+
+/// Iris as standardised features and one-hot labels, shuffled with a fixed seed and split
+/// 120 / 30.
+struct Data {
+    train: (Vec<[f64; 4]>, Vec<usize>),
+    test: (Vec<[f64; 4]>, Vec<usize>),
+}
+
+fn load_iris() -> Data {
+    let iris = linfa_datasets::iris();
+    let records: Vec<f64> = iris.records().iter().copied().collect();
+    let labels: Vec<usize> = iris.targets().iter().copied().collect();
+    let n = labels.len();
+    let mut rows: Vec<[f64; 4]> = (0..n)
+        .map(|i| [records[4 * i], records[4 * i + 1], records[4 * i + 2], records[4 * i + 3]])
+        .collect();
+    for j in 0..4 {
+        let mean = rows.iter().map(|r| r[j]).sum::<f64>() / n as f64;
+        let sd = (rows.iter().map(|r| (r[j] - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
+        rows.iter_mut().for_each(|r| r[j] = (r[j] - mean) / sd);
+    }
+    // Fisher–Yates with a small LCG: the same split on every run and backend.
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut state: u64 = 0x5eed;
+    for i in (1..n).rev() {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        order.swap(i, (state >> 33) as usize % (i + 1));
+    }
+    let pick = |idx: &[usize]| -> (Vec<[f64; 4]>, Vec<usize>) {
+        (idx.iter().map(|&i| rows[i]).collect(), idx.iter().map(|&i| labels[i]).collect())
+    };
+    Data { train: pick(&order[..120]), test: pick(&order[120..]) }
+}
+
+fn batch_tensors(x: &[[f64; 4]], y: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
+    let inputs: Vec<f32> = x.iter().flatten().map(|v| *v as f32).collect();
+    let mut one_hot = vec![0f32; y.len() * 3];
+    for (i, &c) in y.iter().enumerate() {
+        one_hot[i * 3 + c] = 1.0;
+    }
+    (
+        Tensor::from_data(TensorData::new(inputs, [x.len(), 4]), device),
+        Tensor::from_data(TensorData::new(one_hot, [y.len(), 3]), device),
+    )
+}
+
+fn accuracy(model: &Classifier, x: &[[f64; 4]], y: &[usize], device: &Device) -> f64 {
+    let (inputs, _) = batch_tensors(x, y, device);
+    let predicted: Vec<i64> = model.forward(inputs).argmax(1).into_data().convert::<i64>().try_to_vec().unwrap_or_default();
+    let correct = predicted.iter().zip(y).filter(|(p, t)| **p as usize == **t).count();
+    correct as f64 / y.len() as f64
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (backend_name, device) = backend::device()?;
+    let device = device.autodiff();
+    let data = load_iris();
+    let mut model = Classifier::new(&device);
+    let mut optimizer = SgdConfig::new().init();
+
+    std::fs::create_dir_all("cockpit-logs")?;
+    let kinds = QuantityKind::implemented().filter(|k| *k != QuantityKind::Parameters);
+    let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step())?
+        .with_stream("cockpit-logs/quickstart.jsonl")?;
+
+    let steps_per_epoch = data.train.1.len().div_ceil(BATCH);
+    let progress = ProgressBar::new((EPOCHS * steps_per_epoch) as u64);
+    progress.set_style(ProgressStyle::with_template(
+        "{prefix} [{bar:30}] {pos}/{len} steps {msg}",
+    )?.progress_chars("=> "));
+    progress.set_prefix(format!("training on {backend_name}"));
+
+    let mut step = 0;
+    for epoch in 0..EPOCHS {
+        let mut epoch_loss = 0.0;
+        for (x, y) in data.train.0.chunks(BATCH).zip(data.train.1.chunks(BATCH)) {
+            let (inputs, targets) = batch_tensors(x, y, &device);
+            let per_sample = (log_softmax(model.forward(inputs), 1) * targets).sum_dim(1).neg().reshape([y.len()]);
+            let loss: Tensor<1> = per_sample.clone().mean();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let info = StepInfo::new(loss.clone().detach())
+                .with_individual_losses(per_sample.detach())
+                .with_optimizer(OptimizerInfo::sgd(LR));
+            cockpit.track(step, &model, &grads, info)?;
+            model = optimizer.step(LR, model, grads);
+            epoch_loss += loss.into_scalar::<f64>();
+            step += 1;
+            progress.inc(1);
+        }
+        let train_loss = epoch_loss / steps_per_epoch as f64;
+        let test_accuracy = accuracy(&model, &data.test.0, &data.test.1, &device);
+        progress.set_message(format!("epoch {epoch:>2} loss {train_loss:.3} test acc {test_accuracy:.2}"));
+        cockpit.log(step - 1, &EpochLog {
+            epoch_count: epoch + 1,
+            train_loss: Some(train_loss),
+            train_accuracy: Some(accuracy(&model, &data.train.0, &data.train.1, &device)),
+            test_accuracy: Some(test_accuracy),
+            learning_rate: Some(LR),
+            ..EpochLog::default()
+        })?;
+    }
+    progress.finish();
+    cockpit.write("cockpit-logs/quickstart.json")?;
+
+    let out = cockpit.output();
+    let global = |name: &str, step: usize| -> f64 {
+        out.get(step, name).and_then(|v| v.as_list()).map_or(f64::NAN, |l| l.iter().map(|x| x * x).sum::<f64>().sqrt())
+    };
+    let last = step - 1;
+    println!("\nCockpit summary ({} steps on {backend_name}):", step);
+    println!("  loss          {:.4} → {:.4}", out.get(0, "Loss").and_then(|v| v.as_f64()).unwrap_or(f64::NAN), out.get(last, "Loss").and_then(|v| v.as_f64()).unwrap_or(f64::NAN));
+    println!("  ‖∇L‖          {:.4} → {:.4}", global("GradNorm", 0), global("GradNorm", last));
+    println!("  ‖θ_t − θ_0‖   {:.4} at the last step", global("Distance", last));
+    println!("  update size   {:.5} → {:.5}", global("UpdateSize", 0), global("UpdateSize", last - 1));
+    println!("  test accuracy {:.2}", accuracy(&model, &data.test.0, &data.test.1, &device));
+    for warning in cockpit.warnings() {
+        println!("  warning: {warning}");
+    }
+    println!("wrote cockpit-logs/quickstart.json and cockpit-logs/quickstart.jsonl");
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! # burn-cockpit
+//!
+//! [Cockpit](https://github.com/f-dangel/cockpit) (Schneider, Dangel & Hennig, NeurIPS 2021) —
+//! the training-debugging tool for deep networks — for the [burn](https://burn.dev) framework.
+//!
+//! Attach a [`Cockpit`] to a training loop and call [`Cockpit::track`] once per step, after
+//! `backward` and before the optimizer step; write Cockpit's JSON log with [`Cockpit::write`].
+//! Everything is re-exported from [`cockpit_quantities`].
+//!
+//! ## Backends (cargo features)
+//!
+//! | feature | backend | device |
+//! |---|---|---|
+//! | `flex` (default) | burn's pure-Rust CPU backend | `Device::flex()` |
+//! | `ndarray` | burn's deprecated ndarray CPU backend | `Device::ndarray()` |
+//! | `wgpu` | GPU through wgpu (Vulkan, Metal, DX12, GL) | `Device::wgpu(..)` |
+//!
+//! [`backend::device`] picks one at run time from the enabled features, or from the
+//! `BURN_COCKPIT_DEVICE` environment variable.
+
+pub use cockpit_quantities::*;
+
+pub mod backend;

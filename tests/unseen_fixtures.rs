@@ -1,0 +1,275 @@
+//! `cockpit replay` on fixtures it has never seen: random widths, depths, activations, losses,
+//! batch sizes, learning rates and momenta. The expected values come from an independent
+//! host-side float64 implementation of the MLP (forward, hand-written backward, PyTorch SGD)
+//! in this file; nothing of burn-cockpit is used to produce them.
+
+mod common;
+
+use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
+use common::{Backend, assert_matches_fixture};
+use serde_json::{Value as Json, json};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.next()
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() * n as f64) as usize % n
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Act {
+    Relu,
+    Sigmoid,
+    Tanh,
+}
+
+impl Act {
+    fn apply(self, z: f64) -> f64 {
+        match self {
+            Act::Relu => z.max(0.0),
+            Act::Sigmoid => 1.0 / (1.0 + (-z).exp()),
+            Act::Tanh => z.tanh(),
+        }
+    }
+    fn derivative(self, z: f64) -> f64 {
+        match self {
+            Act::Relu => f64::from(u8::from(z > 0.0)),
+            Act::Sigmoid => {
+                let s = 1.0 / (1.0 + (-z).exp());
+                s * (1.0 - s)
+            }
+            Act::Tanh => 1.0 - z.tanh().powi(2),
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Act::Relu => "relu",
+            Act::Sigmoid => "sigmoid",
+            Act::Tanh => "tanh",
+        }
+    }
+}
+
+/// A layer: PyTorch-layout weight `[out][in]`, bias, and the activation after it.
+struct Layer {
+    w: Vec<Vec<f64>>,
+    b: Vec<f64>,
+    act: Option<Act>,
+}
+
+/// Loss and per-parameter gradients of the mean loss, by hand.
+fn loss_and_grads(layers: &[Layer], x: &[Vec<f64>], y: &[Vec<f64>], ce: bool) -> (f64, Vec<Vec<f64>>) {
+    let batch = x.len();
+    // Forward, keeping pre-activations and inputs of every layer.
+    let mut inputs = vec![x.to_vec()];
+    let mut pre = Vec::new();
+    for layer in layers {
+        let a = inputs.last().unwrap();
+        let z: Vec<Vec<f64>> = a
+            .iter()
+            .map(|row| layer.w.iter().zip(&layer.b).map(|(w, b)| w.iter().zip(row).map(|(w, a)| w * a).sum::<f64>() + b).collect())
+            .collect();
+        let out = z.iter().map(|r| r.iter().map(|v| layer.act.map_or(*v, |f| f.apply(*v))).collect()).collect();
+        pre.push(z);
+        inputs.push(out);
+    }
+    let f = inputs.last().unwrap();
+    let classes = f[0].len();
+    let mut loss = 0.0;
+    let mut delta: Vec<Vec<f64>> = Vec::new();
+    for n in 0..batch {
+        if ce {
+            let m = f[n].iter().cloned().fold(f64::MIN, f64::max);
+            let lse = m + f[n].iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+            let target = y[n][0] as usize;
+            loss += (lse - f[n][target]) / batch as f64;
+            delta.push((0..classes).map(|c| ((f[n][c] - lse).exp() - f64::from(u8::from(c == target))) / batch as f64).collect());
+        } else {
+            loss += f[n].iter().zip(&y[n]).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / (classes * batch) as f64;
+            delta.push(f[n].iter().zip(&y[n]).map(|(a, b)| 2.0 * (a - b) / (classes * batch) as f64).collect());
+        }
+    }
+    let mut grads = vec![Vec::new(); 2 * layers.len()];
+    for l in (0..layers.len()).rev() {
+        if let Some(act) = layers[l].act {
+            for n in 0..batch {
+                for (d, z) in delta[n].iter_mut().zip(&pre[l][n]) {
+                    *d *= act.derivative(*z);
+                }
+            }
+        }
+        let a = &inputs[l];
+        let (d_out, d_in) = (layers[l].w.len(), layers[l].w[0].len());
+        let mut gw = vec![0.0; d_out * d_in];
+        let mut gb = vec![0.0; d_out];
+        for n in 0..batch {
+            for o in 0..d_out {
+                gb[o] += delta[n][o];
+                for i in 0..d_in {
+                    gw[o * d_in + i] += delta[n][o] * a[n][i];
+                }
+            }
+        }
+        grads[2 * l] = gw;
+        grads[2 * l + 1] = gb;
+        delta = (0..batch)
+            .map(|n| (0..d_in).map(|i| (0..d_out).map(|o| layers[l].w[o][i] * delta[n][o]).sum()).collect())
+            .collect();
+    }
+    (loss, grads)
+}
+
+fn flat(layers: &[Layer]) -> Vec<Vec<f64>> {
+    layers.iter().flat_map(|l| [l.w.iter().flatten().copied().collect(), l.b.clone()]).collect()
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+fn diff_norms(a: &[Vec<f64>], b: &[Vec<f64>]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| norm(&a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>())).collect()
+}
+
+/// A random fixture with the real fixtures' layout, and its expected quantities.
+fn generate(seed: u64) -> Json {
+    let mut rng = Rng(seed);
+    let depth = 1 + rng.below(3);
+    let widths: Vec<usize> = (0..=depth).map(|_| 2 + rng.below(6)).collect();
+    let ce = rng.next() < 0.5;
+    let batch = 2 + rng.below(9);
+    let (lr, momentum) = (rng.uniform(0.01, 0.5), if rng.next() < 0.5 { 0.0 } else { rng.uniform(0.1, 0.95) });
+    let acts = [Act::Relu, Act::Sigmoid, Act::Tanh];
+    let mut layers: Vec<Layer> = (0..depth)
+        .map(|l| {
+            let (d_in, d_out) = (widths[l], widths[l + 1]);
+            let k = 1.0 / (d_in as f64).sqrt();
+            Layer {
+                w: (0..d_out).map(|_| (0..d_in).map(|_| rng.uniform(-k, k)).collect()).collect(),
+                b: (0..d_out).map(|_| rng.uniform(-k, k)).collect(),
+                act: (l + 1 < depth).then(|| acts[rng.below(3)]),
+            }
+        })
+        .collect();
+    let mut model_layers = Vec::new();
+    let mut params = Vec::new();
+    for (l, layer) in layers.iter().enumerate() {
+        model_layers.push(json!({"kind": "linear", "in": widths[l], "out": widths[l + 1], "bias": true}));
+        if let Some(act) = layer.act {
+            model_layers.push(json!({"kind": act.name()}));
+        }
+        params.push(json!({"name": format!("{l}.weight"), "shape": [widths[l + 1], widths[l]], "data": layer.w.concat()}));
+        params.push(json!({"name": format!("{l}.bias"), "shape": [widths[l + 1]], "data": layer.b}));
+    }
+    let classes = widths[depth];
+    let num_steps = 5;
+    let theta0 = flat(&layers);
+    let mut buffers: Option<Vec<Vec<f64>>> = None;
+    let mut history = Vec::new();
+    let mut steps = Vec::new();
+    for step in 0..num_steps {
+        let x: Vec<Vec<f64>> = (0..batch).map(|_| (0..widths[0]).map(|_| rng.uniform(-2.0, 2.0)).collect()).collect();
+        let y: Vec<Vec<f64>> = if ce {
+            (0..batch).map(|_| vec![rng.below(classes) as f64]).collect()
+        } else {
+            (0..batch).map(|_| (0..classes).map(|_| rng.uniform(-1.0, 1.0)).collect()).collect()
+        };
+        let (loss, grads) = loss_and_grads(&layers, &x, &y, ce);
+        let theta = flat(&layers);
+        let params_now: Vec<Json> = layers
+            .iter()
+            .flat_map(|l| [json!(l.w), json!(l.b)])
+            .collect();
+        history.push(theta.clone());
+        steps.push(json!({
+            "step": step,
+            "inputs": {"shape": [batch, widths[0]], "data": x.concat()},
+            "targets": if ce { json!({"shape": [batch], "data": y.concat()}) } else { json!({"shape": [batch, classes], "data": y.concat()}) },
+            "quantities": {
+                "Loss": loss,
+                "GradNorm": grads.iter().map(|g| norm(g)).collect::<Vec<_>>(),
+                "Distance": diff_norms(&theta, &theta0),
+                "Parameters": params_now,
+                "Time": 0.0,
+            },
+        }));
+        // PyTorch SGD.
+        let update: Vec<Vec<f64>> = match &mut buffers {
+            _ if momentum == 0.0 => grads.clone(),
+            None => {
+                buffers = Some(grads.clone());
+                grads.clone()
+            }
+            Some(bufs) => {
+                for (buf, g) in bufs.iter_mut().zip(&grads) {
+                    for (b, g) in buf.iter_mut().zip(g) {
+                        *b = momentum * *b + g;
+                    }
+                }
+                bufs.clone()
+            }
+        };
+        for (l, layer) in layers.iter_mut().enumerate() {
+            let d_in = layer.w[0].len();
+            for (o, row) in layer.w.iter_mut().enumerate() {
+                for (i, w) in row.iter_mut().enumerate() {
+                    *w -= lr * update[2 * l][o * d_in + i];
+                }
+            }
+            for (o, b) in layer.b.iter_mut().enumerate() {
+                *b -= lr * update[2 * l + 1][o];
+            }
+        }
+    }
+    for step in 0..num_steps - 1 {
+        steps[step]["quantities"]["UpdateSize"] = json!(diff_norms(&history[step + 1], &history[step]));
+    }
+    let final_params: Vec<Json> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(l, layer)| {
+            [
+                json!({"name": format!("{l}.weight"), "shape": [widths[l + 1], widths[l]], "data": layer.w.concat()}),
+                json!({"name": format!("{l}.bias"), "shape": [widths[l + 1]], "data": layer.b}),
+            ]
+        })
+        .collect();
+    json!({
+        "name": format!("generated-{seed}"),
+        "model": {"layers": model_layers},
+        "loss": if ce { "cross_entropy" } else { "mse" },
+        "optimizer": {"kind": "sgd", "lr": lr, "momentum": momentum, "dampening": 0.0, "weight_decay": 0.0, "nesterov": false},
+        "batch_size": batch,
+        "params": params,
+        "final_params": final_params,
+        "steps": steps,
+    })
+}
+
+fn replay_matches_an_independent_implementation_on_unseen_fixtures(backend: &Backend) {
+    for seed in 1..=12u64 {
+        let fixture = Fixture::parse(&generate(seed * 7919).to_string()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let options = ReplayOptions { device: backend.device.clone(), dtype: backend.dtype, ..ReplayOptions::cpu_f64() };
+        let run = replay(&fixture, &options).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let compared = assert_matches_fixture(&fixture, &run, backend);
+        assert_eq!(compared, 5 * 5 - 1, "seed {seed}");
+        let final_params = fixture.final_params.as_ref().unwrap();
+        for (ours, theirs) in run.final_params.iter().zip(final_params) {
+            for (a, b) in ours.data.iter().zip(&theirs.data) {
+                assert!(common::close(*a, *b, backend.rel, backend.abs), "seed {seed}: final {}: {a} vs {b}", theirs.name);
+            }
+        }
+    }
+}
+
+on_every_backend!(replay_matches_an_independent_implementation_on_unseen_fixtures);

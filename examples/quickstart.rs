@@ -54,7 +54,14 @@ fn load_iris() -> Data {
     let labels: Vec<usize> = iris.targets().iter().copied().collect();
     let n = labels.len();
     let mut rows: Vec<[f64; 4]> = (0..n)
-        .map(|i| [records[4 * i], records[4 * i + 1], records[4 * i + 2], records[4 * i + 3]])
+        .map(|i| {
+            [
+                records[4 * i],
+                records[4 * i + 1],
+                records[4 * i + 2],
+                records[4 * i + 3],
+            ]
+        })
         .collect();
     for j in 0..4 {
         let mean = rows.iter().map(|r| r[j]).sum::<f64>() / n as f64;
@@ -65,13 +72,21 @@ fn load_iris() -> Data {
     let mut order: Vec<usize> = (0..n).collect();
     let mut state: u64 = 0x5eed;
     for i in (1..n).rev() {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         order.swap(i, (state >> 33) as usize % (i + 1));
     }
     let pick = |idx: &[usize]| -> (Vec<[f64; 4]>, Vec<usize>) {
-        (idx.iter().map(|&i| rows[i]).collect(), idx.iter().map(|&i| labels[i]).collect())
+        (
+            idx.iter().map(|&i| rows[i]).collect(),
+            idx.iter().map(|&i| labels[i]).collect(),
+        )
     };
-    Data { train: pick(&order[..120]), test: pick(&order[120..]) }
+    Data {
+        train: pick(&order[..120]),
+        test: pick(&order[120..]),
+    }
 }
 
 fn batch_tensors(x: &[[f64; 4]], y: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
@@ -88,8 +103,18 @@ fn batch_tensors(x: &[[f64; 4]], y: &[usize], device: &Device) -> (Tensor<2>, Te
 
 fn accuracy(model: &Classifier, x: &[[f64; 4]], y: &[usize], device: &Device) -> f64 {
     let (inputs, _) = batch_tensors(x, y, device);
-    let predicted: Vec<i64> = model.forward(inputs).argmax(1).into_data().convert::<i64>().try_to_vec().unwrap_or_default();
-    let correct = predicted.iter().zip(y).filter(|(p, t)| **p as usize == **t).count();
+    let predicted: Vec<i64> = model
+        .forward(inputs)
+        .argmax(1)
+        .into_data()
+        .convert::<i64>()
+        .try_to_vec()
+        .unwrap_or_default();
+    let correct = predicted
+        .iter()
+        .zip(y)
+        .filter(|(p, t)| **p as usize == **t)
+        .count();
     correct as f64 / y.len() as f64
 }
 
@@ -107,9 +132,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let steps_per_epoch = data.train.1.len().div_ceil(BATCH);
     let progress = ProgressBar::new((EPOCHS * steps_per_epoch) as u64);
-    progress.set_style(ProgressStyle::with_template(
-        "{prefix} [{bar:30}] {pos}/{len} steps {msg}",
-    )?.progress_chars("=> "));
+    progress.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps {msg}")?
+            .progress_chars("=> "),
+    );
     progress.set_prefix(format!("training on {backend_name}"));
 
     let mut step = 0;
@@ -117,7 +143,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut epoch_loss = 0.0;
         for (x, y) in data.train.0.chunks(BATCH).zip(data.train.1.chunks(BATCH)) {
             let (inputs, targets) = batch_tensors(x, y, &device);
-            let per_sample = (log_softmax(model.forward(inputs), 1) * targets).sum_dim(1).neg().reshape([y.len()]);
+            let per_sample = (log_softmax(model.forward(inputs), 1) * targets)
+                .sum_dim(1)
+                .neg()
+                .reshape([y.len()]);
             let loss: Tensor<1> = per_sample.clone().mean();
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             let info = StepInfo::new(loss.clone().detach())
@@ -131,30 +160,59 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let train_loss = epoch_loss / steps_per_epoch as f64;
         let test_accuracy = accuracy(&model, &data.test.0, &data.test.1, &device);
-        progress.set_message(format!("epoch {epoch:>2} loss {train_loss:.3} test acc {test_accuracy:.2}"));
-        cockpit.log(step - 1, &EpochLog {
-            epoch_count: epoch + 1,
-            train_loss: Some(train_loss),
-            train_accuracy: Some(accuracy(&model, &data.train.0, &data.train.1, &device)),
-            test_accuracy: Some(test_accuracy),
-            learning_rate: Some(LR),
-            ..EpochLog::default()
-        })?;
+        progress.set_message(format!(
+            "epoch {epoch:>2} loss {train_loss:.3} test acc {test_accuracy:.2}"
+        ));
+        cockpit.log(
+            step - 1,
+            &EpochLog {
+                epoch_count: epoch + 1,
+                train_loss: Some(train_loss),
+                train_accuracy: Some(accuracy(&model, &data.train.0, &data.train.1, &device)),
+                test_accuracy: Some(test_accuracy),
+                learning_rate: Some(LR),
+                ..EpochLog::default()
+            },
+        )?;
     }
     progress.finish();
     cockpit.write("cockpit-logs/quickstart.json")?;
 
     let out = cockpit.output();
     let global = |name: &str, step: usize| -> f64 {
-        out.get(step, name).and_then(|v| v.as_list()).map_or(f64::NAN, |l| l.iter().map(|x| x * x).sum::<f64>().sqrt())
+        out.get(step, name)
+            .and_then(|v| v.as_list())
+            .map_or(f64::NAN, |l| l.iter().map(|x| x * x).sum::<f64>().sqrt())
     };
     let last = step - 1;
     println!("\nCockpit summary ({} steps on {backend_name}):", step);
-    println!("  loss          {:.4} → {:.4}", out.get(0, "Loss").and_then(|v| v.as_f64()).unwrap_or(f64::NAN), out.get(last, "Loss").and_then(|v| v.as_f64()).unwrap_or(f64::NAN));
-    println!("  ‖∇L‖          {:.4} → {:.4}", global("GradNorm", 0), global("GradNorm", last));
-    println!("  ‖θ_t − θ_0‖   {:.4} at the last step", global("Distance", last));
-    println!("  update size   {:.5} → {:.5}", global("UpdateSize", 0), global("UpdateSize", last - 1));
-    println!("  test accuracy {:.2}", accuracy(&model, &data.test.0, &data.test.1, &device));
+    println!(
+        "  loss          {:.4} → {:.4}",
+        out.get(0, "Loss")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(f64::NAN),
+        out.get(last, "Loss")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(f64::NAN)
+    );
+    println!(
+        "  ‖∇L‖          {:.4} → {:.4}",
+        global("GradNorm", 0),
+        global("GradNorm", last)
+    );
+    println!(
+        "  ‖θ_t − θ_0‖   {:.4} at the last step",
+        global("Distance", last)
+    );
+    println!(
+        "  update size   {:.5} → {:.5}",
+        global("UpdateSize", 0),
+        global("UpdateSize", last - 1)
+    );
+    println!(
+        "  test accuracy {:.2}",
+        accuracy(&model, &data.test.0, &data.test.1, &device)
+    );
     for warning in cockpit.warnings() {
         println!("  warning: {warning}");
     }

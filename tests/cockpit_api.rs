@@ -21,7 +21,10 @@ struct Net {
 impl Net {
     fn new(widths: &[usize], device: &Device) -> Self {
         Self {
-            layers: widths.windows(2).map(|w| LinearConfig::new(w[0], w[1]).init(device)).collect(),
+            layers: widths
+                .windows(2)
+                .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+                .collect(),
         }
     }
 
@@ -34,7 +37,9 @@ impl Net {
 }
 
 fn batch(device: &Device, step: usize, poison: bool) -> (Tensor<2>, Tensor<2>) {
-    let mut x: Vec<f32> = (0..12).map(|i| ((i * 7 + step * 3) % 11) as f32 / 11.0 - 0.5).collect();
+    let mut x: Vec<f32> = (0..12)
+        .map(|i| ((i * 7 + step * 3) % 11) as f32 / 11.0 - 0.5)
+        .collect();
     if poison {
         x[0] = f32::NAN;
     }
@@ -74,7 +79,14 @@ fn two_step_integration_rule(backend: &Backend) {
         cockpit.track(step, &model, &grads, info).unwrap();
         model = optim.step(0.1, model, grads);
     }
-    let steps = |name: &str| -> Vec<usize> { cockpit.output().series(name).into_iter().map(|(s, _)| s).collect() };
+    let steps = |name: &str| -> Vec<usize> {
+        cockpit
+            .output()
+            .series(name)
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
+    };
     for single in ["Loss", "GradNorm", "Parameters", "Time"] {
         assert_eq!(steps(single), vec![2, 3, 4], "{single}");
     }
@@ -95,15 +107,34 @@ fn update_size_is_lr_times_grad_norm_under_sgd(backend: &Backend) {
         model = optim.step(0.1, model, grads);
     }
     for step in 0..3 {
-        let update = cockpit.output().get(step, "UpdateSize").and_then(Value::as_list).unwrap();
-        let grad = cockpit.output().get(step, "GradNorm").and_then(Value::as_list).unwrap();
+        let update = cockpit
+            .output()
+            .get(step, "UpdateSize")
+            .and_then(Value::as_list)
+            .unwrap();
+        let grad = cockpit
+            .output()
+            .get(step, "GradNorm")
+            .and_then(Value::as_list)
+            .unwrap();
         for (u, g) in update.iter().zip(grad) {
-            assert!((u - 0.1 * g).abs() <= 1e-5 * g.max(1e-3), "step {step}: {u} vs 0.1·{g}");
+            assert!(
+                (u - 0.1 * g).abs() <= 1e-5 * g.max(1e-3),
+                "step {step}: {u} vs 0.1·{g}"
+            );
         }
     }
     // Distance after one step is the first update.
-    let d1 = cockpit.output().get(1, "Distance").and_then(Value::as_list).unwrap();
-    let u0 = cockpit.output().get(0, "UpdateSize").and_then(Value::as_list).unwrap();
+    let d1 = cockpit
+        .output()
+        .get(1, "Distance")
+        .and_then(Value::as_list)
+        .unwrap();
+    let u0 = cockpit
+        .output()
+        .get(0, "UpdateSize")
+        .and_then(Value::as_list)
+        .unwrap();
     for (d, u) in d1.iter().zip(u0) {
         assert!((d - u).abs() <= 1e-6, "{d} vs {u}");
     }
@@ -114,11 +145,29 @@ fn nan_loss_gives_nan_values_and_a_warning(backend: &Backend) {
     let model = Net::new(&[3, 4, 2], &device);
     let mut cockpit = implemented_on(&Schedule::every_step());
     let (grads, info) = step_of(&model, &device, 0, true);
-    cockpit.track(0, &model, &grads, info).expect("NaN is a warning, not an error");
-    let loss = cockpit.output().get(0, "Loss").and_then(Value::as_f64).unwrap();
+    cockpit
+        .track(0, &model, &grads, info)
+        .expect("NaN is a warning, not an error");
+    let loss = cockpit
+        .output()
+        .get(0, "Loss")
+        .and_then(Value::as_f64)
+        .unwrap();
     assert!(loss.is_nan());
-    assert!(cockpit.output().get(0, "GradNorm").and_then(Value::as_list).unwrap().iter().any(|g| g.is_nan()));
-    assert!(cockpit.warnings().iter().any(|w| w.contains("loss is NaN")), "{:?}", cockpit.warnings());
+    assert!(
+        cockpit
+            .output()
+            .get(0, "GradNorm")
+            .and_then(Value::as_list)
+            .unwrap()
+            .iter()
+            .any(|g| g.is_nan())
+    );
+    assert!(
+        cockpit.warnings().iter().any(|w| w.contains("loss is NaN")),
+        "{:?}",
+        cockpit.warnings()
+    );
 }
 
 fn bad_steps_and_changed_models_are_typed_errors(backend: &Backend) {
@@ -129,13 +178,27 @@ fn bad_steps_and_changed_models_are_typed_errors(backend: &Backend) {
     cockpit.track(0, &model, &grads, info.clone()).unwrap();
     cockpit.track(3, &model, &grads, info.clone()).unwrap();
     let err = cockpit.track(3, &model, &grads, info.clone()).unwrap_err();
-    assert!(matches!(err, CockpitError::StepNotIncreasing { previous: 3, step: 3 }), "{err}");
+    assert!(
+        matches!(
+            err,
+            CockpitError::StepNotIncreasing {
+                previous: 3,
+                step: 3
+            }
+        ),
+        "{err}"
+    );
 
     let other = Net::new(&[3, 4, 4, 2], &device);
     let (other_grads, other_info) = step_of(&other, &device, 0, false);
-    let err = cockpit.track(4, &other, &other_grads, other_info).unwrap_err();
+    let err = cockpit
+        .track(4, &other, &other_grads, other_info)
+        .unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, CockpitError::ParametersChanged { .. }), "{message}");
+    assert!(
+        matches!(err, CockpitError::ParametersChanged { .. }),
+        "{message}"
+    );
     assert!(message.contains("layers.2.weight"), "{message}");
     // What was tracked is kept.
     assert!(cockpit.output().get(3, "Loss").is_some());
@@ -152,54 +215,102 @@ fn missing_step_zero_fails_distance_only(backend: &Backend) {
     let mut cockpit = implemented_on(&Schedule::every_step());
     let (grads, info) = step_of(&model, &device, 1, false);
     let err = cockpit.track(1, &model, &grads, info).unwrap_err();
-    let CockpitError::QuantitiesFailed { step: 1, failures } = &err else { panic!("{err}") };
+    let CockpitError::QuantitiesFailed { step: 1, failures } = &err else {
+        panic!("{err}")
+    };
     assert_eq!(failures.len(), 1);
     assert_eq!(failures[0].0, "Distance");
     assert!(matches!(failures[0].1, QuantityError::MissingReference(_)));
-    assert!(cockpit.output().get(1, "GradNorm").is_some(), "the other quantities are stored");
+    assert!(
+        cockpit.output().get(1, "GradNorm").is_some(),
+        "the other quantities are stored"
+    );
 }
 
 fn a_parameter_without_gradient_is_named(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let used = Net::new(&[3, 2], &device);
-    let model = Net { layers: vec![used.layers[0].clone(), LinearConfig::new(2, 2).init(&device)] };
+    let model = Net {
+        layers: vec![
+            used.layers[0].clone(),
+            LinearConfig::new(2, 2).init(&device),
+        ],
+    };
     let (x, y) = batch(&device, 0, false);
     let loss = (model.layers[0].forward(x) - y).square().mean();
     let grads = GradientsParams::from_grads(loss.backward(), &model);
     let mut cockpit = implemented_on(&Schedule::every_step());
-    let err = cockpit.track(0, &model, &grads, StepInfo::new(loss.detach())).unwrap_err();
-    assert!(matches!(&err, CockpitError::MissingGradient { name } if name == "layers.1.weight"), "{err}");
+    let err = cockpit
+        .track(0, &model, &grads, StepInfo::new(loss.detach()))
+        .unwrap_err();
+    assert!(
+        matches!(&err, CockpitError::MissingGradient { name } if name == "layers.1.weight"),
+        "{err}"
+    );
 }
 
 fn the_stream_holds_every_tracked_step(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let mut model = Net::new(&[3, 4, 2], &device);
     let mut optim = SgdConfig::new().init();
-    let dir = std::env::temp_dir().join(format!("cockpit-stream-{}-{}", backend.name, std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "cockpit-stream-{}-{}",
+        backend.name,
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cockpit = implemented_on(&Schedule::every_step()).with_stream(dir.join("run.jsonl")).unwrap();
+    let mut cockpit = implemented_on(&Schedule::every_step())
+        .with_stream(dir.join("run.jsonl"))
+        .unwrap();
     for step in 0..3 {
         let (grads, info) = step_of(&model, &device, step, false);
         cockpit.track(step, &model, &grads, info).unwrap();
         model = optim.step(0.1, model, grads);
     }
-    cockpit.log(2, &EpochLog { epoch_count: 1, train_loss: Some(0.5), learning_rate: Some(0.1), ..Default::default() }).unwrap();
+    cockpit
+        .log(
+            2,
+            &EpochLog {
+                epoch_count: 1,
+                train_loss: Some(0.5),
+                learning_rate: Some(0.1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let streamed = read_stream(dir.join("run.jsonl")).unwrap();
     assert_eq!(&streamed, cockpit.output());
     // A line cut short by a crash is ignored.
     let mut text = std::fs::read_to_string(dir.join("run.jsonl")).unwrap();
     text.push_str("{\"output\": {\"3\": {\"Lo");
     std::fs::write(dir.join("cut.jsonl"), text).unwrap();
-    assert_eq!(&read_stream(dir.join("cut.jsonl")).unwrap(), cockpit.output());
+    assert_eq!(
+        &read_stream(dir.join("cut.jsonl")).unwrap(),
+        cockpit.output()
+    );
 
     cockpit.write(dir.join("run.json")).unwrap();
     assert_eq!(&read_log(dir.join("run.json")).unwrap(), cockpit.output());
     assert_eq!(cockpit.output().get(2, "epoch_count"), Some(&Value::Int(1)));
 
-    let err = cockpit.write(dir.join("no-such-dir").join("run.json")).unwrap_err();
-    assert!(matches!(err, CockpitError::Log(LogError::Io { action: "write", .. })), "{err}");
+    let err = cockpit
+        .write(dir.join("no-such-dir").join("run.json"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CockpitError::Log(LogError::Io {
+                action: "write",
+                ..
+            })
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("no-such-dir"), "{err}");
-    assert!(cockpit.output().get(2, "Loss").is_some(), "a failed write loses nothing");
+    assert!(
+        cockpit.output().get(2, "Loss").is_some(),
+        "a failed write loses nothing"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -215,9 +326,16 @@ on_every_backend!(
 
 #[test]
 fn asking_for_an_unbuilt_quantity_names_it() {
-    let err = Cockpit::from_kinds([QuantityKind::Loss, QuantityKind::HessMaxEV], &Schedule::every_step()).unwrap_err();
+    let err = Cockpit::from_kinds(
+        [QuantityKind::Loss, QuantityKind::HessMaxEV],
+        &Schedule::every_step(),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("HessMaxEV"), "{err}");
-    if let Err(err) = Cockpit::from_configuration(burn_cockpit::Configuration::Economy, &Schedule::every_step()) {
+    if let Err(err) = Cockpit::from_configuration(
+        burn_cockpit::Configuration::Economy,
+        &Schedule::every_step(),
+    ) {
         assert!(matches!(err, CockpitError::NotImplemented { .. }), "{err}");
     }
 }
@@ -227,12 +345,19 @@ fn the_python_written_log_reads_and_rewrites_identically() {
     let path = common::fixture_path("cockpit_write_example");
     let output = read_log(&path).unwrap();
     assert_eq!(output.steps().collect::<Vec<_>>(), vec![0, 1, 2]);
-    let Some(Value::Hist1d(h)) = output.get(0, "GradHist1d") else { panic!("GradHist1d") };
+    let Some(Value::Hist1d(h)) = output.get(0, "GradHist1d") else {
+        panic!("GradHist1d")
+    };
     assert_eq!((h.hist.len(), h.edges.len()), (100, 101));
-    let Some(Value::Hist2d(h)) = output.get(0, "GradHist2d") else { panic!("GradHist2d") };
+    let Some(Value::Hist2d(h)) = output.get(0, "GradHist2d") else {
+        panic!("GradHist2d")
+    };
     assert_eq!(h.bins, (40, 50));
     assert_eq!(h.hist.len(), 2000);
-    assert_eq!(output.get(2, "learning_rate").and_then(Value::as_f64), Some(0.1));
+    assert_eq!(
+        output.get(2, "learning_rate").and_then(Value::as_f64),
+        Some(0.1)
+    );
     assert_eq!(output.get(2, "epoch_count"), Some(&Value::Int(0)));
     let reread = burn_cockpit::log::parse_log(&burn_cockpit::log::to_log_string(&output)).unwrap();
     assert_eq!(reread, output);
@@ -244,9 +369,18 @@ fn malformed_logs_are_clear_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("trunc.json"), "{\"0\": {\"Loss\": 1.0").unwrap();
     std::fs::write(dir.join("steps.json"), "{\"zero\": {\"Loss\": 1.0}}").unwrap();
-    assert!(matches!(read_log(dir.join("trunc.json")), Err(LogError::Parse { .. })));
+    assert!(matches!(
+        read_log(dir.join("trunc.json")),
+        Err(LogError::Parse { .. })
+    ));
     let err = read_log(dir.join("steps.json")).unwrap_err();
-    assert!(matches!(err, LogError::Format { .. }) && err.to_string().contains("zero"), "{err}");
-    assert!(matches!(read_log(dir.join("absent.json")), Err(LogError::Io { action: "read", .. })));
+    assert!(
+        matches!(err, LogError::Format { .. }) && err.to_string().contains("zero"),
+        "{err}"
+    );
+    assert!(matches!(
+        read_log(dir.join("absent.json")),
+        Err(LogError::Io { action: "read", .. })
+    ));
     std::fs::remove_dir_all(&dir).ok();
 }

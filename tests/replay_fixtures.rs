@@ -8,7 +8,10 @@ use burn_cockpit::Value;
 use cockpit_cli::replay::{ReplayOptions, replay};
 use common::{Backend, FIXTURES, assert_matches_fixture, close, load};
 
-fn replay_on(backend: &Backend, name: &str) -> (cockpit_cli::replay::Fixture, cockpit_cli::replay::ReplayRun) {
+fn replay_on(
+    backend: &Backend,
+    name: &str,
+) -> (cockpit_cli::replay::Fixture, cockpit_cli::replay::ReplayRun) {
     let fixture = load(name);
     let options = ReplayOptions {
         device: backend.device.clone(),
@@ -37,11 +40,18 @@ fn parameter_layout_and_final_parameters_follow_pytorch(backend: &Backend) {
         for (ours, theirs) in first.iter().zip(&fixture.params) {
             assert_eq!(ours.shape, theirs.shape, "{name}: {}", theirs.name);
         }
-        let final_params = fixture.final_params.as_ref().expect("fixtures record final_params");
+        let final_params = fixture
+            .final_params
+            .as_ref()
+            .expect("fixtures record final_params");
         for (ours, theirs) in run.final_params.iter().zip(final_params) {
             assert_eq!(ours.shape, theirs.shape);
             for (a, b) in ours.data.iter().zip(&theirs.data) {
-                assert!(close(*a, *b, backend.rel, backend.abs), "{name}: final {} {a} vs {b}", theirs.name);
+                assert!(
+                    close(*a, *b, backend.rel, backend.abs),
+                    "{name}: final {} {a} vs {b}",
+                    theirs.name
+                );
             }
         }
     }
@@ -49,7 +59,11 @@ fn parameter_layout_and_final_parameters_follow_pytorch(backend: &Backend) {
 
 fn the_log_is_cockpit_format_and_reads_back(backend: &Backend) {
     let (_, run) = replay_on(backend, "mlp_ce");
-    let dir = std::env::temp_dir().join(format!("cockpit-replay-log-{}-{}", backend.name, std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "cockpit-replay-log-{}-{}",
+        backend.name,
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("log.json");
     burn_cockpit::log::write_log(&path, &run.output).unwrap();

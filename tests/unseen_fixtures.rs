@@ -68,7 +68,12 @@ struct Layer {
 }
 
 /// Loss and per-parameter gradients of the mean loss, by hand.
-fn loss_and_grads(layers: &[Layer], x: &[Vec<f64>], y: &[Vec<f64>], ce: bool) -> (f64, Vec<Vec<f64>>) {
+fn loss_and_grads(
+    layers: &[Layer],
+    x: &[Vec<f64>],
+    y: &[Vec<f64>],
+    ce: bool,
+) -> (f64, Vec<Vec<f64>>) {
     let batch = x.len();
     // Forward, keeping pre-activations and inputs of every layer.
     let mut inputs = vec![x.to_vec()];
@@ -77,9 +82,23 @@ fn loss_and_grads(layers: &[Layer], x: &[Vec<f64>], y: &[Vec<f64>], ce: bool) ->
         let a = inputs.last().unwrap();
         let z: Vec<Vec<f64>> = a
             .iter()
-            .map(|row| layer.w.iter().zip(&layer.b).map(|(w, b)| w.iter().zip(row).map(|(w, a)| w * a).sum::<f64>() + b).collect())
+            .map(|row| {
+                layer
+                    .w
+                    .iter()
+                    .zip(&layer.b)
+                    .map(|(w, b)| w.iter().zip(row).map(|(w, a)| w * a).sum::<f64>() + b)
+                    .collect()
+            })
             .collect();
-        let out = z.iter().map(|r| r.iter().map(|v| layer.act.map_or(*v, |f| f.apply(*v))).collect()).collect();
+        let out = z
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|v| layer.act.map_or(*v, |f| f.apply(*v)))
+                    .collect()
+            })
+            .collect();
         pre.push(z);
         inputs.push(out);
     }
@@ -93,10 +112,26 @@ fn loss_and_grads(layers: &[Layer], x: &[Vec<f64>], y: &[Vec<f64>], ce: bool) ->
             let lse = m + f[n].iter().map(|v| (v - m).exp()).sum::<f64>().ln();
             let target = y[n][0] as usize;
             loss += (lse - f[n][target]) / batch as f64;
-            delta.push((0..classes).map(|c| ((f[n][c] - lse).exp() - f64::from(u8::from(c == target))) / batch as f64).collect());
+            delta.push(
+                (0..classes)
+                    .map(|c| {
+                        ((f[n][c] - lse).exp() - f64::from(u8::from(c == target))) / batch as f64
+                    })
+                    .collect(),
+            );
         } else {
-            loss += f[n].iter().zip(&y[n]).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / (classes * batch) as f64;
-            delta.push(f[n].iter().zip(&y[n]).map(|(a, b)| 2.0 * (a - b) / (classes * batch) as f64).collect());
+            loss += f[n]
+                .iter()
+                .zip(&y[n])
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>()
+                / (classes * batch) as f64;
+            delta.push(
+                f[n].iter()
+                    .zip(&y[n])
+                    .map(|(a, b)| 2.0 * (a - b) / (classes * batch) as f64)
+                    .collect(),
+            );
         }
     }
     let mut grads = vec![Vec::new(); 2 * layers.len()];
@@ -123,14 +158,21 @@ fn loss_and_grads(layers: &[Layer], x: &[Vec<f64>], y: &[Vec<f64>], ce: bool) ->
         grads[2 * l] = gw;
         grads[2 * l + 1] = gb;
         delta = (0..batch)
-            .map(|n| (0..d_in).map(|i| (0..d_out).map(|o| layers[l].w[o][i] * delta[n][o]).sum()).collect())
+            .map(|n| {
+                (0..d_in)
+                    .map(|i| (0..d_out).map(|o| layers[l].w[o][i] * delta[n][o]).sum())
+                    .collect()
+            })
             .collect();
     }
     (loss, grads)
 }
 
 fn flat(layers: &[Layer]) -> Vec<Vec<f64>> {
-    layers.iter().flat_map(|l| [l.w.iter().flatten().copied().collect(), l.b.clone()]).collect()
+    layers
+        .iter()
+        .flat_map(|l| [l.w.iter().flatten().copied().collect(), l.b.clone()])
+        .collect()
 }
 
 fn norm(v: &[f64]) -> f64 {
@@ -138,7 +180,10 @@ fn norm(v: &[f64]) -> f64 {
 }
 
 fn diff_norms(a: &[Vec<f64>], b: &[Vec<f64>]) -> Vec<f64> {
-    a.iter().zip(b).map(|(a, b)| norm(&a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>())).collect()
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| norm(&a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>()))
+        .collect()
 }
 
 /// A random fixture with the real fixtures' layout, and its expected quantities.
@@ -148,14 +193,23 @@ fn generate(seed: u64) -> Json {
     let widths: Vec<usize> = (0..=depth).map(|_| 2 + rng.below(6)).collect();
     let ce = rng.next() < 0.5;
     let batch = 2 + rng.below(9);
-    let (lr, momentum) = (rng.uniform(0.01, 0.5), if rng.next() < 0.5 { 0.0 } else { rng.uniform(0.1, 0.95) });
+    let (lr, momentum) = (
+        rng.uniform(0.01, 0.5),
+        if rng.next() < 0.5 {
+            0.0
+        } else {
+            rng.uniform(0.1, 0.95)
+        },
+    );
     let acts = [Act::Relu, Act::Sigmoid, Act::Tanh];
     let mut layers: Vec<Layer> = (0..depth)
         .map(|l| {
             let (d_in, d_out) = (widths[l], widths[l + 1]);
             let k = 1.0 / (d_in as f64).sqrt();
             Layer {
-                w: (0..d_out).map(|_| (0..d_in).map(|_| rng.uniform(-k, k)).collect()).collect(),
+                w: (0..d_out)
+                    .map(|_| (0..d_in).map(|_| rng.uniform(-k, k)).collect())
+                    .collect(),
                 b: (0..d_out).map(|_| rng.uniform(-k, k)).collect(),
                 act: (l + 1 < depth).then(|| acts[rng.below(3)]),
             }
@@ -164,12 +218,14 @@ fn generate(seed: u64) -> Json {
     let mut model_layers = Vec::new();
     let mut params = Vec::new();
     for (l, layer) in layers.iter().enumerate() {
-        model_layers.push(json!({"kind": "linear", "in": widths[l], "out": widths[l + 1], "bias": true}));
+        model_layers
+            .push(json!({"kind": "linear", "in": widths[l], "out": widths[l + 1], "bias": true}));
         if let Some(act) = layer.act {
             model_layers.push(json!({"kind": act.name()}));
         }
         params.push(json!({"name": format!("{l}.weight"), "shape": [widths[l + 1], widths[l]], "data": layer.w.concat()}));
-        params.push(json!({"name": format!("{l}.bias"), "shape": [widths[l + 1]], "data": layer.b}));
+        params
+            .push(json!({"name": format!("{l}.bias"), "shape": [widths[l + 1]], "data": layer.b}));
     }
     let classes = widths[depth];
     let num_steps = 5;
@@ -178,11 +234,17 @@ fn generate(seed: u64) -> Json {
     let mut history = Vec::new();
     let mut steps = Vec::new();
     for step in 0..num_steps {
-        let x: Vec<Vec<f64>> = (0..batch).map(|_| (0..widths[0]).map(|_| rng.uniform(-2.0, 2.0)).collect()).collect();
+        let x: Vec<Vec<f64>> = (0..batch)
+            .map(|_| (0..widths[0]).map(|_| rng.uniform(-2.0, 2.0)).collect())
+            .collect();
         let y: Vec<Vec<f64>> = if ce {
-            (0..batch).map(|_| vec![rng.below(classes) as f64]).collect()
+            (0..batch)
+                .map(|_| vec![rng.below(classes) as f64])
+                .collect()
         } else {
-            (0..batch).map(|_| (0..classes).map(|_| rng.uniform(-1.0, 1.0)).collect()).collect()
+            (0..batch)
+                .map(|_| (0..classes).map(|_| rng.uniform(-1.0, 1.0)).collect())
+                .collect()
         };
         let (loss, grads) = loss_and_grads(&layers, &x, &y, ce);
         let theta = flat(&layers);
@@ -232,7 +294,8 @@ fn generate(seed: u64) -> Json {
         }
     }
     for step in 0..num_steps - 1 {
-        steps[step]["quantities"]["UpdateSize"] = json!(diff_norms(&history[step + 1], &history[step]));
+        steps[step]["quantities"]["UpdateSize"] =
+            json!(diff_norms(&history[step + 1], &history[step]));
     }
     let final_params: Vec<Json> = layers
         .iter()
@@ -258,15 +321,24 @@ fn generate(seed: u64) -> Json {
 
 fn replay_matches_an_independent_implementation_on_unseen_fixtures(backend: &Backend) {
     for seed in 1..=12u64 {
-        let fixture = Fixture::parse(&generate(seed * 7919).to_string()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        let options = ReplayOptions { device: backend.device.clone(), dtype: backend.dtype, ..ReplayOptions::cpu_f64() };
+        let fixture = Fixture::parse(&generate(seed * 7919).to_string())
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let options = ReplayOptions {
+            device: backend.device.clone(),
+            dtype: backend.dtype,
+            ..ReplayOptions::cpu_f64()
+        };
         let run = replay(&fixture, &options).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let compared = assert_matches_fixture(&fixture, &run, backend);
         assert_eq!(compared, 5 * 5 - 1, "seed {seed}");
         let final_params = fixture.final_params.as_ref().unwrap();
         for (ours, theirs) in run.final_params.iter().zip(final_params) {
             for (a, b) in ours.data.iter().zip(&theirs.data) {
-                assert!(common::close(*a, *b, backend.rel, backend.abs), "seed {seed}: final {}: {a} vs {b}", theirs.name);
+                assert!(
+                    common::close(*a, *b, backend.rel, backend.abs),
+                    "seed {seed}: final {}: {a} vs {b}",
+                    theirs.name
+                );
             }
         }
     }

@@ -11,7 +11,9 @@ use cockpit_cli::replay::Fixture;
 pub const FIXTURES: [&str; 3] = ["mlp_mse", "mlp_ce", "deep_mlp_ce"];
 
 pub fn fixture_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(format!("{name}.json"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("{name}.json"))
 }
 
 pub fn load(name: &str) -> Fixture {
@@ -31,7 +33,13 @@ pub struct Backend {
 
 /// burn's default CPU backend in float64: the fixture README's tolerances.
 pub fn flex() -> Backend {
-    Backend { name: "flex", device: Device::flex(), dtype: DType::F64, rel: 1e-6, abs: 1e-9 }
+    Backend {
+        name: "flex",
+        device: Device::flex(),
+        dtype: DType::F64,
+        rel: 1e-6,
+        abs: 1e-9,
+    }
 }
 
 /// wgpu computes in float32: the same test bodies with float32 tolerances.
@@ -103,13 +111,21 @@ pub fn assert_matches_fixture(
             match (ours, theirs) {
                 (None, None) => {}
                 (Some(_), None) => {
-                    panic!("{name}: {key} has a value at step {} where Cockpit has none", step.step)
+                    panic!(
+                        "{name}: {key} has a value at step {} where Cockpit has none",
+                        step.step
+                    )
                 }
                 (None, Some(_)) => panic!("{name}: {key} is missing at step {}", step.step),
                 (Some(_), Some(_)) if kind == QuantityKind::Time => {}
                 (Some(ours), Some(theirs)) => {
                     let (ours, theirs) = (numbers(ours), flatten(theirs));
-                    assert_eq!(ours.len(), theirs.len(), "{name}: {key} at step {}", step.step);
+                    assert_eq!(
+                        ours.len(),
+                        theirs.len(),
+                        "{name}: {key} at step {}",
+                        step.step
+                    );
                     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
                         assert!(
                             close(*a, *b, backend.rel, backend.abs),

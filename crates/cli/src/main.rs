@@ -51,7 +51,9 @@ fn replay_command(args: &[String]) -> Result<(), String> {
                 println!("{USAGE}");
                 return Ok(());
             }
-            flag if flag.starts_with('-') => return Err(format!("unknown option `{flag}`\n\n{USAGE}")),
+            flag if flag.starts_with('-') => {
+                return Err(format!("unknown option `{flag}`\n\n{USAGE}"));
+            }
             path if fixture.is_none() => fixture = Some(PathBuf::from(path)),
             extra => return Err(format!("unexpected argument `{extra}`\n\n{USAGE}")),
         }

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(format!("{name}.json"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(format!("{name}.json"))
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -26,12 +28,19 @@ fn replay_writes_a_cockpit_log_and_a_stream() {
         .arg(dir.join("log.jsonl"))
         .output()
         .unwrap();
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let stdout = String::from_utf8_lossy(&status.stdout);
     assert!(stdout.contains("replayed 8 steps"), "{stdout}");
     let log = cockpit_quantities::log::read_log(&out).unwrap();
     assert_eq!(log.steps().count(), 8);
-    assert_eq!(cockpit_quantities::log::read_stream(dir.join("log.jsonl")).unwrap(), log);
+    assert_eq!(
+        cockpit_quantities::log::read_stream(dir.join("log.jsonl")).unwrap(),
+        log
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -44,19 +53,42 @@ fn bad_input_gives_a_clear_error_and_exit_status_2() {
     let mismatched = dir.join("mismatched.json");
     std::fs::write(&mismatched, text.replacen("\"in\":6", "\"in\":7", 1)).unwrap();
     let cases: [(Vec<PathBuf>, &str); 4] = [
-        (vec![truncated, "--out".into(), dir.join("a.json")], "malformed fixture"),
-        (vec![mismatched, "--out".into(), dir.join("b.json")], "shape"),
-        (vec![dir.join("absent.json"), "--out".into(), dir.join("c.json")], "cannot read"),
-        (vec![fixture("mlp_ce"), "--out".into(), dir.join("no/such/dir/d.json")], "cannot write"),
+        (
+            vec![truncated, "--out".into(), dir.join("a.json")],
+            "malformed fixture",
+        ),
+        (
+            vec![mismatched, "--out".into(), dir.join("b.json")],
+            "shape",
+        ),
+        (
+            vec![dir.join("absent.json"), "--out".into(), dir.join("c.json")],
+            "cannot read",
+        ),
+        (
+            vec![
+                fixture("mlp_ce"),
+                "--out".into(),
+                dir.join("no/such/dir/d.json"),
+            ],
+            "cannot write",
+        ),
     ];
     for (args, expected) in cases {
-        let output = Command::new(env!("CARGO_BIN_EXE_cockpit")).arg("replay").args(&args).output().unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("replay")
+            .args(&args)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
-    let usage = Command::new(env!("CARGO_BIN_EXE_cockpit")).arg("replay").output().unwrap();
+    let usage = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .arg("replay")
+        .output()
+        .unwrap();
     assert_eq!(usage.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }

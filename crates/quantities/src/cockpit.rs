@@ -206,7 +206,9 @@ impl Cockpit {
         let loss = match info.loss().clone().try_into_vec_as::<f64>() {
             Ok(values) => values.first().copied().unwrap_or(f64::NAN),
             Err(err) => {
-                self.warn(format!("step {step}: could not read the loss ({err:?}); using NaN"));
+                self.warn(format!(
+                    "step {step}: could not read the loss ({err:?}); using NaN"
+                ));
                 f64::NAN
             }
         };
@@ -223,7 +225,11 @@ impl Cockpit {
         let mut computed = Output::new();
         let mut failures = Vec::new();
         let mut warnings = Vec::new();
-        for quantity in self.quantities.iter_mut().filter(|q| q.should_compute(step)) {
+        for quantity in self
+            .quantities
+            .iter_mut()
+            .filter(|q| q.should_compute(step))
+        {
             match quantity.compute(&ctx) {
                 Ok(Some((at, value))) => {
                     if !value.is_finite() {

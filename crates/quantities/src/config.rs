@@ -157,15 +157,7 @@ impl Configuration {
     pub fn kinds(self) -> Vec<QuantityKind> {
         use QuantityKind::*;
         let mut kinds = vec![
-            Alpha,
-            Distance,
-            GradHist1d,
-            GradNorm,
-            InnerTest,
-            Loss,
-            NormTest,
-            OrthoTest,
-            UpdateSize,
+            Alpha, Distance, GradHist1d, GradNorm, InnerTest, Loss, NormTest, OrthoTest, UpdateSize,
         ];
         if matches!(self, Self::Business | Self::Full) {
             kinds.extend([TICDiag, HessTrace]);
@@ -231,8 +223,15 @@ mod tests {
         assert_eq!(
             names(Configuration::Economy),
             vec![
-                "Alpha", "Distance", "GradHist1d", "GradNorm", "InnerTest", "Loss", "NormTest",
-                "OrthoTest", "UpdateSize"
+                "Alpha",
+                "Distance",
+                "GradHist1d",
+                "GradNorm",
+                "InnerTest",
+                "Loss",
+                "NormTest",
+                "OrthoTest",
+                "UpdateSize"
             ]
         );
         assert_eq!(names(Configuration::Business).len(), 11);
@@ -241,7 +240,14 @@ mod tests {
         assert_eq!(names(Configuration::Full).len(), 13);
         assert!(names(Configuration::Full).contains(&"HessMaxEV"));
         assert!(names(Configuration::Full).contains(&"GradHist2d"));
-        for absent in ["Time", "Parameters", "CABS", "EarlyStopping", "MeanGSNR", "TICTrace"] {
+        for absent in [
+            "Time",
+            "Parameters",
+            "CABS",
+            "EarlyStopping",
+            "MeanGSNR",
+            "TICTrace",
+        ] {
             assert!(!names(Configuration::Full).contains(&absent));
         }
     }
@@ -258,8 +264,15 @@ mod tests {
 
     #[test]
     fn unbuilt_quantities_are_named_in_the_error() {
-        for kind in QuantityKind::ALL.into_iter().filter(|k| !k.is_implemented()) {
-            let err = kind.build(Schedule::every_step()).err().unwrap().to_string();
+        for kind in QuantityKind::ALL
+            .into_iter()
+            .filter(|k| !k.is_implemented())
+        {
+            let err = kind
+                .build(Schedule::every_step())
+                .err()
+                .unwrap()
+                .to_string();
             assert!(err.contains(kind.name()), "{err}");
         }
     }

@@ -47,7 +47,9 @@ pub enum CockpitError {
         removed: String,
     },
     /// A parameter that requires a gradient has none in the gradients handed to `track`.
-    #[error("no gradient for parameter `{name}`; call `track` after `backward` with the gradients of every parameter")]
+    #[error(
+        "no gradient for parameter `{name}`; call `track` after `backward` with the gradients of every parameter"
+    )]
     MissingGradient {
         /// Dotted name of the parameter.
         name: String,

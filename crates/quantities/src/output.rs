@@ -119,7 +119,10 @@ impl Output {
 
     /// Stores `value` under `step` and `name`, replacing an earlier one.
     pub fn insert(&mut self, step: usize, name: impl Into<String>, value: Value) {
-        self.steps.entry(step).or_default().insert(name.into(), value);
+        self.steps
+            .entry(step)
+            .or_default()
+            .insert(name.into(), value);
     }
 
     /// The value of `name` at `step`.

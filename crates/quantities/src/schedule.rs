@@ -19,8 +19,14 @@ pub struct Schedule {
 
 #[derive(Clone)]
 enum ScheduleKind {
-    Linear { interval: usize, offset: i64 },
-    Steps { steps: Arc<BTreeSet<usize>>, label: String },
+    Linear {
+        interval: usize,
+        offset: i64,
+    },
+    Steps {
+        steps: Arc<BTreeSet<usize>>,
+        label: String,
+    },
     Custom(Arc<dyn Fn(usize) -> bool + Send + Sync>),
 }
 
@@ -183,7 +189,11 @@ mod tests {
                         s >= 0 && s % interval as i64 == 0
                     })
                     .collect();
-                assert_eq!(active(&schedule, 100), expected, "linear({interval}, {offset})");
+                assert_eq!(
+                    active(&schedule, 100),
+                    expected,
+                    "linear({interval}, {offset})"
+                );
             }
         }
     }
@@ -191,7 +201,10 @@ mod tests {
     #[test]
     fn linear_examples_from_the_docs() {
         assert_eq!(active(&Schedule::linear(3, -1).unwrap(), 10), vec![2, 5, 8]);
-        assert_eq!(active(&Schedule::linear(1, 2).unwrap(), 6), vec![2, 3, 4, 5]);
+        assert_eq!(
+            active(&Schedule::linear(1, 2).unwrap(), 6),
+            vec![2, 3, 4, 5]
+        );
         assert!(Schedule::linear(0, 0).is_err());
     }
 
@@ -211,7 +224,9 @@ mod tests {
     fn was_active_before_is_cockpits_is_end() {
         let schedule = Schedule::linear(1, 2).unwrap();
         assert_eq!(
-            (0..6).filter(|&s| schedule.was_active_before(s)).collect::<Vec<_>>(),
+            (0..6)
+                .filter(|&s| schedule.was_active_before(s))
+                .collect::<Vec<_>>(),
             vec![3, 4, 5]
         );
     }

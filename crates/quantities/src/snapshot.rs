@@ -144,7 +144,11 @@ impl Snapshot {
                     entry.name, reference.shape, entry.shape
                 )));
             }
-            parts.push((entry.value.clone() - reference.value.clone()).square().sum());
+            parts.push(
+                (entry.value.clone() - reference.value.clone())
+                    .square()
+                    .sum(),
+            );
         }
         Ok(Tensor::cat(parts, 0))
     }
@@ -208,7 +212,10 @@ impl ModuleVisitor for Collector<'_> {
                 }
             },
         };
-        let value = value.detach().without_autodiff().reshape([shape.iter().product::<usize>()]);
+        let value = value
+            .detach()
+            .without_autodiff()
+            .reshape([shape.iter().product::<usize>()]);
         self.entries.push(ParamEntry {
             id: param.id,
             name,
@@ -280,7 +287,10 @@ mod tests {
             layers: vec![LinearConfig::new(2, 2).init(&device).no_grad()],
             head: Some(LinearConfig::new(2, 1).init(&device)),
         };
-        assert_eq!(Snapshot::of_params(&model).names(), vec!["head.weight", "head.bias"]);
+        assert_eq!(
+            Snapshot::of_params(&model).names(),
+            vec!["head.weight", "head.bias"]
+        );
     }
 
     #[test]

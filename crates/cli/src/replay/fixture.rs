@@ -266,9 +266,12 @@ impl Fixture {
                             step.targets.shape
                         ));
                     }
-                    if let Some(t) = step.targets.data.iter().find(|&&t| {
-                        t < 0.0 || t.fract() != 0.0 || t as usize >= classes
-                    }) {
+                    if let Some(t) = step
+                        .targets
+                        .data
+                        .iter()
+                        .find(|&&t| t < 0.0 || t.fract() != 0.0 || t as usize >= classes)
+                    {
                         return bad(format!(
                             "{at}.targets holds {t}, not a class index below {classes}"
                         ));
@@ -293,7 +296,11 @@ fn check_array(array: &ArraySpec, what: &str) -> Result<(), ReplayError> {
     Ok(())
 }
 
-fn check_params(params: &[ParamSpec], expected: &[Vec<usize>], what: &str) -> Result<(), ReplayError> {
+fn check_params(
+    params: &[ParamSpec],
+    expected: &[Vec<usize>],
+    what: &str,
+) -> Result<(), ReplayError> {
     if params.len() != expected.len() {
         return Err(ReplayError::Fixture(format!(
             "{what} has {} tensors but the model has {}",

@@ -102,7 +102,8 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
                 // Per-parameter arrays in PyTorch's layout: FixtureNet's only 2-d parameters are
                 // Linear weights, stored transposed in burn.
                 QuantityKind::Parameters => Ok(Box::new(
-                    Parameters::new(Schedule::every_step()).with_view(|_, array| array.transposed()),
+                    Parameters::new(Schedule::every_step())
+                        .with_view(|_, array| array.transposed()),
                 ) as Box<dyn Quantity>),
                 other => other.build(Schedule::every_step()),
             })

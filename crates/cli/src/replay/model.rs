@@ -47,7 +47,10 @@ impl FixtureNet {
         for layer in &fixture.model.layers {
             match *layer {
                 LayerSpec::Linear { d_in, d_out, bias } => {
-                    let weight = params.next().map(|p| transpose(&p.data, d_out, d_in)).unwrap_or_default();
+                    let weight = params
+                        .next()
+                        .map(|p| transpose(&p.data, d_out, d_in))
+                        .unwrap_or_default();
                     let weight = Param::from_tensor(tensor(weight, [d_in, d_out], device, dtype));
                     let bias = bias.then(|| {
                         let data = params.next().map(|p| p.data.clone()).unwrap_or_default();

@@ -55,7 +55,9 @@ impl ModuleMapper for SgdMapper<'_> {
         if spec.momentum != 0.0 {
             let buf = match self.sgd.buffers.remove(&id) {
                 None => g.clone(),
-                Some(buf) => buf.mul_scalar(spec.momentum) + g.clone().mul_scalar(1.0 - spec.dampening),
+                Some(buf) => {
+                    buf.mul_scalar(spec.momentum) + g.clone().mul_scalar(1.0 - spec.dampening)
+                }
             };
             g = if spec.nesterov {
                 g + buf.clone().mul_scalar(spec.momentum)

@@ -164,7 +164,9 @@ fn write_float(out: &mut String, f: f64) {
         out.push_str("-Infinity");
     } else {
         // serde_json prints the shortest representation that reads back to the same f64.
-        out.push_str(&serde_json::Number::from_f64(f).map_or_else(|| "null".into(), |n| n.to_string()));
+        out.push_str(
+            &serde_json::Number::from_f64(f).map_or_else(|| "null".into(), |n| n.to_string()),
+        );
     }
 }
 
@@ -216,7 +218,10 @@ mod tests {
     #[test]
     fn pretty_printing_matches_python_layout() {
         let mut inner = BTreeMap::new();
-        inner.insert("b".to_string(), Json::Array(vec![Json::Float(0.5), Json::Int(2)]));
+        inner.insert(
+            "b".to_string(),
+            Json::Array(vec![Json::Float(0.5), Json::Int(2)]),
+        );
         inner.insert("a".to_string(), Json::Array(vec![]));
         let mut map = BTreeMap::new();
         map.insert("10".to_string(), Json::Object(inner));
@@ -239,6 +244,9 @@ mod tests {
         assert_eq!(x[2].as_f64(), Some(f64::NEG_INFINITY));
         assert_eq!(map["s"], Json::Str("NaN Infinity \" NaN".into()));
         assert_eq!(Json::Float(0.1).to_line(), "0.1");
-        assert_eq!(Json::parse(&Json::Float(1e-5).to_line()).unwrap(), Json::Float(1e-5));
+        assert_eq!(
+            Json::parse(&Json::Float(1e-5).to_line()).unwrap(),
+            Json::Float(1e-5)
+        );
     }
 }

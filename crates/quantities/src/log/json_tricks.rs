@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::json::Json;
-use crate::{HostArray, Histogram1d, Histogram2d, Output, Value};
+use crate::{Histogram1d, Histogram2d, HostArray, Output, Value};
 
 /// Encodes a whole output as Cockpit's log document.
 pub(crate) fn encode_output(output: &Output) -> Json {
@@ -67,15 +67,28 @@ pub(crate) fn encode_value(value: &Value) -> Json {
 
 fn encode_hist1d(h: &Histogram1d) -> Json {
     let mut map = BTreeMap::new();
-    map.insert("edges".into(), ndarray(floats(&h.edges), "float64", &[h.edges.len()]));
-    map.insert("hist".into(), ndarray(floats(&h.hist), "float64", &[h.hist.len()]));
+    map.insert(
+        "edges".into(),
+        ndarray(floats(&h.edges), "float64", &[h.edges.len()]),
+    );
+    map.insert(
+        "hist".into(),
+        ndarray(floats(&h.hist), "float64", &[h.hist.len()]),
+    );
     Json::Object(map)
 }
 
 fn encode_hist2d(h: &Histogram2d) -> BTreeMap<String, Json> {
     let (xb, yb) = h.bins;
     let rows = (0..xb)
-        .map(|r| Json::Array(h.hist[r * yb..(r + 1) * yb].iter().map(|c| Json::Int(*c)).collect()))
+        .map(|r| {
+            Json::Array(
+                h.hist[r * yb..(r + 1) * yb]
+                    .iter()
+                    .map(|c| Json::Int(*c))
+                    .collect(),
+            )
+        })
         .collect();
     let mut map = BTreeMap::new();
     map.insert(
@@ -85,7 +98,10 @@ fn encode_hist2d(h: &Histogram2d) -> BTreeMap<String, Json> {
             ndarray(floats(&h.y_edges), "float64", &[h.y_edges.len()]),
         ]),
     );
-    map.insert("hist".into(), ndarray(Json::Array(rows), "int64", &[xb, yb]));
+    map.insert(
+        "hist".into(),
+        ndarray(Json::Array(rows), "int64", &[xb, yb]),
+    );
     map
 }
 
@@ -136,8 +152,9 @@ fn decode_value(json: Json) -> Value {
             Some(arrays) => Value::Arrays(arrays),
             None => Value::Other(Json::Array(items).into_serde()),
         },
-        Json::Object(map) => decode_histogram(&map)
-            .unwrap_or_else(|| Value::Other(Json::Object(map).into_serde())),
+        Json::Object(map) => {
+            decode_histogram(&map).unwrap_or_else(|| Value::Other(Json::Object(map).into_serde()))
+        }
         other => Value::Other(other.into_serde()),
     }
 }
@@ -145,7 +162,12 @@ fn decode_value(json: Json) -> Value {
 fn decode_histogram(map: &BTreeMap<String, Json>) -> Option<Value> {
     let (hist, edges) = (map.get("hist")?, map.get("edges")?);
     match edges {
-        Json::Array(axes) if axes.len() == 2 && axes.iter().all(|a| unnest(&un_ndarray(a)).is_some_and(|x| x.shape.len() == 1)) => {
+        Json::Array(axes)
+            if axes.len() == 2
+                && axes
+                    .iter()
+                    .all(|a| unnest(&un_ndarray(a)).is_some_and(|x| x.shape.len() == 1)) =>
+        {
             let mut h = decode_hist2d(hist, &axes[0], &axes[1])?;
             if let Some(groups) = map.get("param_groups").and_then(Json::as_f64) {
                 for k in 0..groups as usize {
@@ -155,8 +177,11 @@ fn decode_histogram(map: &BTreeMap<String, Json>) -> Option<Value> {
                     let Json::Array(axes) = single.get("edges")? else {
                         return None;
                     };
-                    h.individual
-                        .push(decode_hist2d(single.get("hist")?, axes.first()?, axes.get(1)?)?);
+                    h.individual.push(decode_hist2d(
+                        single.get("hist")?,
+                        axes.first()?,
+                        axes.get(1)?,
+                    )?);
                 }
             }
             Some(Value::Hist2d(h))
@@ -232,14 +257,23 @@ mod tests {
             1,
             "Parameters",
             Value::Arrays(vec![
-                HostArray { shape: vec![2, 2], data: vec![1.0, 2.0, 3.0, 4.0] },
-                HostArray { shape: vec![2], data: vec![5.0, 6.0] },
+                HostArray {
+                    shape: vec![2, 2],
+                    data: vec![1.0, 2.0, 3.0, 4.0],
+                },
+                HostArray {
+                    shape: vec![2],
+                    data: vec![5.0, 6.0],
+                },
             ]),
         );
         output.insert(
             2,
             "GradHist1d",
-            Value::Hist1d(Histogram1d { hist: vec![1.0, 0.0], edges: vec![-1.0, 0.0, 1.0] }),
+            Value::Hist1d(Histogram1d {
+                hist: vec![1.0, 0.0],
+                edges: vec![-1.0, 0.0, 1.0],
+            }),
         );
         output.insert(
             2,
@@ -252,7 +286,8 @@ mod tests {
                 individual: vec![],
             }),
         );
-        let decoded = decode_output(Json::parse(&encode_output(&output).to_pretty()).unwrap()).unwrap();
+        let decoded =
+            decode_output(Json::parse(&encode_output(&output).to_pretty()).unwrap()).unwrap();
         assert_eq!(decoded, output);
     }
 
@@ -274,6 +309,10 @@ mod tests {
         assert!(decode_output(Json::Array(vec![])).is_err());
         let mut map = BTreeMap::new();
         map.insert("step-one".to_string(), Json::Object(BTreeMap::new()));
-        assert!(decode_output(Json::Object(map)).unwrap_err().contains("step-one"));
+        assert!(
+            decode_output(Json::Object(map))
+                .unwrap_err()
+                .contains("step-one")
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! The Cockpit API in a hand-written loop: schedules, two-step bookkeeping, bad input.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use burn::module::Module;

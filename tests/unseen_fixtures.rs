@@ -3,6 +3,8 @@
 //! host-side float64 implementation of the MLP (forward, hand-written backward, PyTorch SGD)
 //! in this file; nothing of burn-cockpit is used to produce them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};

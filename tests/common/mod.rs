@@ -1,6 +1,6 @@
 //! Shared helpers of the integration tests: vendored fixtures, tolerances, backends.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 

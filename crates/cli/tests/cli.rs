@@ -1,5 +1,7 @@
 //! The `cockpit` binary end to end.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

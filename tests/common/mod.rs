@@ -92,18 +92,19 @@ fn numbers(value: &burn_cockpit::Value) -> Vec<f64> {
     }
 }
 
-/// Every implemented quantity of `run` equals the fixture's recorded value at every step
-/// (Time only by presence), and has no value where the fixture has none. Returns the number of
+/// Each of `kinds` in `run` equals the fixture's recorded value at every step (Time only by
+/// presence), and has no value where the fixture has none. Returns the number of
 /// (quantity, step) pairs compared by value.
 pub fn assert_matches_fixture(
     fixture: &Fixture,
     run: &cockpit_cli::replay::ReplayRun,
     backend: &Backend,
+    kinds: &[burn_cockpit::QuantityKind],
 ) -> usize {
     use burn_cockpit::QuantityKind;
     let name = fixture.name.as_deref().unwrap_or("fixture");
     let mut compared = 0;
-    for kind in QuantityKind::implemented() {
+    for &kind in kinds {
         let key = kind.name();
         for step in &fixture.steps {
             let ours = run.output.get(step.step, key);

@@ -29,8 +29,73 @@ fn every_quantity_matches_every_fixture(backend: &Backend) {
         let (fixture, run) = replay_on(backend, name);
         let implemented: Vec<QuantityKind> = QuantityKind::implemented().collect();
         let compared = assert_matches_fixture(&fixture, &run, backend, &implemented);
-        // 6 quantities at 8 steps, less Time (not compared) and UpdateSize's last step.
-        assert!(compared >= 5 * 8 - 1, "{name}: only {compared} comparisons");
+        // Every recorded value of every implemented quantity but Time, HessMaxEV, HessTrace,
+        // TICDiag, TICTrace (not built yet): Alpha and UpdateSize have 7 steps, the rest 8.
+        let expected: usize = fixture
+            .steps
+            .iter()
+            .map(|s| {
+                implemented
+                    .iter()
+                    .filter(|k| **k != QuantityKind::Time && s.quantities.contains_key(k.name()))
+                    .count()
+            })
+            .sum();
+        assert_eq!(compared, expected, "{name}");
+        assert!(
+            compared >= 8 * 10 - 2,
+            "{name}: only {compared} comparisons"
+        );
+    }
+}
+
+fn histogram_variants_match_under_the_fixture_keys(backend: &Backend) {
+    for name in FIXTURES {
+        let fixture = load(name);
+        let options = ReplayOptions {
+            device: backend.device.clone(),
+            dtype: backend.dtype,
+            variants: true,
+            ..ReplayOptions::cpu_f64()
+        };
+        let run = replay(&fixture, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut compared = 0;
+        for step in &fixture.steps {
+            for (key, theirs) in &step.variant_quantities {
+                if !key.starts_with("GradHist") {
+                    assert!(
+                        run.skipped_variants.contains(key),
+                        "{key} neither computed nor skipped"
+                    );
+                    continue;
+                }
+                let ours = run
+                    .output
+                    .get(step.step, key)
+                    .unwrap_or_else(|| panic!("{name}: no {key} at step {}", step.step));
+                common::assert_value_matches(
+                    ours,
+                    theirs,
+                    backend,
+                    &format!("{name}: {key} at step {}", step.step),
+                );
+                compared += 1;
+            }
+        }
+        assert_eq!(compared, 2 * fixture.steps.len(), "{name}");
+    }
+}
+
+fn cabs_and_early_stopping_are_refused_with_momentum(backend: &Backend) {
+    let (fixture, run) = replay_on(backend, "mlp_ce");
+    assert_eq!(fixture.optimizer.momentum, 0.9);
+    for key in ["CABS", "EarlyStopping"] {
+        assert!(run.output.series(key).is_empty(), "{key}");
+        assert!(
+            run.refused[key].contains("zero-momentum SGD"),
+            "{}",
+            run.refused[key]
+        );
     }
 }
 
@@ -81,6 +146,8 @@ fn the_log_is_cockpit_format_and_reads_back(backend: &Backend) {
 
 on_every_backend!(
     every_quantity_matches_every_fixture,
+    histogram_variants_match_under_the_fixture_keys,
+    cabs_and_early_stopping_are_refused_with_momentum,
     parameter_layout_and_final_parameters_follow_pytorch,
     the_log_is_cockpit_format_and_reads_back,
 );

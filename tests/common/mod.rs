@@ -92,6 +92,93 @@ fn numbers(value: &burn_cockpit::Value) -> Vec<f64> {
     }
 }
 
+/// Counts may differ only by elements that sit on a bin edge moving to a neighbouring bin:
+/// equal totals and at most `moves` elements moved.
+pub const HISTOGRAM_MOVES: f64 = 3.0;
+
+fn assert_counts(ours: &[f64], theirs: &[f64], what: &str) {
+    assert_eq!(ours.len(), theirs.len(), "{what}: bins");
+    let total: (f64, f64) = (ours.iter().sum(), theirs.iter().sum());
+    assert_eq!(total.0, total.1, "{what}: total count");
+    let moved: f64 = ours
+        .iter()
+        .zip(theirs)
+        .map(|(a, b)| (a - b).abs())
+        .sum::<f64>()
+        / 2.0;
+    assert!(
+        moved <= HISTOGRAM_MOVES,
+        "{what}: {moved} elements in other bins\nours   {ours:?}\ntheirs {theirs:?}"
+    );
+}
+
+fn assert_edges(ours: &[f64], theirs: &serde_json::Value, backend: &Backend, what: &str) {
+    let theirs = flatten(theirs);
+    assert_eq!(ours.len(), theirs.len(), "{what}: edges");
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!(
+            close(*a, *b, backend.rel, backend.abs),
+            "{what}: edge {a} vs {b}"
+        );
+    }
+}
+
+fn assert_hist2d(
+    ours: &burn_cockpit::Histogram2d,
+    theirs: &serde_json::Value,
+    backend: &Backend,
+    what: &str,
+) {
+    let hist: Vec<f64> = ours.hist.iter().map(|c| *c as f64).collect();
+    assert_counts(&hist, &flatten(&theirs["hist"]), what);
+    assert_edges(&ours.x_edges, &theirs["edges"][0], backend, what);
+    assert_edges(&ours.y_edges, &theirs["edges"][1], backend, what);
+}
+
+/// Compares one of our values with the fixture's recorded JSON value.
+pub fn assert_value_matches(
+    ours: &burn_cockpit::Value,
+    theirs: &serde_json::Value,
+    backend: &Backend,
+    what: &str,
+) {
+    use burn_cockpit::Value;
+    match ours {
+        Value::Hist1d(h) => {
+            assert_counts(&h.hist, &flatten(&theirs["hist"]), what);
+            assert_edges(&h.edges, &theirs["edges"], backend, what);
+        }
+        Value::Hist2d(h) => {
+            assert_hist2d(h, theirs, backend, what);
+            if !h.individual.is_empty() {
+                assert_eq!(
+                    theirs["param_groups"].as_u64(),
+                    Some(h.individual.len() as u64),
+                    "{what}"
+                );
+                for (k, single) in h.individual.iter().enumerate() {
+                    assert_hist2d(
+                        single,
+                        &theirs[format!("param_{k}")],
+                        backend,
+                        &format!("{what} param_{k}"),
+                    );
+                }
+            }
+        }
+        other => {
+            let (ours, theirs) = (numbers(other), flatten(theirs));
+            assert_eq!(ours.len(), theirs.len(), "{what}");
+            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                assert!(
+                    close(*a, *b, backend.rel, backend.abs),
+                    "{what}[{i}]: ours {a}, reference {b}"
+                );
+            }
+        }
+    }
+}
+
 /// Each of `kinds` in `run` equals the fixture's recorded value at every step (Time only by
 /// presence), and has no value where the fixture has none. Returns the number of
 /// (quantity, step) pairs compared by value.
@@ -117,24 +204,15 @@ pub fn assert_matches_fixture(
                         step.step
                     )
                 }
-                (None, Some(_)) => panic!("{name}: {key} is missing at step {}", step.step),
+                (None, Some(_)) => panic!(
+                    "{name}: {key} is missing at step {} ({:?})",
+                    step.step,
+                    run.refused.get(key)
+                ),
                 (Some(_), Some(_)) if kind == QuantityKind::Time => {}
                 (Some(ours), Some(theirs)) => {
-                    let (ours, theirs) = (numbers(ours), flatten(theirs));
-                    assert_eq!(
-                        ours.len(),
-                        theirs.len(),
-                        "{name}: {key} at step {}",
-                        step.step
-                    );
-                    for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-                        assert!(
-                            close(*a, *b, backend.rel, backend.abs),
-                            "{name} on {}: {key}[{i}] at step {}: ours {a}, reference {b}",
-                            backend.name,
-                            step.step
-                        );
-                    }
+                    let what = format!("{name} on {}: {key} at step {}", backend.name, step.step);
+                    assert_value_matches(ours, theirs, backend, &what);
                     compared += 1;
                 }
             }

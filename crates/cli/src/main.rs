@@ -10,11 +10,12 @@ use std::process::ExitCode;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
 
 const USAGE: &str = "\
-usage: cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl]
+usage: cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants]
 
 Replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
 CPU, tracking every quantity burn-cockpit implements at every step, and writes a
-Cockpit-format log.";
+Cockpit-format log. --variants also tracks the fixture's non-default settings that
+burn-cockpit computes, under the fixture's keys.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,11 +43,13 @@ fn replay_command(args: &[String]) -> Result<(), String> {
     let mut fixture = None;
     let mut out = None;
     let mut stream = None;
+    let mut variants = false;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--out" | "-o" => out = Some(PathBuf::from(value(&mut iter, arg)?)),
             "--stream" => stream = Some(PathBuf::from(value(&mut iter, arg)?)),
+            "--variants" => variants = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -63,12 +66,22 @@ fn replay_command(args: &[String]) -> Result<(), String> {
     let fixture = Fixture::load(&fixture_path).map_err(|e| e.to_string())?;
     let options = ReplayOptions {
         stream,
+        variants,
         ..ReplayOptions::cpu_f64()
     };
     let run = replay(&fixture, &options).map_err(|e| e.to_string())?;
     cockpit_quantities::log::write_log(&out, &run.output).map_err(|e| e.to_string())?;
     for warning in &run.warnings {
         eprintln!("warning: {warning}");
+    }
+    for (quantity, reason) in &run.refused {
+        eprintln!("note: {quantity} refused: {reason}");
+    }
+    if variants && !run.skipped_variants.is_empty() {
+        eprintln!(
+            "note: variants not computed yet: {}",
+            run.skipped_variants.join(", ")
+        );
     }
     let quantities: Vec<&str> = options.quantities.iter().map(|k| k.name()).collect();
     println!(

@@ -6,8 +6,12 @@ use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 
 use crate::log::{JsonLinesWriter, write_log};
+use crate::persample::{PerSampleNeeds, PerSampleStats, Request};
+use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Quantity, StepContext};
-use crate::{CockpitError, Configuration, Output, Schedule, Snapshot, StepInfo, Value};
+use crate::{
+    CockpitError, Configuration, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
+};
 
 /// Cockpit's once-per-epoch `log(...)` entry: losses, accuracies and the learning rate that
 /// feed the dashboard's hyperparameter and performance rows. Unset fields are not written.
@@ -215,12 +219,17 @@ impl Cockpit {
         if !loss.is_finite() {
             self.warn(format!("step {step}: the loss is {loss}"));
         }
+        let per_sample = self.reduce_per_sample(step, &params, &grads, &info);
         let ctx = StepContext {
             step,
             params: &params,
             grads: &grads,
             info: &info,
             loss,
+            per_sample: match &per_sample {
+                Ok(stats) => Ok(stats.as_ref()),
+                Err(err) => Err(err),
+            },
         };
         let mut computed = Output::new();
         let mut failures = Vec::new();
@@ -258,6 +267,60 @@ impl Cockpit {
         } else {
             Err(CockpitError::QuantitiesFailed { step, failures })
         }
+    }
+
+    /// Whether a quantity needs per-sample gradients at `step`: start a
+    /// [`Recorder`](crate::persample::Recorder) before that step's forward pass (or prepare an
+    /// [`ExactPerSample`](crate::persample::ExactPerSample)) and hand the result to
+    /// [`StepInfo::with_per_sample`].
+    pub fn needs_per_sample(&self, step: usize) -> bool {
+        self.quantities
+            .iter()
+            .any(|q| q.should_compute(step) && q.uses_per_sample(step))
+    }
+
+    /// Computes, in one pass over the per-sample gradients, the union of the statistics the
+    /// step's quantities ask for, feeding gradient elements to the quantities that bin them.
+    fn reduce_per_sample(
+        &mut self,
+        step: usize,
+        params: &Snapshot,
+        grads: &Snapshot,
+        info: &StepInfo,
+    ) -> Result<Option<PerSampleStats>, QuantityError> {
+        let needs = self
+            .quantities
+            .iter()
+            .filter(|q| q.should_compute(step))
+            .fold(PerSampleNeeds::NONE, |acc, q| {
+                acc.union(q.per_sample_needs(step))
+            });
+        if !needs.any() {
+            return Ok(None);
+        }
+        let source = info.per_sample().ok_or_else(missing_per_sample)?.clone();
+        let entries = params.entries();
+        let quantities = &mut self.quantities;
+        let mut sink =
+            |index: usize, chunk: burn::tensor::Tensor<2>| -> Result<(), QuantityError> {
+                for quantity in quantities.iter_mut() {
+                    if quantity.should_compute(step) && quantity.per_sample_needs(step).elements {
+                        quantity.accept_chunk(step, index, &entries[index], chunk.clone())?;
+                    }
+                }
+                Ok(())
+            };
+        let mut request = Request::new();
+        request.sq_norms = needs.sq_norms;
+        request.sum_sq = needs.sum_sq;
+        request.abs_max = needs.abs_max;
+        if needs.dots_with_grad {
+            request.directions.push(grads);
+        }
+        if needs.elements {
+            request.elements = Some(&mut sink);
+        }
+        source.reduce(params, request).map(Some)
     }
 
     /// Cockpit's `log(...)`: stores the epoch's losses, accuracies and learning rate under

@@ -3,7 +3,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::quantity::{Distance, GradNorm, Loss, Parameters, Quantity, Time, UpdateSize};
+use crate::quantity::{
+    Alpha, CABS, Distance, EarlyStopping, GradHist1d, GradHist2d, GradNorm, InnerTest, Loss,
+    MeanGSNR, NormTest, OrthoTest, Parameters, Quantity, Time, UpdateSize,
+};
 use crate::{CockpitError, Schedule};
 
 /// One of Cockpit's 19 quantities, by its class name.
@@ -82,14 +85,9 @@ impl QuantityKind {
 
     /// Whether this version of burn-cockpit computes the quantity.
     pub fn is_implemented(self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Self::Distance
-                | Self::GradNorm
-                | Self::Loss
-                | Self::Parameters
-                | Self::Time
-                | Self::UpdateSize
+            Self::HessMaxEV | Self::HessTrace | Self::TICDiag | Self::TICTrace
         )
     }
 
@@ -105,7 +103,16 @@ impl QuantityKind {
     /// [`CockpitError::NotImplemented`] naming the quantity if it is not built yet.
     pub fn build(self, schedule: Schedule) -> Result<Box<dyn Quantity>, CockpitError> {
         Ok(match self {
+            Self::Alpha => Box::new(Alpha::new(schedule)),
+            Self::CABS => Box::new(CABS::new(schedule)),
             Self::Distance => Box::new(Distance::new(schedule)),
+            Self::EarlyStopping => Box::new(EarlyStopping::new(schedule)),
+            Self::GradHist1d => Box::new(GradHist1d::new(schedule)),
+            Self::GradHist2d => Box::new(GradHist2d::new(schedule)),
+            Self::InnerTest => Box::new(InnerTest::new(schedule)),
+            Self::MeanGSNR => Box::new(MeanGSNR::new(schedule)),
+            Self::NormTest => Box::new(NormTest::new(schedule)),
+            Self::OrthoTest => Box::new(OrthoTest::new(schedule)),
             Self::GradNorm => Box::new(GradNorm::new(schedule)),
             Self::Loss => Box::new(Loss::new(schedule)),
             Self::Parameters => Box::new(Parameters::new(schedule)),

@@ -1,6 +1,10 @@
 //! What the training loop tells the Cockpit about a step, beyond the model and the gradients.
 
+use std::sync::Arc;
+
 use burn::tensor::Tensor;
+
+use crate::persample::PerSampleSource;
 
 /// The optimizer that takes the step, as far as the quantities need to know it.
 ///
@@ -94,6 +98,7 @@ pub struct StepInfo {
     pub(crate) batch_size: Option<usize>,
     pub(crate) individual_losses: Option<Tensor<1>>,
     pub(crate) optimizer: Option<OptimizerInfo>,
+    pub(crate) per_sample: Option<Arc<dyn PerSampleSource>>,
 }
 
 impl StepInfo {
@@ -104,6 +109,7 @@ impl StepInfo {
             batch_size: None,
             individual_losses: None,
             optimizer: None,
+            per_sample: None,
         }
     }
 
@@ -124,6 +130,25 @@ impl StepInfo {
     pub fn with_optimizer(mut self, optimizer: OptimizerInfo) -> Self {
         self.optimizer = Some(optimizer);
         self
+    }
+
+    /// The step's per-sample gradients (BackPACK's role): a
+    /// [`LinearFactors`](crate::persample::LinearFactors) from a
+    /// [`Recorder`](crate::persample::Recorder), an
+    /// [`ExactPerSample`](crate::persample::ExactPerSample), or a
+    /// [`PerSample::auto`](crate::persample::PerSample::auto) of both. Needed by GradHist1d/2d,
+    /// the gradient tests, Alpha, CABS, EarlyStopping, MeanGSNR and TIC.
+    pub fn with_per_sample(mut self, source: impl PerSampleSource + 'static) -> Self {
+        if self.batch_size.is_none() {
+            self.batch_size = Some(source.batch_size());
+        }
+        self.per_sample = Some(Arc::new(source));
+        self
+    }
+
+    /// The per-sample gradients, if given.
+    pub fn per_sample(&self) -> Option<&Arc<dyn PerSampleSource>> {
+        self.per_sample.as_ref()
     }
 
     /// The loss tensor.

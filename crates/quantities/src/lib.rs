@@ -23,6 +23,7 @@ pub mod error;
 pub mod info;
 pub mod log;
 pub mod output;
+pub mod persample;
 pub mod quantity;
 pub mod schedule;
 pub mod snapshot;

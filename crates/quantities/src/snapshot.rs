@@ -154,6 +154,33 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// `self − other`, parameter by parameter (matched by [`ParamId`]), on the device.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::Shape`] if a parameter is missing from `other` or has another shape.
+    pub fn difference(&self, other: &Snapshot) -> Result<Snapshot, QuantityError> {
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            let reference = other
+                .get(entry.id)
+                .filter(|r| r.shape == entry.shape)
+                .ok_or_else(|| {
+                    QuantityError::Shape(format!(
+                        "parameter `{}` has no matching reference",
+                        entry.name
+                    ))
+                })?;
+            entries.push(ParamEntry {
+                value: entry.value.clone() - reference.value.clone(),
+                ..entry.clone()
+            });
+        }
+        Ok(Snapshot { entries })
+    }
+}
+
 /// Reads a small device tensor back to the host as `f64`: the one host read behind a reported
 /// number.
 ///

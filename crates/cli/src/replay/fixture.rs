@@ -26,6 +26,10 @@ pub struct Fixture {
     pub final_params: Option<Vec<ParamSpec>>,
     /// The steps, in order.
     pub steps: Vec<StepSpec>,
+    /// Non-default quantity settings recorded alongside (`variant_quantities` of each step),
+    /// keyed like `GradHist1d[bins=20,adapt=GradAbsMax(padding=0.1)]`.
+    #[serde(default)]
+    pub variants: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The model: a plain stack of layers.

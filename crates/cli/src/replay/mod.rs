@@ -4,11 +4,14 @@
 mod fixture;
 mod model;
 mod sgd;
+mod variants;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Device, Tensor};
+use cockpit_quantities::persample::Recorder;
 use cockpit_quantities::quantity::Parameters;
 use cockpit_quantities::{
     Cockpit, CockpitError, HostArray, OptimizerInfo, Output, Quantity, QuantityKind, Schedule,
@@ -55,6 +58,8 @@ pub struct ReplayOptions {
     pub quantities: Vec<QuantityKind>,
     /// A JSON-lines stream to write while replaying.
     pub stream: Option<PathBuf>,
+    /// Also track the fixture's `variants` that this version computes, under the fixture's keys.
+    pub variants: bool,
 }
 
 impl ReplayOptions {
@@ -65,6 +70,7 @@ impl ReplayOptions {
             dtype: DType::F64,
             quantities: QuantityKind::implemented().collect(),
             stream: None,
+            variants: false,
         }
     }
 }
@@ -79,6 +85,10 @@ pub struct ReplayRun {
     pub final_params: Vec<HostArray>,
     /// Warnings the Cockpit recorded.
     pub warnings: Vec<String>,
+    /// Quantities refused for this run (e.g. CABS for SGD with momentum), with the reason.
+    pub refused: BTreeMap<String, String>,
+    /// Variant keys of the fixture this version does not compute.
+    pub skipped_variants: Vec<String>,
 }
 
 /// Replays `fixture`: builds its model, loss and SGD in burn, runs every step and tracks the
@@ -94,21 +104,26 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
     let dtype = options.dtype;
     let mut model = FixtureNet::new(fixture, &fixture.params, &device, dtype);
     let mut optimizer = TorchSgd::new(fixture.optimizer.clone());
-    let mut cockpit = Cockpit::new(
-        options
-            .quantities
-            .iter()
-            .map(|&kind| match kind {
-                // Per-parameter arrays in PyTorch's layout: FixtureNet's only 2-d parameters are
-                // Linear weights, stored transposed in burn.
-                QuantityKind::Parameters => Ok(Box::new(
-                    Parameters::new(Schedule::every_step())
-                        .with_view(|_, array| array.transposed()),
-                ) as Box<dyn Quantity>),
-                other => other.build(Schedule::every_step()),
-            })
-            .collect::<Result<_, _>>()?,
-    )?;
+    let mut quantities: Vec<Box<dyn Quantity>> = options
+        .quantities
+        .iter()
+        .map(|&kind| match kind {
+            // Per-parameter arrays in PyTorch's layout: FixtureNet's only 2-d parameters are
+            // Linear weights, stored transposed in burn.
+            QuantityKind::Parameters => Ok(Box::new(
+                Parameters::new(Schedule::every_step()).with_view(|_, array| array.transposed()),
+            ) as Box<dyn Quantity>),
+            other => other.build(Schedule::every_step()),
+        })
+        .collect::<Result<_, _>>()?;
+    let mut skipped_variants = Vec::new();
+    if options.variants {
+        let (built, skipped) = variants::build(&fixture.variants)?;
+        quantities.extend(built);
+        skipped_variants = skipped;
+    }
+    let mut cockpit = Cockpit::new(quantities)?;
+    let mut refused = BTreeMap::new();
     if let Some(stream) = &options.stream {
         cockpit = cockpit.with_stream(stream)?;
     }
@@ -129,14 +144,34 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             LossKind::CrossEntropy => one_hot(&step.targets.data, classes),
         };
         let targets = tensor(targets, [batch, classes], &device, dtype);
+        let recorder = cockpit.needs_per_sample(step.step).then(Recorder::start);
         let per_sample = per_sample_loss(fixture.loss, model.forward(inputs), targets);
         let loss: Tensor<1> = per_sample.clone().mean();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let info = StepInfo::new(loss.detach())
+        let grads = loss.backward();
+        let factors = recorder
+            .map(|r| r.finish(&grads))
+            .transpose()
+            .map_err(|err| {
+                ReplayError::Fixture(format!("per-sample gradients at step {}: {err}", step.step))
+            })?;
+        let grads = GradientsParams::from_grads(grads, &model);
+        let mut info = StepInfo::new(loss.detach())
             .with_batch_size(batch)
             .with_individual_losses(per_sample.detach())
             .with_optimizer(optimizer_info.clone());
-        cockpit.track(step.step, &model, &grads, info)?;
+        if let Some(factors) = factors {
+            info = info.with_per_sample(factors);
+        }
+        match cockpit.track(step.step, &model, &grads, info) {
+            Ok(()) => {}
+            // A refused quantity (CABS with momentum, ...) does not stop the others.
+            Err(CockpitError::QuantitiesFailed { failures, .. }) => {
+                for (name, err) in failures {
+                    refused.entry(name).or_insert_with(|| err.to_string());
+                }
+            }
+            Err(err) => return Err(err.into()),
+        }
         model = optimizer.step(model, grads);
     }
     let final_params = to_torch_layout(&read_params(&model)?);
@@ -146,6 +181,8 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         output,
         final_params,
         warnings,
+        refused,
+        skipped_variants,
     })
 }
 

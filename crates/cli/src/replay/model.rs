@@ -1,9 +1,9 @@
 //! The fixture's model in burn: a stack of `Linear` layers and elementwise activations.
 
 use burn::module::{Module, Param};
-use burn::nn::Linear;
 use burn::tensor::activation::{log_softmax, relu, sigmoid, tanh};
 use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
+use cockpit_quantities::persample::Linear;
 
 use super::fixture::{Fixture, LayerSpec, LossKind, ParamSpec};
 
@@ -15,8 +15,9 @@ enum Op {
     Tanh,
 }
 
-/// A feed-forward net built from a fixture's `model.layers`. Parameters are named
-/// `linears.<k>.weight` / `linears.<k>.bias` and visited in PyTorch's order.
+/// A feed-forward net built from a fixture's `model.layers`, with instrumented Linear layers
+/// (the per-sample fast path). Parameters are named `linears.<k>.weight` / `linears.<k>.bias`
+/// and visited in PyTorch's order.
 #[derive(Module, Debug)]
 pub struct FixtureNet {
     /// The linear layers (burn layout: weight `[in, out]`).

@@ -1,6 +1,11 @@
 //! The [`Quantity`] trait and the per-step context quantities compute from.
 
-use crate::{QuantityError, Snapshot, StepInfo, Value};
+use std::sync::Arc;
+
+use burn::tensor::Tensor;
+
+use crate::persample::{PerSampleNeeds, PerSampleSource, PerSampleStats};
+use crate::{ParamEntry, QuantityError, Snapshot, StepInfo, Value};
 
 /// Everything a quantity may read at one tracked step.
 ///
@@ -18,6 +23,47 @@ pub struct StepContext<'a> {
     pub info: &'a StepInfo,
     /// The mini-batch loss, read from the device once per step.
     pub loss: f64,
+    /// The per-sample statistics every quantity of this step asked for, reduced in one pass
+    /// (or why they could not be had).
+    pub per_sample: Result<Option<&'a PerSampleStats>, &'a QuantityError>,
+}
+
+impl StepContext<'_> {
+    /// The reduced per-sample statistics of this step.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::MissingInfo`] if the step info has no per-sample source, or the error
+    /// of the source.
+    pub fn per_sample_stats(&self) -> Result<&PerSampleStats, QuantityError> {
+        match self.per_sample {
+            Ok(Some(stats)) => Ok(stats),
+            Ok(None) => Err(missing_per_sample()),
+            Err(err) => Err(err.clone()),
+        }
+    }
+
+    /// The step's per-sample source (for quantities that need more than the shared
+    /// statistics, such as Alpha's projections).
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::MissingInfo`] if the step info has none.
+    pub fn per_sample_source(&self) -> Result<&Arc<dyn PerSampleSource>, QuantityError> {
+        self.info.per_sample().ok_or_else(missing_per_sample)
+    }
+
+    /// The batch size: from the per-sample source, else the step info.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.info
+            .per_sample()
+            .map(|s| s.batch_size())
+            .or(self.info.batch_size())
+    }
+}
+
+pub(crate) fn missing_per_sample() -> QuantityError {
+    QuantityError::MissingInfo("per-sample gradients (StepInfo::with_per_sample)")
 }
 
 /// A Cockpit quantity: decides when it runs and what it stores.
@@ -43,6 +89,54 @@ pub trait Quantity: Send {
     /// A [`QuantityError`] when this quantity cannot be computed; the Cockpit still runs the
     /// others.
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError>;
+
+    /// The per-sample statistics this quantity reads at `step` (through
+    /// [`StepContext::per_sample_stats`]); the Cockpit computes the union in one pass.
+    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
+        PerSampleNeeds::NONE
+    }
+
+    /// Whether the quantity reads the step's per-sample gradients at `step` at all (through the
+    /// shared statistics or the source itself).
+    fn uses_per_sample(&self, step: usize) -> bool {
+        self.per_sample_needs(step).any()
+    }
+
+    /// Receives per-sample gradient elements `[b, numel]` of parameter `index` (snapshot
+    /// order), before `compute`, when [`PerSampleNeeds::elements`] was asked for.
+    ///
+    /// # Errors
+    ///
+    /// A [`QuantityError`] stops the step's per-sample pass.
+    fn accept_chunk(
+        &mut self,
+        _step: usize,
+        _index: usize,
+        _entry: &ParamEntry,
+        _chunk: Tensor<2>,
+    ) -> Result<(), QuantityError> {
+        Ok(())
+    }
+}
+
+/// Sums per-parameter `[B]` statistics over the parameters.
+pub(crate) fn sum_over_params(parts: &[Tensor<1>]) -> Result<Tensor<1>, QuantityError> {
+    parts
+        .iter()
+        .cloned()
+        .reduce(|a, b| a + b)
+        .ok_or_else(|| QuantityError::Shape("no parameter".into()))
+}
+
+/// Reads several one-element tensors in one host read.
+pub(crate) fn read_scalars(parts: Vec<Tensor<1>>) -> Result<Vec<f64>, QuantityError> {
+    crate::snapshot::read_values(Tensor::cat(parts, 0))
+}
+
+/// `x` if the batch has at least two samples, NaN otherwise (the `1/(B−1)` quantities are
+/// undefined for `B = 1`).
+pub(crate) fn needs_two(batch: usize, x: impl FnOnce() -> f64) -> f64 {
+    if batch < 2 { f64::NAN } else { x() }
 }
 
 /// Per-parameter L2 norms read back from per-parameter squared norms: one host read.

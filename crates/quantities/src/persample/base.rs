@@ -1,0 +1,139 @@
+//! The [`PerSampleSource`] trait: what the quantities ask of per-sample gradients.
+
+use std::fmt::Debug;
+
+use burn::tensor::Tensor;
+
+use crate::{QuantityError, Snapshot};
+
+/// The per-sample statistics one step needs, gathered from every quantity's
+/// [`PerSampleNeeds`] so that a source computes them in one go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerSampleNeeds {
+    /// `‖g_{n,p}‖²` per sample and parameter.
+    pub sq_norms: bool,
+    /// `⟨g_{n,p}, ∇_p L⟩` per sample and parameter (dot with the mean gradient).
+    pub dots_with_grad: bool,
+    /// `Σ_n g_{n,p}^{⊙2}` per parameter (elementwise).
+    pub sum_sq: bool,
+    /// `max_{n,j} |g_{n,p,j}|` per parameter.
+    pub abs_max: bool,
+    /// The per-sample gradient elements themselves (histograms), in chunks.
+    pub elements: bool,
+}
+
+impl PerSampleNeeds {
+    /// No per-sample statistic.
+    pub const NONE: Self = Self {
+        sq_norms: false,
+        dots_with_grad: false,
+        sum_sq: false,
+        abs_max: false,
+        elements: false,
+    };
+
+    /// Whether anything is needed.
+    pub fn any(&self) -> bool {
+        self.sq_norms || self.dots_with_grad || self.sum_sq || self.abs_max || self.elements
+    }
+
+    /// The union of two needs.
+    pub fn union(self, other: Self) -> Self {
+        Self {
+            sq_norms: self.sq_norms || other.sq_norms,
+            dots_with_grad: self.dots_with_grad || other.dots_with_grad,
+            sum_sq: self.sum_sq || other.sum_sq,
+            abs_max: self.abs_max || other.abs_max,
+            elements: self.elements || other.elements,
+        }
+    }
+}
+
+/// Reduced per-sample statistics of one step, one entry per parameter in snapshot order; each
+/// field is filled when it was asked for. `g_{n,p}` is the true per-sample gradient
+/// `∇_p ℓ_n` (not divided by `B`).
+#[derive(Debug, Clone, Default)]
+pub struct PerSampleStats {
+    /// Batch size `B`.
+    pub batch_size: usize,
+    /// `‖g_{n,p}‖²`, `[B]` per parameter.
+    pub sq_norms: Option<Vec<Tensor<1>>>,
+    /// `⟨g_{n,p}, v_p⟩`, `[B]` per parameter, for each requested direction `v`.
+    pub dots: Vec<Vec<Tensor<1>>>,
+    /// `Σ_n g_{n,p}^{⊙2}`, `[numel]` per parameter (flattened in burn's layout).
+    pub sum_sq: Option<Vec<Tensor<1>>>,
+    /// `max |g_{n,p,j}|`, `[1]` per parameter.
+    pub abs_max: Option<Vec<Tensor<1>>>,
+}
+
+/// What one pass over the per-sample gradients computes.
+pub struct Request<'a> {
+    /// `‖g_{n,p}‖²`.
+    pub sq_norms: bool,
+    /// Directions `v` (aligned with the parameters) to take `⟨g_{n,p}, v_p⟩` with.
+    pub directions: Vec<&'a Snapshot>,
+    /// `Σ_n g_{n,p}^{⊙2}`.
+    pub sum_sq: bool,
+    /// `max |g_{n,p,j}|`.
+    pub abs_max: bool,
+    /// Receives the per-sample gradients `(parameter index, [b, numel] chunk)`, chunks of at
+    /// most `chunk_elements` elements (at least one sample).
+    pub elements: Option<&'a mut dyn FnMut(usize, Tensor<2>) -> Result<(), QuantityError>>,
+    /// Largest chunk handed to `elements`, in elements.
+    pub chunk_elements: usize,
+}
+
+impl std::fmt::Debug for Request<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("sq_norms", &self.sq_norms)
+            .field("directions", &self.directions.len())
+            .field("sum_sq", &self.sum_sq)
+            .field("abs_max", &self.abs_max)
+            .field("elements", &self.elements.is_some())
+            .finish()
+    }
+}
+
+impl<'a> Request<'a> {
+    /// A request for nothing; set the fields you need.
+    pub fn new() -> Self {
+        Self {
+            sq_norms: false,
+            directions: Vec::new(),
+            sum_sq: false,
+            abs_max: false,
+            elements: None,
+            chunk_elements: 1 << 22,
+        }
+    }
+}
+
+impl Default for Request<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Per-sample gradients of one step, as BackPACK provides them to Cockpit.
+///
+/// Two implementations ship: [`LinearFactors`](super::LinearFactors), the fast path that
+/// instrumented layers record during the ordinary backward pass, and
+/// [`ExactPerSample`](super::ExactPerSample), the exact fallback for any model, from
+/// single-sample backward passes.
+pub trait PerSampleSource: Send + Sync + Debug {
+    /// The batch size `B`.
+    fn batch_size(&self) -> usize;
+
+    /// Computes what `request` asks for, for the parameters of `params` (in their order), in
+    /// one pass over the samples.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError`] if a parameter is not covered, or a callback fails.
+    fn reduce(
+        &self,
+        params: &Snapshot,
+        request: Request<'_>,
+    ) -> Result<PerSampleStats, QuantityError>;
+}

@@ -1,0 +1,162 @@
+//! The exact fallback: per-sample gradients from single-sample backward passes, for any burn
+//! model.
+
+use std::sync::Once;
+
+use burn::module::ParamId;
+use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
+
+use super::base::{PerSampleSource, PerSampleStats, Request};
+use super::factors::{Accumulator, LinearFactors, chunk_samples};
+use crate::{QuantityError, Snapshot};
+
+type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, QuantityError> + Send + Sync;
+
+/// Per-sample gradients from one backward pass per sample (or per chunk the closure chooses):
+/// `grads_of(n)` returns the gradients of the loss of sample `n` alone, `∇ℓ_n(θ_t)`, for the
+/// parameters of the model at this step. Works for every burn module.
+///
+/// Statistics are reduced parameter by parameter while the samples go by: at most one
+/// sample's gradient (`D` elements) plus the accumulators (`B` per parameter, and `D` for
+/// `Σ_n g_n^{⊙2}`) are held at once.
+///
+/// # Cost
+///
+/// `B` extra forward and backward passes per call of [`PerSampleSource::reduce`]: one per
+/// step for the single-step quantities, plus one per Alpha end point. A one-time warning says
+/// so when it is first used.
+pub struct ExactPerSample {
+    batch: usize,
+    grads_of: Box<SampleGrads>,
+}
+
+impl std::fmt::Debug for ExactPerSample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExactPerSample")
+            .field("batch", &self.batch)
+            .finish_non_exhaustive()
+    }
+}
+
+static WARN_ONCE: Once = Once::new();
+
+impl ExactPerSample {
+    /// A fallback over `batch` samples; `grads_of(n)` must return `∇ℓ_n` (the gradient of the
+    /// loss of sample `n` alone, e.g. `GradientsParams::from_grads(loss_n.backward(), &model)`).
+    pub fn new(
+        batch: usize,
+        grads_of: impl Fn(usize) -> Result<GradientsParams, QuantityError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            batch,
+            grads_of: Box::new(grads_of),
+        }
+    }
+}
+
+fn flat_grad(grads: &GradientsParams, id: ParamId, rank: usize) -> Option<Tensor<1>> {
+    fn flat<const D: usize>(t: Tensor<D>) -> Tensor<1> {
+        let n = t.shape().num_elements();
+        t.reshape([n])
+    }
+    match rank {
+        1 => grads.get::<1>(id).map(flat),
+        2 => grads.get::<2>(id).map(flat),
+        3 => grads.get::<3>(id).map(flat),
+        4 => grads.get::<4>(id).map(flat),
+        5 => grads.get::<5>(id).map(flat),
+        6 => grads.get::<6>(id).map(flat),
+        _ => None,
+    }
+}
+
+impl PerSampleSource for ExactPerSample {
+    fn batch_size(&self) -> usize {
+        self.batch
+    }
+
+    fn reduce(
+        &self,
+        params: &Snapshot,
+        mut request: Request<'_>,
+    ) -> Result<PerSampleStats, QuantityError> {
+        WARN_ONCE.call_once(|| {
+            log::warn!(
+                "cockpit: per-sample gradients from the exact fallback cost {} extra \
+                 backward passes per tracked step; instrumented layers (persample::Linear) \
+                 make them nearly free",
+                self.batch
+            );
+        });
+        let entries = params.entries();
+        // One row per sample and parameter, gathered sample by sample, reduced per parameter.
+        let mut rows: Vec<Vec<Tensor<2>>> = vec![Vec::new(); entries.len()];
+        let mut stats = Accumulator::new(self.batch, &request);
+        let max_rows = entries
+            .iter()
+            .map(|e| chunk_samples(request.chunk_elements, e.numel(), self.batch))
+            .min()
+            .unwrap_or(1);
+        for n in 0..self.batch {
+            let grads = (self.grads_of)(n)?;
+            for (index, entry) in entries.iter().enumerate() {
+                let g = flat_grad(&grads, entry.id, entry.shape.len()).ok_or_else(|| {
+                    QuantityError::Shape(format!(
+                        "the single-sample gradients lack parameter `{}`",
+                        entry.name
+                    ))
+                })?;
+                rows[index].push(g.reshape([1, entry.numel()]));
+            }
+            if rows[0].len() == max_rows || n + 1 == self.batch {
+                for (index, entry) in entries.iter().enumerate() {
+                    let chunk = Tensor::cat(std::mem::take(&mut rows[index]), 0);
+                    stats.add_partial(index, entry, chunk, &mut request)?;
+                }
+            }
+        }
+        stats.finish()
+    }
+}
+
+/// Chooses the per-sample engine: the fast path when the recorded instrumented layers cover
+/// every parameter, otherwise the exact fallback.
+#[derive(Debug)]
+pub struct PerSample {
+    fast: Option<LinearFactors>,
+    exact: Option<ExactPerSample>,
+}
+
+impl PerSample {
+    /// Fast path if it covers the model, else `exact`.
+    pub fn auto(fast: Option<LinearFactors>, exact: ExactPerSample) -> Self {
+        Self {
+            fast,
+            exact: Some(exact),
+        }
+    }
+}
+
+impl PerSampleSource for PerSample {
+    fn batch_size(&self) -> usize {
+        self.fast
+            .as_ref()
+            .map(PerSampleSource::batch_size)
+            .or_else(|| self.exact.as_ref().map(PerSampleSource::batch_size))
+            .unwrap_or(0)
+    }
+
+    fn reduce(
+        &self,
+        params: &Snapshot,
+        request: Request<'_>,
+    ) -> Result<PerSampleStats, QuantityError> {
+        match (&self.fast, &self.exact) {
+            (Some(fast), _) if fast.covers(params) => fast.reduce(params, request),
+            (_, Some(exact)) => exact.reduce(params, request),
+            (Some(fast), None) => fast.reduce(params, request),
+            (None, None) => Err(QuantityError::MissingInfo("per-sample gradients")),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! Per-sample gradients: the role BackPACK plays for Cockpit.
+//!
+//! burn has no backward hooks and no gradients of intermediate tensors, and its autodiff is
+//! first-order only. Two engines produce per-sample statistics anyway:
+//!
+//! - **fast path** ([`LinearFactors`]): build the model from [`Linear`] (a drop-in for
+//!   `burn::nn::Linear`), wrap the forward and backward pass of a tracked step in a
+//!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
+//!   the leaf's gradient, from the ordinary backward pass, is `∂L/∂output`. Per-sample norms,
+//!   dot products and sums of squares follow in closed form, layer by layer.
+//! - **exact fallback** ([`ExactPerSample`]): single-sample backward passes, for any model.
+//!
+//! [`PerSample::auto`] picks the fast path when it covers every parameter. Quantities see only
+//! the [`PerSampleSource`] trait; the engines know nothing of histograms or tests.
+//!
+//! # Memory
+//!
+//! Statistics are reduced parameter by parameter. Per-sample gradients are materialised only
+//! for the gradient-element histograms (and Linear layers applied to sequences), one parameter
+//! and one chunk of samples at a time (`Request::chunk_elements`, 4 Mi elements by default):
+//! the peak is the recorded inputs and output gradients (`B·(d_in + d_out)` per layer) plus
+//! one chunk.
+
+mod base;
+mod exact;
+mod factors;
+mod linear;
+mod recorder;
+
+pub use base::{PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
+pub use exact::{ExactPerSample, PerSample};
+pub use factors::{LayerFactors, LinearFactors};
+pub use linear::Linear;
+pub use recorder::{Recorder, is_recording};

@@ -1,0 +1,74 @@
+//! CABS.
+
+use super::base::{Quantity, StepContext, read_scalars, sum_over_params};
+use crate::persample::PerSampleNeeds;
+use crate::{OptimizerInfo, QuantityError, Schedule, Value};
+
+/// The batch size CABS suggests (Balles et al., 2017, eq. 22), Cockpit's `CABS`:
+///
+/// `lr · Σ_j (Σ_n g_{n,j}² − B·g_j²) / (B · L) = lr · tr(Σ̂) / L`,
+///
+/// with the **biased** gradient covariance `Σ̂ = (1/B) Σ_n (g_n − g)(g_n − g)ᵀ` and the
+/// mini-batch loss `L`. Only for plain SGD (zero momentum, dampening and weight decay, no
+/// Nesterov): any other optimizer is refused with [`QuantityError::Unsupported`], as Cockpit
+/// raises `ValueError`.
+///
+/// # Cost
+///
+/// Per-sample sums of squares: one `[d_in, B]·[B, d_out]` matmul per Linear layer on the fast
+/// path; one host read of two numbers.
+#[derive(Debug, Clone)]
+pub struct CABS {
+    schedule: Schedule,
+}
+
+impl CABS {
+    /// CABS on the given schedule.
+    pub fn new(schedule: Schedule) -> Self {
+        Self { schedule }
+    }
+}
+
+/// The learning rate of plain SGD, or why the quantity is refused.
+pub(crate) fn plain_sgd_lr(ctx: &StepContext<'_>, quantity: &str) -> Result<f64, QuantityError> {
+    match ctx.info.optimizer() {
+        None => Err(QuantityError::MissingInfo("optimizer")),
+        Some(optimizer @ OptimizerInfo::Sgd { lr, .. }) if optimizer.is_plain_sgd() => Ok(*lr),
+        Some(other) => Err(QuantityError::Unsupported(format!(
+            "{quantity} only supports zero-momentum SGD (Cockpit raises ValueError), got {other:?}"
+        ))),
+    }
+}
+
+impl Quantity for CABS {
+    fn name(&self) -> &str {
+        "CABS"
+    }
+
+    fn should_compute(&self, step: usize) -> bool {
+        self.schedule.is_active(step)
+    }
+
+    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
+        PerSampleNeeds {
+            sum_sq: true,
+            ..PerSampleNeeds::NONE
+        }
+    }
+
+    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        let lr = plain_sgd_lr(ctx, "CABS")?;
+        let stats = ctx.per_sample_stats()?;
+        let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
+        let totals: Vec<_> = sum_sq.iter().map(|s| s.clone().sum()).collect();
+        let parts = vec![sum_over_params(&totals)?, ctx.grads.sq_norms().sum()];
+        let [sum_sq, g2] = read_scalars(parts)?[..] else {
+            return Err(QuantityError::Read("expected two numbers".into()));
+        };
+        let b = stats.batch_size as f64;
+        Ok(Some((
+            ctx.step,
+            Value::Float(lr * (sum_sq - b * g2) / (b * ctx.loss)),
+        )))
+    }
+}

@@ -1,0 +1,66 @@
+//! OrthoTest.
+
+use super::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::persample::PerSampleNeeds;
+use crate::{QuantityError, Schedule, Value};
+
+/// The orthogonality test (Bollapragada et al., 2017), Cockpit's `OrthoTest`: with
+/// `π_n = g_nᵀg`,
+///
+/// `sqrt( (Σ_n‖g_n‖² − Σ_n π_n²/‖g‖²) / ((B−1)·B·‖g‖²) )`, the numerator being
+/// `Σ_n ‖g_n − (π_n/‖g‖²) g‖²`.
+///
+/// NaN for `B = 1` or a zero gradient.
+///
+/// # Cost
+///
+/// Per-sample squared norms and dot products with the mean gradient (shared with NormTest and
+/// InnerTest); one host read of three numbers.
+#[derive(Debug, Clone)]
+pub struct OrthoTest {
+    schedule: Schedule,
+}
+
+impl OrthoTest {
+    /// OrthoTest on the given schedule.
+    pub fn new(schedule: Schedule) -> Self {
+        Self { schedule }
+    }
+}
+
+impl Quantity for OrthoTest {
+    fn name(&self) -> &str {
+        "OrthoTest"
+    }
+
+    fn should_compute(&self, step: usize) -> bool {
+        self.schedule.is_active(step)
+    }
+
+    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
+        PerSampleNeeds {
+            sq_norms: true,
+            dots_with_grad: true,
+            ..PerSampleNeeds::NONE
+        }
+    }
+
+    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        let stats = ctx.per_sample_stats()?;
+        let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
+        let dots = stats.dots.first().map(Vec::as_slice).unwrap_or_default();
+        let parts = vec![
+            sum_over_params(sq_norms)?.sum(),
+            sum_over_params(dots)?.square().sum(),
+            ctx.grads.sq_norms().sum(),
+        ];
+        let [sum_sq, pi_sq, g2] = read_scalars(parts)?[..] else {
+            return Err(QuantityError::Read("expected three numbers".into()));
+        };
+        let b = stats.batch_size as f64;
+        let value = needs_two(stats.batch_size, || {
+            ((sum_sq - pi_sq / g2) / ((b - 1.0) * b * g2)).sqrt()
+        });
+        Ok(Some((ctx.step, Value::Float(value))))
+    }
+}

@@ -1,0 +1,458 @@
+//! The per-sample engine: fast path against the exact fallback and against a brute-force
+//! per-sample loop, the two-step rule with every quantity, and edge cases.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::persample::{ExactPerSample, Linear, PerSample, Recorder};
+use burn_cockpit::{
+    Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo, Value,
+};
+use common::Backend;
+
+/// Every quantity that reads per-sample gradients.
+const PER_SAMPLE: [QuantityKind; 9] = [
+    QuantityKind::Alpha,
+    QuantityKind::CABS,
+    QuantityKind::EarlyStopping,
+    QuantityKind::GradHist1d,
+    QuantityKind::GradHist2d,
+    QuantityKind::InnerTest,
+    QuantityKind::MeanGSNR,
+    QuantityKind::NormTest,
+    QuantityKind::OrthoTest,
+];
+
+#[derive(Module, Debug)]
+struct Mlp {
+    l1: Linear,
+    l2: Linear,
+}
+
+impl Mlp {
+    fn new(device: &Device) -> Self {
+        Self {
+            l1: LinearConfig::new(5, 4).init(device).into(),
+            l2: LinearConfig::new(4, 3).init(device).into(),
+        }
+    }
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.l2.forward(self.l1.forward(x).tanh())
+    }
+}
+
+/// A conv layer and a plain burn Linear (not covered by the fast path) around an
+/// instrumented one.
+#[derive(Module, Debug)]
+struct Mixed {
+    conv: Conv2d,
+    fc: Linear,
+    head: burn::nn::Linear,
+}
+
+impl Mixed {
+    fn new(device: &Device) -> Self {
+        Self {
+            conv: Conv2dConfig::new([1, 2], [3, 3]).init(device),
+            fc: LinearConfig::new(18, 6).init(device).into(),
+            head: LinearConfig::new(6, 3).init(device),
+        }
+    }
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let h = relu(self.conv.forward(x));
+        let b = h.dims()[0];
+        self.head
+            .forward(self.fc.forward(h.reshape([b, 18])).tanh())
+    }
+}
+
+fn data(device: &Device, batch: usize, features: usize, seed: usize) -> (Vec<f32>, Tensor<2>) {
+    let x: Vec<f32> = (0..batch * features)
+        .map(|i| (((i * 37 + seed * 11) % 23) as f32 / 23.0 - 0.5) * 2.0)
+        .collect();
+    let mut y = vec![0f32; batch * 3];
+    for n in 0..batch {
+        y[n * 3 + (n + seed) % 3] = 1.0;
+    }
+    (x, Tensor::from_data(TensorData::new(y, [batch, 3]), device))
+}
+
+fn ce(logits: Tensor<2>, onehot: Tensor<2>) -> Tensor<1> {
+    let b = logits.dims()[0];
+    (log_softmax(logits, 1) * onehot)
+        .sum_dim(1)
+        .neg()
+        .reshape([b])
+}
+
+fn float(cockpit: &Cockpit, step: usize, key: &str) -> f64 {
+    cockpit
+        .output()
+        .get(step, key)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("no {key} at {step}"))
+}
+
+fn histogram_counts(cockpit: &Cockpit, step: usize, key: &str) -> Vec<f64> {
+    match cockpit.output().get(step, key) {
+        Some(Value::Hist1d(h)) => h.hist.clone(),
+        Some(Value::Hist2d(h)) => h.hist.iter().map(|c| *c as f64).collect(),
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// The fast path (recorded factors) and the exact fallback (single-sample passes) give the same
+/// values for all nine quantities over three SGD steps.
+fn fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 6;
+    let mut model = Mlp::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let schedule = Schedule::every_step();
+    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    for step in 0..3 {
+        let (x, y) = data(&device, batch, 5, step);
+        let inputs = Tensor::<2>::from_data(TensorData::new(x.clone(), [batch, 5]), &device);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(inputs), y.clone());
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        let (frozen, dev, y2) = (model.clone(), device.clone(), y.clone());
+        let single = ExactPerSample::new(batch, move |n| {
+            let xn = Tensor::<2>::from_data(
+                TensorData::new(x[n * 5..(n + 1) * 5].to_vec(), [1, 5]),
+                &dev,
+            );
+            let loss = ce(frozen.forward(xn), y2.clone().slice([n..n + 1])).mean();
+            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+        });
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(0.1));
+        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
+            .unwrap();
+        exact
+            .track(step, &model, &grads, info.with_per_sample(single))
+            .unwrap();
+        model = optim.step(0.1, model, grads);
+    }
+    for step in 0..3 {
+        for key in [
+            "NormTest",
+            "InnerTest",
+            "OrthoTest",
+            "MeanGSNR",
+            "CABS",
+            "EarlyStopping",
+        ] {
+            let (a, b) = (float(&fast, step, key), float(&exact, step, key));
+            assert!(
+                common::close(a, b, 1e-4, 1e-6),
+                "{key} at {step}: fast {a}, exact {b}"
+            );
+        }
+        for key in ["GradHist1d", "GradHist2d"] {
+            let (a, b) = (
+                histogram_counts(&fast, step, key),
+                histogram_counts(&exact, step, key),
+            );
+            let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+            assert_eq!(
+                a.iter().sum::<f64>(),
+                (batch * (5 * 4 + 4 + 4 * 3 + 3)) as f64,
+                "{key}: B·D counts"
+            );
+            assert!(moved <= 2.0, "{key} at {step}: {moved} moved");
+        }
+    }
+    for step in 0..2 {
+        let (a, b) = (float(&fast, step, "Alpha"), float(&exact, step, "Alpha"));
+        assert!(
+            common::close(a, b, 1e-3, 1e-5),
+            "Alpha at {step}: fast {a}, exact {b}"
+        );
+    }
+    assert!(
+        fast.output().get(2, "Alpha").is_none(),
+        "the last step has no Alpha"
+    );
+}
+
+/// A model with Conv2d and a plain Linear: `PerSample::auto` falls back to single-sample
+/// passes, and the values equal those computed on the host from per-sample gradients taken one
+/// sample at a time in this test.
+fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 5;
+    let model = Mixed::new(&device);
+    let (x, y) = data(&device, batch, 25, 3);
+    let input = |rows: std::ops::Range<usize>| {
+        let n = rows.len();
+        Tensor::<4>::from_data(
+            TensorData::new(x[rows.start * 25..rows.end * 25].to_vec(), [n, 1, 5, 5]),
+            &device,
+        )
+    };
+    let recorder = Recorder::start();
+    let per_sample = ce(model.forward(input(0..batch)), y.clone());
+    let loss = per_sample.clone().mean();
+    let grads = loss.backward();
+    let factors = recorder.finish(&grads).unwrap();
+    let grads = GradientsParams::from_grads(grads, &model);
+    let (frozen, x2, y2, dev) = (model.clone(), x.clone(), y.clone(), device.clone());
+    let exact = ExactPerSample::new(batch, move |n| {
+        let xn = Tensor::<4>::from_data(
+            TensorData::new(x2[n * 25..(n + 1) * 25].to_vec(), [1, 1, 5, 5]),
+            &dev,
+        );
+        let loss = ce(frozen.forward(xn), y2.clone().slice([n..n + 1])).mean();
+        Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+    });
+    let kinds = [
+        QuantityKind::NormTest,
+        QuantityKind::InnerTest,
+        QuantityKind::OrthoTest,
+        QuantityKind::MeanGSNR,
+        QuantityKind::GradHist1d,
+    ];
+    let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step()).unwrap();
+    let info = StepInfo::new(loss.detach()).with_per_sample(PerSample::auto(Some(factors), exact));
+    cockpit.track(0, &model, &grads, info).unwrap();
+
+    // Brute force: each sample's gradient from its own backward pass, flattened on the host.
+    let flat = |gp: &GradientsParams| -> Vec<f64> {
+        let mut v = Vec::new();
+        for entry in burn_cockpit::Snapshot::of_grads(&model, gp)
+            .unwrap()
+            .entries()
+        {
+            v.extend(burn_cockpit::snapshot::read_values(entry.value.clone()).unwrap());
+        }
+        v
+    };
+    let per: Vec<Vec<f64>> = (0..batch)
+        .map(|n| {
+            let loss = ce(model.forward(input(n..n + 1)), y.clone().slice([n..n + 1])).mean();
+            flat(&GradientsParams::from_grads(loss.backward(), &model))
+        })
+        .collect();
+    let d = per[0].len();
+    let b = batch as f64;
+    let g: Vec<f64> = (0..d)
+        .map(|j| per.iter().map(|p| p[j]).sum::<f64>() / b)
+        .collect();
+    let dot = |a: &[f64], c: &[f64]| a.iter().zip(c).map(|(x, y)| x * y).sum::<f64>();
+    let g2 = dot(&g, &g);
+    let sq: f64 = per.iter().map(|p| dot(p, p)).sum();
+    let pi2: f64 = per.iter().map(|p| dot(p, &g).powi(2)).sum();
+    let norm = ((sq - b * g2) / ((b - 1.0) * b * g2)).sqrt();
+    let inner = ((pi2 - b * g2 * g2) / ((b - 1.0) * b * g2 * g2)).sqrt();
+    let ortho = ((sq - pi2 / g2) / ((b - 1.0) * b * g2)).sqrt();
+    let gsnr: f64 = (0..d)
+        .map(|j| {
+            let s = per.iter().map(|p| p[j] * p[j]).sum::<f64>() / b;
+            g[j] * g[j] / (s - g[j] * g[j] + 1e-5)
+        })
+        .sum::<f64>()
+        / d as f64;
+    for (key, expected) in [
+        ("NormTest", norm),
+        ("InnerTest", inner),
+        ("OrthoTest", ortho),
+        ("MeanGSNR", gsnr),
+    ] {
+        let ours = float(&cockpit, 0, key);
+        assert!(
+            common::close(ours, expected, 1e-4, 1e-6),
+            "{key}: ours {ours}, brute force {expected}"
+        );
+    }
+    let mut hist = vec![0.0; 100];
+    for v in per.iter().flatten() {
+        let idx = (((v.clamp(-2.0, 2.0) + 2.0) * 100.0 / 4.0).floor() as usize).min(99);
+        hist[idx] += 1.0;
+    }
+    let ours = histogram_counts(&cockpit, 0, "GradHist1d");
+    let moved: f64 = ours
+        .iter()
+        .zip(&hist)
+        .map(|(a, b)| (a - b).abs())
+        .sum::<f64>()
+        / 2.0;
+    assert!(moved <= 2.0, "GradHist1d: {moved} moved");
+}
+
+/// Cockpit's `test_quantity_integration` with every quantity built so far, `linear(1, 2)` over
+/// 5 steps: single-step quantities at {2, 3, 4}; Alpha and UpdateSize at {2, 3}; Distance at
+/// {2, 3, 4}.
+fn two_step_rule_with_every_quantity(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 4;
+    let mut model = Mlp::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let mut cockpit = Cockpit::from_kinds(
+        QuantityKind::implemented(),
+        &Schedule::linear(1, 2).unwrap(),
+    )
+    .unwrap();
+    for step in 0..5 {
+        let (x, y) = data(&device, batch, 5, step);
+        let recorder = cockpit.needs_per_sample(step).then(Recorder::start);
+        let per_sample = ce(
+            model.forward(Tensor::from_data(TensorData::new(x, [batch, 5]), &device)),
+            y,
+        );
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.map(|r| r.finish(&grads).unwrap());
+        let grads = GradientsParams::from_grads(grads, &model);
+        let mut info = StepInfo::new(loss.detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(0.1));
+        if let Some(factors) = factors {
+            info = info.with_per_sample(factors);
+        }
+        cockpit.track(step, &model, &grads, info).unwrap();
+        model = optim.step(0.1, model, grads);
+    }
+    assert!(
+        !cockpit.needs_per_sample(0) && !cockpit.needs_per_sample(1) && cockpit.needs_per_sample(2)
+    );
+    let steps = |name: &str| -> Vec<usize> {
+        cockpit
+            .output()
+            .series(name)
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
+    };
+    for kind in QuantityKind::implemented() {
+        let expected = match kind {
+            QuantityKind::Alpha | QuantityKind::UpdateSize => vec![2, 3],
+            _ => vec![2, 3, 4],
+        };
+        assert_eq!(steps(kind.name()), expected, "{kind}");
+    }
+}
+
+/// Batch size 1, zero gradients, identical samples and NaN losses give NaN or −1 values and
+/// typed errors, never a panic.
+fn edge_cases(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let model = Mlp::new(&device);
+    let run = |x: Vec<f32>,
+               y: Tensor<2>,
+               batch: usize,
+               scale: f32|
+     -> (Cockpit, Result<(), burn_cockpit::CockpitError>) {
+        let mut cockpit = Cockpit::from_kinds(PER_SAMPLE, &Schedule::every_step()).unwrap();
+        let mut model = model.clone();
+        let mut optim = SgdConfig::new().init();
+        let mut last = Ok(());
+        for step in 0..2 {
+            let recorder = Recorder::start();
+            let inputs = Tensor::<2>::from_data(TensorData::new(x.clone(), [batch, 5]), &device);
+            let per_sample = ce(model.forward(inputs), y.clone()).mul_scalar(scale);
+            let loss = per_sample.clone().mean();
+            let grads = loss.backward();
+            let factors = recorder.finish(&grads).unwrap();
+            let grads = GradientsParams::from_grads(grads, &model);
+            let info = StepInfo::new(loss.detach())
+                .with_individual_losses(per_sample.detach())
+                .with_optimizer(OptimizerInfo::sgd(0.1))
+                .with_per_sample(factors);
+            last = cockpit.track(step, &model, &grads, info);
+            model = optim.step(0.1, model, grads);
+        }
+        (cockpit, last)
+    };
+    // Batch size 1: the 1/(B−1) quantities are NaN (with a warning), the others computed.
+    let (x, y) = data(&device, 1, 5, 0);
+    let (cockpit, result) = run(x, y, 1, 1.0);
+    result.unwrap();
+    for key in ["NormTest", "InnerTest", "OrthoTest", "EarlyStopping"] {
+        assert!(float(&cockpit, 0, key).is_nan(), "{key}");
+    }
+    assert!(float(&cockpit, 0, "MeanGSNR").is_finite());
+    assert!(cockpit.warnings().iter().any(|w| w.contains("NormTest")));
+    // Zero gradient (loss scaled by 0): no panic; Alpha sees no step and is −1.
+    let (x, y) = data(&device, 4, 5, 0);
+    let (cockpit, result) = run(x, y, 4, 0.0);
+    result.unwrap();
+    assert_eq!(float(&cockpit, 0, "Alpha"), -1.0);
+    assert!(float(&cockpit, 0, "NormTest").is_nan());
+    // Identical samples: zero variances; Alpha uses the 1e-10 rule and stays finite.
+    let (x, _) = data(&device, 1, 5, 0);
+    let same: Vec<f32> = x.iter().cycle().take(4 * 5).copied().collect();
+    let y = Tensor::<2>::from_data(
+        TensorData::new(vec![1f32, 0.0, 0.0].repeat(4), [4, 3]),
+        &device,
+    );
+    let (cockpit, result) = run(same, y, 4, 1.0);
+    result.unwrap();
+    assert!(float(&cockpit, 0, "Alpha").is_finite());
+    // NaN per-sample losses: values become NaN, warnings, no panic.
+    let (mut x, y) = data(&device, 4, 5, 0);
+    x[3] = f32::NAN;
+    let (cockpit, _) = run(x, y, 4, 1.0);
+    assert!(float(&cockpit, 0, "NormTest").is_nan());
+    assert!(!cockpit.warnings().is_empty());
+}
+
+#[test]
+fn a_missing_per_sample_source_is_a_typed_error() {
+    let device = Device::flex().autodiff();
+    let model = Mlp::new(&device);
+    let (x, y) = data(&device, 3, 5, 0);
+    let per_sample = ce(
+        model.forward(Tensor::from_data(TensorData::new(x, [3, 5]), &device)),
+        y,
+    );
+    let loss = per_sample.clone().mean();
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    let mut cockpit = Cockpit::from_kinds(
+        [
+            QuantityKind::Loss,
+            QuantityKind::NormTest,
+            QuantityKind::CABS,
+        ],
+        &Schedule::every_step(),
+    )
+    .unwrap();
+    let info = StepInfo::new(loss.detach()).with_optimizer(OptimizerInfo::sgd_momentum(0.1, 0.9));
+    let err = cockpit.track(0, &model, &grads, info).unwrap_err();
+    let burn_cockpit::CockpitError::QuantitiesFailed { failures, .. } = err else {
+        panic!()
+    };
+    assert!(
+        failures
+            .iter()
+            .any(|(q, e)| q == "NormTest" && matches!(e, QuantityError::MissingInfo(_)))
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|(q, e)| q == "CABS" && matches!(e, QuantityError::Unsupported(_)))
+    );
+    assert!(
+        cockpit.output().get(0, "Loss").is_some(),
+        "the others are stored"
+    );
+}
+
+on_every_backend!(
+    fast_path_equals_exact_fallback,
+    mixed_model_matches_a_brute_force_per_sample_loop,
+    two_step_rule_with_every_quantity,
+    edge_cases,
+);

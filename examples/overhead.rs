@@ -13,11 +13,14 @@
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::nn::{Linear, LinearConfig};
+use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_cockpit::{Cockpit, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend};
+use burn_cockpit::persample::{Linear, Recorder};
+use burn_cockpit::{
+    Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
+};
 
 const BATCH: usize = 128;
 const LR: f64 = 0.01;
@@ -33,7 +36,7 @@ impl Mlp {
         Self {
             layers: widths
                 .windows(2)
-                .map(|w| LinearConfig::new(w[0], w[1]).init(device))
+                .map(|w| LinearConfig::new(w[0], w[1]).init(device).into())
                 .collect(),
         }
     }
@@ -62,16 +65,27 @@ fn run(
     let start = Instant::now();
     for step in 0..steps {
         let (x, y) = &data[step % data.len()];
+        let recorder = cockpit
+            .as_ref()
+            .is_some_and(|c| c.needs_per_sample(step))
+            .then(Recorder::start);
         let per_sample = (log_softmax(model.forward(x.clone()), 1) * y.clone())
             .sum_dim(1)
             .neg()
             .reshape([BATCH]);
         let loss = per_sample.clone().mean();
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let grads = loss.backward();
+        let factors = recorder.map(|r| r.finish(&grads));
+        let grads = GradientsParams::from_grads(grads, &model);
         if let Some(cockpit) = cockpit.as_mut() {
-            let info = StepInfo::new(loss.detach())
+            let mut info = StepInfo::new(loss.detach())
                 .with_individual_losses(per_sample.detach())
                 .with_optimizer(OptimizerInfo::sgd(LR));
+            match factors {
+                Some(Ok(factors)) => info = info.with_per_sample(factors),
+                Some(Err(err)) => eprintln!("recording failed: {err}"),
+                None => {}
+            }
             if let Err(err) = cockpit.track(step, &model, &grads, info) {
                 eprintln!("tracking failed: {err}");
             }
@@ -111,16 +125,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let every = Schedule::every_step();
+    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
     let mut configs: Vec<(String, Vec<QuantityKind>)> = QuantityKind::implemented()
         .filter(|k| *k != QuantityKind::Parameters)
         .map(|k| (k.name().to_string(), vec![k]))
         .collect();
     configs.push((
         "parameter_level".into(),
-        QuantityKind::implemented()
-            .filter(|k| *k != QuantityKind::Parameters)
-            .collect(),
+        vec![
+            QuantityKind::Loss,
+            QuantityKind::GradNorm,
+            QuantityKind::Distance,
+            QuantityKind::UpdateSize,
+            QuantityKind::Time,
+        ],
     ));
+    configs.push(("economy".into(), Configuration::Economy.kinds()));
+    if let Some(only) = only {
+        configs.retain(|(name, _)| {
+            name.split(',').any(|n| n == only) || only.split(',').any(|o| o == name)
+        });
+    }
     run(&device, 5, None, &data); // warm-up
     println!(
         "backend {backend_name}, MLP 784-256-128-10, batch {BATCH}, {steps} steps x {repeats} repeats, median"

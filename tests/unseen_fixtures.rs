@@ -189,6 +189,165 @@ fn diff_norms(a: &[Vec<f64>], b: &[Vec<f64>]) -> Vec<f64> {
         .collect()
 }
 
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn unbiased_var(v: &[f64]) -> f64 {
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0)
+}
+
+/// The single-step per-sample quantities from per-sample gradients `per[n]` (flattened), by
+/// their definitions (COCKPIT_SPEC §2).
+fn per_sample_quantities(
+    per: &[Vec<f64>],
+    theta: &[f64],
+    loss: f64,
+    lr: f64,
+    plain_sgd: bool,
+) -> Vec<(&'static str, Json)> {
+    let b = per.len() as f64;
+    let d = per[0].len();
+    let g: Vec<f64> = (0..d)
+        .map(|j| per.iter().map(|p| p[j]).sum::<f64>() / b)
+        .collect();
+    let g2 = dot(&g, &g);
+    // Σ_n ‖g_n − g‖² and the projections π_n = g_nᵀg.
+    let spread: f64 = per
+        .iter()
+        .map(|p| p.iter().zip(&g).map(|(a, m)| (a - m).powi(2)).sum::<f64>())
+        .sum();
+    let pi: Vec<f64> = per.iter().map(|p| dot(p, &g)).collect();
+    let ortho: f64 = per
+        .iter()
+        .zip(&pi)
+        .map(|(p, pi)| {
+            p.iter()
+                .zip(&g)
+                .map(|(a, m)| (a - pi / g2 * m).powi(2))
+                .sum::<f64>()
+        })
+        .sum();
+    let sum_sq: Vec<f64> = (0..d)
+        .map(|j| per.iter().map(|p| p[j] * p[j]).sum())
+        .collect();
+    let mut out = vec![
+        ("NormTest", json!((spread / ((b - 1.0) * b * g2)).sqrt())),
+        (
+            "InnerTest",
+            json!(
+                (pi.iter().map(|p| (p - g2).powi(2)).sum::<f64>() / ((b - 1.0) * b * g2 * g2))
+                    .sqrt()
+            ),
+        ),
+        ("OrthoTest", json!((ortho / ((b - 1.0) * b * g2)).sqrt())),
+        (
+            "MeanGSNR",
+            json!(
+                (0..d)
+                    .map(|j| g[j] * g[j] / (sum_sq[j] / b - g[j] * g[j] + 1e-5))
+                    .sum::<f64>()
+                    / d as f64
+            ),
+        ),
+    ];
+    if plain_sgd {
+        let biased_trace: f64 = (0..d).map(|j| sum_sq[j] / b - g[j] * g[j]).sum();
+        out.push(("CABS", json!(lr * biased_trace / loss)));
+        let es: f64 = (0..d)
+            .map(|j| g[j] * g[j] / ((sum_sq[j] - b * g[j] * g[j]) / (b - 1.0) + 1e-5))
+            .sum::<f64>()
+            / d as f64;
+        out.push(("EarlyStopping", json!(1.0 - b * es)));
+    }
+    let mut hist1 = vec![0.0; 100];
+    let mut hist2 = vec![vec![0i64; 50]; 40];
+    for p in per {
+        for (v, t) in p.iter().zip(theta) {
+            hist1[(((v.clamp(-2.0, 2.0) + 2.0) * 100.0 / 4.0).floor() as usize).min(99)] += 1.0;
+            let ix = ((v.clamp(-0.975, 0.975) + 1.0) / 0.05).floor() as usize;
+            let iy = ((t.clamp(-1.96, 1.96) + 2.0) / 0.08).floor() as usize;
+            hist2[ix.min(39)][iy.min(49)] += 1;
+        }
+    }
+    let edges = |lo: f64, hi: f64, n: usize| {
+        (0..=n)
+            .map(|i| lo + (hi - lo) * i as f64 / n as f64)
+            .collect::<Vec<_>>()
+    };
+    out.push((
+        "GradHist1d",
+        json!({"hist": hist1, "edges": edges(-2.0, 2.0, 100)}),
+    ));
+    out.push((
+        "GradHist2d",
+        json!({"hist": hist2, "edges": [edges(-1.0, 1.0, 40), edges(-2.0, 2.0, 50)]}),
+    ));
+    out
+}
+
+/// α by its definition: a quadratic through the two losses and the two projected slopes,
+/// weighted by the inverse variances (zero variances → 1e-10), solved here by Cramer's rule.
+fn reference_alpha(
+    d: &[f64],
+    start: &(f64, Vec<f64>, Vec<Vec<f64>>),
+    end: &(f64, Vec<f64>, Vec<Vec<f64>>),
+) -> Option<f64> {
+    let t = dot(d, d).sqrt();
+    if t == 0.0 {
+        return Some(-1.0);
+    }
+    let slopes = |per: &Vec<Vec<f64>>| per.iter().map(|p| dot(p, d) / t).collect::<Vec<f64>>();
+    let (ys, ye) = (slopes(&start.2), slopes(&end.2));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let obs = [start.0, end.0, mean(&ys), mean(&ye)];
+    let var = [
+        unbiased_var(&start.1),
+        unbiased_var(&end.1),
+        unbiased_var(&ys),
+        unbiased_var(&ye),
+    ];
+    let w: Vec<f64> = var
+        .iter()
+        .map(|v| 1.0 / if *v == 0.0 { 1e-10 } else { *v })
+        .collect();
+    let phi = [
+        [1.0, 0.0, 0.0],
+        [1.0, t, t * t],
+        [0.0, 1.0, 0.0],
+        [0.0, 1.0, 2.0 * t],
+    ];
+    let a: Vec<Vec<f64>> = (0..3)
+        .map(|i| {
+            (0..3)
+                .map(|j| (0..4).map(|k| phi[k][i] * w[k] * phi[k][j]).sum())
+                .collect()
+        })
+        .collect();
+    let r: Vec<f64> = (0..3)
+        .map(|i| (0..4).map(|k| phi[k][i] * w[k] * obs[k]).sum())
+        .collect();
+    let det3 = |m: &[Vec<f64>]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let det = det3(&a);
+    let solve = |col: usize| {
+        let mut m = a.clone();
+        for row in 0..3 {
+            m[row][col] = r[row];
+        }
+        det3(&m) / det
+    };
+    let (mu1, mu2) = (solve(1), solve(2));
+    if mu2 < 0.0 {
+        return Some(-1.0);
+    }
+    Some(2.0 * t / (-mu1 / mu2) - 1.0)
+}
+
 /// A random fixture with the real fixtures' layout, and its expected quantities.
 fn generate(seed: u64) -> Json {
     let mut rng = Rng(seed);
@@ -235,6 +394,7 @@ fn generate(seed: u64) -> Json {
     let theta0 = flat(&layers);
     let mut buffers: Option<Vec<Vec<f64>>> = None;
     let mut history = Vec::new();
+    let mut samples = Vec::new();
     let mut steps = Vec::new();
     for step in 0..num_steps {
         let x: Vec<Vec<f64>> = (0..batch)
@@ -251,11 +411,20 @@ fn generate(seed: u64) -> Json {
         };
         let (loss, grads) = loss_and_grads(&layers, &x, &y, ce);
         let theta = flat(&layers);
+        // Per-sample gradients and losses: one sample at a time.
+        let (losses, per): (Vec<f64>, Vec<Vec<f64>>) = (0..batch)
+            .map(|n| {
+                let (l, g) = loss_and_grads(&layers, &x[n..n + 1], &y[n..n + 1], ce);
+                (l, g.concat())
+            })
+            .unzip();
+        let stats = per_sample_quantities(&per, &theta.concat(), loss, lr, momentum == 0.0);
         let params_now: Vec<Json> = layers
             .iter()
             .flat_map(|l| [json!(l.w), json!(l.b)])
             .collect();
         history.push(theta.clone());
+        samples.push((loss, losses, per));
         steps.push(json!({
             "step": step,
             "inputs": {"shape": [batch, widths[0]], "data": x.concat()},
@@ -268,6 +437,9 @@ fn generate(seed: u64) -> Json {
                 "Time": 0.0,
             },
         }));
+        for (key, value) in stats {
+            steps[step]["quantities"][key] = value;
+        }
         // PyTorch SGD.
         let update: Vec<Vec<f64>> = match &mut buffers {
             _ if momentum == 0.0 => grads.clone(),
@@ -299,6 +471,15 @@ fn generate(seed: u64) -> Json {
     for step in 0..num_steps - 1 {
         steps[step]["quantities"]["UpdateSize"] =
             json!(diff_norms(&history[step + 1], &history[step]));
+        let d: Vec<f64> = history[step + 1]
+            .concat()
+            .iter()
+            .zip(history[step].concat())
+            .map(|(a, b)| a - b)
+            .collect();
+        if let Some(alpha) = reference_alpha(&d, &samples[step], &samples[step + 1]) {
+            steps[step]["quantities"]["Alpha"] = json!(alpha);
+        }
     }
     let final_params: Vec<Json> = layers
         .iter()
@@ -334,6 +515,15 @@ fn replay_matches_an_independent_implementation_on_unseen_fixtures(backend: &Bac
         let run = replay(&fixture, &options).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         // The generator records the parameter-level quantities.
         let kinds = [
+            QuantityKind::Alpha,
+            QuantityKind::CABS,
+            QuantityKind::EarlyStopping,
+            QuantityKind::GradHist1d,
+            QuantityKind::GradHist2d,
+            QuantityKind::InnerTest,
+            QuantityKind::MeanGSNR,
+            QuantityKind::NormTest,
+            QuantityKind::OrthoTest,
             QuantityKind::Loss,
             QuantityKind::GradNorm,
             QuantityKind::Distance,
@@ -342,7 +532,20 @@ fn replay_matches_an_independent_implementation_on_unseen_fixtures(backend: &Bac
             QuantityKind::Time,
         ];
         let compared = assert_matches_fixture(&fixture, &run, backend, &kinds);
-        assert_eq!(compared, 5 * 5 - 1, "seed {seed}");
+        let recorded: usize = fixture
+            .steps
+            .iter()
+            .map(|s| {
+                kinds
+                    .iter()
+                    .filter(|k| **k != QuantityKind::Time && s.quantities.contains_key(k.name()))
+                    .count()
+            })
+            .sum();
+        assert_eq!(compared, recorded, "seed {seed}");
+        // 5 parameter-level values per step (UpdateSize and Alpha one step fewer) and at least
+        // the 6 per-sample quantities every run has.
+        assert!(compared >= 5 * 11 - 2, "seed {seed}: only {compared}");
         let final_params = fixture.final_params.as_ref().unwrap();
         for (ours, theirs) in run.final_params.iter().zip(final_params) {
             for (a, b) in ours.data.iter().zip(&theirs.data) {

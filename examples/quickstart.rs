@@ -1,6 +1,8 @@
 //! Quickstart: train a small classifier on the iris data set (shipped inside the
 //! `linfa-datasets` crate, no download) with a hand-written burn loop, and let a Cockpit watch
-//! every step.
+//! every step: Cockpit's `economy` configuration plus MeanGSNR, CABS, EarlyStopping and Time.
+//! The model is built from `persample::Linear` (a drop-in for `burn::nn::Linear`) so the
+//! per-sample quantities come from the ordinary backward pass.
 //!
 //! ```text
 //! cargo run --example quickstart                      # flex, burn's default CPU backend
@@ -11,11 +13,14 @@
 //! `CockpitPlotter`) and `cockpit-logs/quickstart.jsonl` (one line per tracked step).
 
 use burn::module::Module;
-use burn::nn::{Linear, LinearConfig};
+use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_cockpit::{Cockpit, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend};
+use burn_cockpit::persample::{Linear, Recorder};
+use burn_cockpit::{
+    Cockpit, Configuration, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 const EPOCHS: usize = 40;
@@ -31,8 +36,8 @@ struct Classifier {
 impl Classifier {
     fn new(device: &Device) -> Self {
         Self {
-            hidden: LinearConfig::new(4, 16).init(device),
-            out: LinearConfig::new(16, 3).init(device),
+            hidden: LinearConfig::new(4, 16).init(device).into(),
+            out: LinearConfig::new(16, 3).init(device).into(),
         }
     }
 
@@ -126,7 +131,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut optimizer = SgdConfig::new().init();
 
     std::fs::create_dir_all("cockpit-logs")?;
-    let kinds = QuantityKind::implemented().filter(|k| *k != QuantityKind::Parameters);
+    let mut kinds = Configuration::Economy.kinds();
+    kinds.extend([
+        QuantityKind::MeanGSNR,
+        QuantityKind::CABS,
+        QuantityKind::EarlyStopping,
+        QuantityKind::Time,
+    ]);
     let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step())?
         .with_stream("cockpit-logs/quickstart.jsonl")?;
 
@@ -143,15 +154,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut epoch_loss = 0.0;
         for (x, y) in data.train.0.chunks(BATCH).zip(data.train.1.chunks(BATCH)) {
             let (inputs, targets) = batch_tensors(x, y, &device);
+            // Instrumented layers tap their inputs and output gradients while recording.
+            let recorder = cockpit.needs_per_sample(step).then(Recorder::start);
             let per_sample = (log_softmax(model.forward(inputs), 1) * targets)
                 .sum_dim(1)
                 .neg()
                 .reshape([y.len()]);
             let loss: Tensor<1> = per_sample.clone().mean();
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            let info = StepInfo::new(loss.clone().detach())
+            let grads = loss.backward();
+            let per_sample_grads = recorder.map(|r| r.finish(&grads)).transpose()?;
+            let grads = GradientsParams::from_grads(grads, &model);
+            let mut info = StepInfo::new(loss.clone().detach())
                 .with_individual_losses(per_sample.detach())
                 .with_optimizer(OptimizerInfo::sgd(LR));
+            if let Some(per_sample_grads) = per_sample_grads {
+                info = info.with_per_sample(per_sample_grads);
+            }
             cockpit.track(step, &model, &grads, info)?;
             model = optimizer.step(LR, model, grads);
             epoch_loss += loss.into_scalar::<f64>();
@@ -208,6 +226,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  update size   {:.5} → {:.5}",
         global("UpdateSize", 0),
         global("UpdateSize", last - 1)
+    );
+    let scalar = |name: &str, step: usize| {
+        out.get(step, name)
+            .and_then(|v| v.as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    let alphas: Vec<f64> = out
+        .series("Alpha")
+        .iter()
+        .filter_map(|(_, v)| v.as_f64())
+        .collect();
+    println!(
+        "  α             mean {:.3} over {} steps (−1 no progress, 0 minimum, 1 overshoot)",
+        alphas.iter().sum::<f64>() / alphas.len().max(1) as f64,
+        alphas.len()
+    );
+    println!(
+        "  tests         norm {:.3}, inner {:.3}, ortho {:.3} at the last step",
+        scalar("NormTest", last),
+        scalar("InnerTest", last),
+        scalar("OrthoTest", last)
+    );
+    println!(
+        "  MeanGSNR      {:.4} → {:.4}; CABS batch size {:.1}; EarlyStopping {:.3}",
+        scalar("MeanGSNR", 0),
+        scalar("MeanGSNR", last),
+        scalar("CABS", last),
+        scalar("EarlyStopping", last)
     );
     println!(
         "  test accuracy {:.2}",

@@ -6,7 +6,7 @@ use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 
 use crate::log::{JsonLinesWriter, write_log};
-use crate::persample::{PerSampleNeeds, PerSampleStats, Request};
+use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Quantity, StepContext};
 use crate::{
@@ -301,15 +301,14 @@ impl Cockpit {
         let source = info.per_sample().ok_or_else(missing_per_sample)?.clone();
         let entries = params.entries();
         let quantities = &mut self.quantities;
-        let mut sink =
-            |index: usize, chunk: burn::tensor::Tensor<2>| -> Result<(), QuantityError> {
-                for quantity in quantities.iter_mut() {
-                    if quantity.should_compute(step) && quantity.per_sample_needs(step).elements {
-                        quantity.accept_chunk(step, index, &entries[index], chunk.clone())?;
-                    }
+        let mut sink = |index: usize, elements: Elements| -> Result<(), QuantityError> {
+            for quantity in quantities.iter_mut() {
+                if quantity.should_compute(step) && quantity.per_sample_needs(step).elements {
+                    quantity.accept_chunk(step, index, &entries[index], elements.clone())?;
                 }
-                Ok(())
-            };
+            }
+            Ok(())
+        };
         let mut request = Request::new();
         request.sq_norms = needs.sq_norms;
         request.sum_sq = needs.sum_sq;

@@ -6,6 +6,36 @@ use burn::tensor::Tensor;
 
 use crate::{QuantityError, Snapshot};
 
+/// Per-sample gradient elements of one parameter for some samples, as the engine has them.
+#[derive(Debug, Clone)]
+pub enum Elements {
+    /// Materialised per-sample gradients `[b, numel]`.
+    Dense(Tensor<2>),
+    /// Rank-one per-sample gradients `g_n = a_n e_nᵀ` (burn layout `[d_in, d_out]`, flattened
+    /// row-major), given by `a` `[b, d_in]` and `e` `[b, d_out]`: the elements are every
+    /// product `a_{n,i}·e_{n,o}`. Consumers that only need the multiset of elements (a 1-d
+    /// histogram) can avoid materialising `b·d_in·d_out` values.
+    Outer {
+        /// Left factors.
+        a: Tensor<2>,
+        /// Right factors.
+        e: Tensor<2>,
+    },
+}
+
+impl Elements {
+    /// The per-sample gradients as a `[b, numel]` tensor (materialising outer products).
+    pub fn dense(self) -> Tensor<2> {
+        match self {
+            Elements::Dense(g) => g,
+            Elements::Outer { a, e } => {
+                let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+                (a.unsqueeze_dim::<3>(2) * e.unsqueeze_dim::<3>(1)).reshape([b, d_in * d_out])
+            }
+        }
+    }
+}
+
 /// The per-sample statistics one step needs, gathered from every quantity's
 /// [`PerSampleNeeds`] so that a source computes them in one go.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,9 +106,9 @@ pub struct Request<'a> {
     pub sum_sq: bool,
     /// `max |g_{n,p,j}|`.
     pub abs_max: bool,
-    /// Receives the per-sample gradients `(parameter index, [b, numel] chunk)`, chunks of at
+    /// Receives the per-sample gradients `(parameter index, elements)`; dense chunks have at
     /// most `chunk_elements` elements (at least one sample).
-    pub elements: Option<&'a mut dyn FnMut(usize, Tensor<2>) -> Result<(), QuantityError>>,
+    pub elements: Option<&'a mut dyn FnMut(usize, Elements) -> Result<(), QuantityError>>,
     /// Largest chunk handed to `elements`, in elements.
     pub chunk_elements: usize,
 }

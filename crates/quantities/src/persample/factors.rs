@@ -4,7 +4,7 @@
 use burn::module::ParamId;
 use burn::tensor::Tensor;
 
-use super::base::{PerSampleSource, PerSampleStats, Request};
+use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
@@ -135,9 +135,9 @@ impl PerSampleSource for LinearFactors {
                 let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
                 for start in (0..batch).step_by(chunk) {
                     let end = (start + chunk).min(batch);
-                    let a = a.clone().slice([start..end]).unsqueeze_dim::<3>(2);
-                    let e = e.clone().slice([start..end]).unsqueeze_dim::<3>(1);
-                    sink(index, (a * e).reshape([end - start, d_in * d_out]))?;
+                    let a = a.clone().slice([start..end]);
+                    let e = e.clone().slice([start..end]);
+                    sink(index, Elements::Outer { a, e })?;
                 }
             }
         }
@@ -250,7 +250,7 @@ impl Accumulator {
             self.push_abs_max(index, g.clone().abs().max());
         }
         if let Some(sink) = request.elements.as_mut() {
-            sink(index, g)?;
+            sink(index, Elements::Dense(g))?;
         }
         Ok(())
     }

@@ -27,7 +27,7 @@ mod factors;
 mod linear;
 mod recorder;
 
-pub use base::{PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
+pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{LayerFactors, LinearFactors};
 pub use linear::Linear;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
-use crate::persample::{PerSampleNeeds, PerSampleSource, PerSampleStats};
+use crate::persample::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats};
 use crate::{ParamEntry, QuantityError, Snapshot, StepInfo, Value};
 
 /// Everything a quantity may read at one tracked step.
@@ -113,7 +113,7 @@ pub trait Quantity: Send {
         _step: usize,
         _index: usize,
         _entry: &ParamEntry,
-        _chunk: Tensor<2>,
+        _elements: Elements,
     ) -> Result<(), QuantityError> {
         Ok(())
     }

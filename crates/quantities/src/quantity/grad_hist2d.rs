@@ -5,7 +5,7 @@ use burn::tensor::{Int, Tensor};
 use super::base::{Quantity, StepContext};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::grad_hist1d::count_into;
-use crate::persample::PerSampleNeeds;
+use crate::persample::{Elements, PerSampleNeeds};
 use crate::snapshot::read_values;
 use crate::{Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
@@ -111,8 +111,9 @@ impl Quantity for GradHist2d {
         _step: usize,
         index: usize,
         entry: &ParamEntry,
-        chunk: Tensor<2>,
+        elements: Elements,
     ) -> Result<(), QuantityError> {
+        let chunk = elements.dense();
         let [b, numel] = chunk.dims();
         let (xb, yb) = self.bins;
         let y = entry.value.clone().reshape([1, numel]).repeat_dim(0, b);

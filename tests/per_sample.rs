@@ -188,6 +188,103 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
+#[derive(Module, Debug)]
+struct ConvNet {
+    conv: burn_cockpit::persample::Conv2d,
+    fc: Linear,
+}
+
+impl ConvNet {
+    fn new(device: &Device) -> Self {
+        let conv = Conv2dConfig::new([2, 3], [3, 3])
+            .with_stride([2, 2])
+            .with_padding(burn::nn::PaddingConfig2d::Explicit(1, 1, 1, 1))
+            .init(device);
+        Self {
+            conv: conv.into(),
+            fc: LinearConfig::new(27, 3).init(device).into(),
+        }
+    }
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let h = relu(self.conv.forward(x));
+        let b = h.dims()[0];
+        self.fc.forward(h.reshape([b, 27]))
+    }
+}
+
+/// The Conv2d fast path (unfolded inputs and output gradients) equals single-sample backward
+/// passes for every per-sample quantity, over three SGD steps.
+fn conv_fast_path_equals_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 5;
+    let mut model = ConvNet::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let schedule = Schedule::every_step();
+    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    for step in 0..3 {
+        let (x, y) = data(&device, batch, 50, step);
+        let inputs = Tensor::<4>::from_data(TensorData::new(x.clone(), [batch, 2, 5, 5]), &device);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(inputs), y.clone());
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        assert!(factors.covers(&burn_cockpit::Snapshot::of_params(&model)));
+        let (frozen, dev, y2) = (model.clone(), device.clone(), y.clone());
+        let single = ExactPerSample::new(batch, move |n| {
+            let xn = Tensor::<4>::from_data(
+                TensorData::new(x[n * 50..(n + 1) * 50].to_vec(), [1, 2, 5, 5]),
+                &dev,
+            );
+            let loss = ce(frozen.forward(xn), y2.clone().slice([n..n + 1])).mean();
+            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+        });
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(0.1));
+        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
+            .unwrap();
+        exact
+            .track(step, &model, &grads, info.with_per_sample(single))
+            .unwrap();
+        model = optim.step(0.1, model, grads);
+    }
+    for step in 0..3 {
+        for key in [
+            "NormTest",
+            "InnerTest",
+            "OrthoTest",
+            "MeanGSNR",
+            "CABS",
+            "EarlyStopping",
+        ] {
+            let (a, b) = (float(&fast, step, key), float(&exact, step, key));
+            assert!(
+                common::close(a, b, 1e-4, 1e-6),
+                "{key} at {step}: fast {a}, exact {b}"
+            );
+        }
+        for key in ["GradHist1d", "GradHist2d"] {
+            let (a, b) = (
+                histogram_counts(&fast, step, key),
+                histogram_counts(&exact, step, key),
+            );
+            let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+            assert!(moved <= 2.0, "{key} at {step}: {moved} moved");
+        }
+    }
+    for step in 0..2 {
+        let (a, b) = (float(&fast, step, "Alpha"), float(&exact, step, "Alpha"));
+        assert!(
+            common::close(a, b, 1e-3, 1e-5),
+            "Alpha at {step}: fast {a}, exact {b}"
+        );
+    }
+}
+
 /// A model with Conv2d and a plain Linear: `PerSample::auto` falls back to single-sample
 /// passes, and the values equal those computed on the host from per-sample gradients taken one
 /// sample at a time in this test.
@@ -452,6 +549,7 @@ fn a_missing_per_sample_source_is_a_typed_error() {
 
 on_every_backend!(
     fast_path_equals_exact_fallback,
+    conv_fast_path_equals_single_sample_passes,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,
     edge_cases,

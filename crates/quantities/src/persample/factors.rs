@@ -5,6 +5,7 @@ use burn::module::ParamId;
 use burn::tensor::Tensor;
 
 use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
+use super::recorder::Layout;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
@@ -15,6 +16,8 @@ pub struct LayerFactors {
     pub weight: ParamId,
     /// The bias's id, if any.
     pub bias: Option<ParamId>,
+    /// How the weight is stored.
+    pub layout: Layout,
     /// Inputs.
     pub a: Tensor<3>,
     /// True per-sample output gradients.
@@ -95,21 +98,20 @@ impl PerSampleSource for LinearFactors {
                 stats.add_partial(index, entry, g, &mut request)?;
                 continue;
             }
-            if positions > 1 {
-                // Σ_t a_t e_tᵀ per sample, chunk by chunk.
+            if positions > 1 || layer.layout == Layout::OutIn {
+                // Σ_t a_t e_tᵀ per sample (or its transpose), chunk by chunk.
                 let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
-                let mut parts = Vec::new();
                 for start in (0..batch).step_by(chunk) {
                     let end = (start + chunk).min(batch);
                     let a = layer.a.clone().slice([start..end]);
                     let e = layer.e.clone().slice([start..end]);
-                    parts.push(
-                        a.swap_dims(1, 2)
-                            .matmul(e)
-                            .reshape([end - start, d_in * d_out]),
-                    );
+                    let g = match layer.layout {
+                        Layout::InOut => a.swap_dims(1, 2).matmul(e),
+                        Layout::OutIn => e.swap_dims(1, 2).matmul(a),
+                    };
+                    let g = g.reshape([end - start, d_in * d_out]);
+                    stats.add_partial(index, entry, g, &mut request)?;
                 }
-                stats.add_chunks(index, entry, parts, &mut request)?;
                 continue;
             }
             let a = layer.a.clone().reshape([batch, d_in]);
@@ -251,20 +253,6 @@ impl Accumulator {
         }
         if let Some(sink) = request.elements.as_mut() {
             sink(index, Elements::Dense(g))?;
-        }
-        Ok(())
-    }
-
-    /// [`Accumulator::add_partial`] over chunks covering all samples.
-    pub(crate) fn add_chunks(
-        &mut self,
-        index: usize,
-        entry: &ParamEntry,
-        chunks: Vec<Tensor<2>>,
-        request: &mut Request<'_>,
-    ) -> Result<(), QuantityError> {
-        for g in chunks {
-            self.add_partial(index, entry, g, request)?;
         }
         Ok(())
     }

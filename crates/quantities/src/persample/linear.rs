@@ -4,7 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::module::linear;
 
-use super::recorder::{is_recording, tap};
+use super::recorder::{Layout, is_recording, tap};
 
 /// `burn::nn::Linear` with per-sample statistics: identical parameters (`weight` `[d_input,
 /// d_output]`, optional `bias`), names and forward pass; while a
@@ -51,6 +51,7 @@ impl Linear {
         let tapped = tap(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
+            Layout::InOut,
             &input3,
             output.reshape([batch, positions, d_out]),
         );

@@ -14,11 +14,21 @@ use burn::tensor::{Gradients, Tensor};
 use super::factors::{LayerFactors, LinearFactors};
 use crate::QuantityError;
 
-/// One tap: a linear map `y = x W (+ b)` applied to `x` `[B, T, d_in]`.
+/// How a layer stores its weight relative to the per-sample gradient `Σ_t a_t e_tᵀ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `[d_in, d_out]` (burn's `Linear`).
+    InOut,
+    /// `[d_out, d_in]` (convolutions: `[C_out, C_in·k_h·k_w]`).
+    OutIn,
+}
+
+/// One tap: a linear map applied to `x` `[B, T, d_in]` at `T` positions.
 #[derive(Debug)]
 struct Tap {
     weight: ParamId,
     bias: Option<ParamId>,
+    layout: Layout,
     input: Tensor<3>,
     leaf: Tensor<3>,
 }
@@ -37,6 +47,7 @@ pub fn is_recording() -> bool {
 pub(crate) fn tap(
     weight: ParamId,
     bias: Option<ParamId>,
+    layout: Layout,
     input: &Tensor<3>,
     output: Tensor<3>,
 ) -> Tensor<3> {
@@ -49,6 +60,7 @@ pub(crate) fn tap(
         taps.push(Tap {
             weight,
             bias,
+            layout,
             input: input.clone().detach().without_autodiff(),
             leaf: leaf.clone(),
         });
@@ -125,6 +137,7 @@ impl Recorder {
                 None => layers.push(LayerFactors {
                     weight: tap.weight,
                     bias: tap.bias,
+                    layout: tap.layout,
                     a: tap.input,
                     e,
                 }),

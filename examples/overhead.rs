@@ -2,8 +2,11 @@
 //! the same process on the same data (run it in release):
 //!
 //! ```text
-//! cargo run --release --example overhead [-- --steps 200 --repeats 5]
+//! cargo run --release --example overhead [-- --steps 200 --repeats 5 --interval 1 --only economy]
 //! ```
+//!
+//! `--interval N` tracks every N-th step (`Schedule::linear(N, 0)`); `--only a,b` keeps the
+//! named configurations.
 //!
 //! The setup is the one of `PERFORMANCE_ANCHOR` (the real Cockpit's numbers on a 2-core
 //! machine): an MLP 784-256-128-10 with ReLU, cross-entropy, batch 128, SGD lr 0.01, random
@@ -124,7 +127,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (x, y)
         })
         .collect();
-    let every = Schedule::every_step();
+    let interval = arg("--interval", 1);
+    let every = Schedule::linear(interval, 0)?;
     let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
     let mut configs: Vec<(String, Vec<QuantityKind>)> = QuantityKind::implemented()
         .filter(|k| *k != QuantityKind::Parameters)
@@ -148,7 +152,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     run(&device, 5, None, &data); // warm-up
     println!(
-        "backend {backend_name}, MLP 784-256-128-10, batch {BATCH}, {steps} steps x {repeats} repeats, median"
+        "backend {backend_name}, MLP 784-256-128-10, batch {BATCH}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
     let mut plain_times = Vec::new();
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];

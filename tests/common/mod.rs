@@ -29,6 +29,9 @@ pub struct Backend {
     /// Relative tolerance; `abs` is the absolute floor near zero.
     pub rel: f64,
     pub abs: f64,
+    /// Histogram elements allowed in a neighbouring bin, as a fraction of the total count
+    /// (0: only [`HISTOGRAM_MOVES`] elements).
+    pub hist_fraction: f64,
 }
 
 /// burn's default CPU backend in float64: the fixture README's tolerances.
@@ -39,10 +42,13 @@ pub fn flex() -> Backend {
         dtype: DType::F64,
         rel: 1e-6,
         abs: 1e-9,
+        hist_fraction: 0.0,
     }
 }
 
-/// wgpu computes in float32: the same test bodies with float32 tolerances.
+/// wgpu computes in float32: the same test bodies with float32 tolerances. Adapted histogram
+/// ranges then come from float32 maxima, and the many exactly-zero gradient elements of dead
+/// ReLU units sit on the central bin edge, so they may fall on either side of it.
 #[cfg(feature = "wgpu")]
 pub fn wgpu() -> Backend {
     Backend {
@@ -51,6 +57,7 @@ pub fn wgpu() -> Backend {
         dtype: DType::F32,
         rel: 2e-3,
         abs: 1e-5,
+        hist_fraction: 0.3,
     }
 }
 
@@ -96,7 +103,7 @@ fn numbers(value: &burn_cockpit::Value) -> Vec<f64> {
 /// equal totals and at most `moves` elements moved.
 pub const HISTOGRAM_MOVES: f64 = 3.0;
 
-fn assert_counts(ours: &[f64], theirs: &[f64], what: &str) {
+fn assert_counts(ours: &[f64], theirs: &[f64], backend: &Backend, what: &str) {
     assert_eq!(ours.len(), theirs.len(), "{what}: bins");
     let total: (f64, f64) = (ours.iter().sum(), theirs.iter().sum());
     assert_eq!(total.0, total.1, "{what}: total count");
@@ -130,7 +137,7 @@ fn assert_hist2d(
     what: &str,
 ) {
     let hist: Vec<f64> = ours.hist.iter().map(|c| *c as f64).collect();
-    assert_counts(&hist, &flatten(&theirs["hist"]), what);
+    assert_counts(&hist, &flatten(&theirs["hist"]), backend, what);
     assert_edges(&ours.x_edges, &theirs["edges"][0], backend, what);
     assert_edges(&ours.y_edges, &theirs["edges"][1], backend, what);
 }
@@ -145,7 +152,7 @@ pub fn assert_value_matches(
     use burn_cockpit::Value;
     match ours {
         Value::Hist1d(h) => {
-            assert_counts(&h.hist, &flatten(&theirs["hist"]), what);
+            assert_counts(&h.hist, &flatten(&theirs["hist"]), backend, what);
             assert_edges(&h.edges, &theirs["edges"], backend, what);
         }
         Value::Hist2d(h) => {

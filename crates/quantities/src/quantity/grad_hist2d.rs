@@ -30,6 +30,7 @@ pub struct GradHist2d {
     adapt: (Option<BinAdaptation>, Option<BinAdaptation>),
     keep_individual: bool,
     counts: Vec<Option<Tensor<1, Int>>>,
+    host_counts: Vec<Option<Vec<u64>>>,
 }
 
 impl GradHist2d {
@@ -43,6 +44,7 @@ impl GradHist2d {
             adapt: (None, None),
             keep_individual: false,
             counts: Vec::new(),
+            host_counts: Vec::new(),
         }
     }
 
@@ -75,6 +77,102 @@ impl GradHist2d {
         self.name = name.into();
         self
     }
+}
+
+/// The bin of `v` as [`axis_index`] computes it (in `f64`); NaN goes to bin 0.
+fn host_axis_bin(v: f64, (lo, hi): (f64, f64), bins: usize) -> usize {
+    if v.is_nan() {
+        return 0;
+    }
+    let width = (hi - lo) / bins as f64;
+    let k = ((v.clamp(lo + width / 2.0, hi - width / 2.0) - lo) / width).floor();
+    (k.max(0.0) as usize).min(bins - 1)
+}
+
+/// Joint histogram of the products `a_{n,i}·e_{n,o}` (x) and `θ[i·d_out + o]` (y) of `b`
+/// samples, without forming the products one by one: along a row sorted by `e_n` the x-bin is
+/// monotone, so its runs are found by binary search and only the y-bins are looked up.
+pub(crate) fn outer_histogram2d(
+    a: &[f64],
+    e: &[f64],
+    theta: &[f64],
+    b: usize,
+    range: ((f64, f64), (f64, f64)),
+    (xb, yb): (usize, usize),
+) -> Vec<u64> {
+    let (d_in, d_out) = (a.len() / b.max(1), e.len() / b.max(1));
+    let ybin: Vec<usize> = theta
+        .iter()
+        .map(|t| host_axis_bin(*t, range.1, yb))
+        .collect();
+    let sample = |n: usize, counts: &mut [u64]| {
+        let row = &e[n * d_out..(n + 1) * d_out];
+        let mut order: Vec<usize> = (0..d_out).collect();
+        order.sort_by(|&p, &q| row[p].total_cmp(&row[q]));
+        let finite = row.iter().all(|v| v.is_finite());
+        for (i, &ai) in a[n * d_in..(n + 1) * d_in].iter().enumerate() {
+            let ys = &ybin[i * d_out..(i + 1) * d_out];
+            if !finite || !ai.is_finite() {
+                for o in 0..d_out {
+                    counts[host_axis_bin(ai * row[o], range.0, xb) * yb + ys[o]] += 1;
+                }
+                continue;
+            }
+            let pos = |k: usize| {
+                if ai < 0.0 {
+                    order[d_out - 1 - k]
+                } else {
+                    order[k]
+                }
+            };
+            let at = |k: usize| host_axis_bin(ai * row[pos(k)], range.0, xb);
+            let mut p = 0;
+            while p < d_out {
+                let bin = at(p);
+                let end = if at(d_out - 1) == bin {
+                    d_out
+                } else {
+                    let (mut l, mut h) = (p, d_out - 1);
+                    while h - l > 1 {
+                        let m = (l + h) / 2;
+                        if at(m) == bin { l = m } else { h = m }
+                    }
+                    h
+                };
+                for k in p..end {
+                    counts[bin * yb + ys[pos(k)]] += 1;
+                }
+                p = end;
+            }
+        }
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(b.max(1));
+    let per_thread = b.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    let mut counts = vec![0u64; xb * yb];
+                    for n in t * per_thread..((t + 1) * per_thread).min(b) {
+                        sample(n, &mut counts);
+                    }
+                    counts
+                })
+            })
+            .collect();
+        let mut total = vec![0u64; xb * yb];
+        for handle in handles {
+            if let Ok(counts) = handle.join() {
+                for (t, c) in total.iter_mut().zip(counts) {
+                    *t += c;
+                }
+            }
+        }
+        total
+    })
 }
 
 fn axis_index(v: Tensor<2>, (lo, hi): (f64, f64), bins: usize) -> Tensor<2, Int> {
@@ -113,9 +211,24 @@ impl Quantity for GradHist2d {
         entry: &ParamEntry,
         elements: Elements,
     ) -> Result<(), QuantityError> {
+        let (xb, yb) = self.bins;
+        if let Elements::Outer { a, e } = &elements {
+            let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+            let a = read_values(a.clone().reshape([b * d_in]))?;
+            let e = read_values(e.clone().reshape([b * d_out]))?;
+            let theta = read_values(entry.value.clone())?;
+            let counts = outer_histogram2d(&a, &e, &theta, b, self.range, self.bins);
+            if self.host_counts.len() <= index {
+                self.host_counts.resize(index + 1, None);
+            }
+            let host = self.host_counts[index].get_or_insert_with(|| vec![0; xb * yb]);
+            for (total, c) in host.iter_mut().zip(counts) {
+                *total += c;
+            }
+            return Ok(());
+        }
         let chunk = elements.dense();
         let [b, numel] = chunk.dims();
-        let (xb, yb) = self.bins;
         let y = entry.value.clone().reshape([1, numel]).repeat_dim(0, b);
         let ix = axis_index(chunk, self.range.0, xb);
         let iy = axis_index(y, self.range.1, yb);
@@ -132,24 +245,36 @@ impl Quantity for GradHist2d {
         let (xb, yb) = self.bins;
         let ((xlo, xhi), (ylo, yhi)) = self.range;
         let (x_edges, y_edges) = (linspace(xlo, xhi, xb + 1), linspace(ylo, yhi, yb + 1));
-        let counts: Vec<Tensor<1, Int>> = std::mem::take(&mut self.counts)
+        let device_counts = std::mem::take(&mut self.counts);
+        let host_counts = std::mem::take(&mut self.host_counts);
+        let params = device_counts.len().max(host_counts.len());
+        let mut per_param: Vec<Vec<i64>> = vec![vec![0; xb * yb]; params];
+        let on_device: Vec<(usize, Tensor<1, Int>)> = device_counts
             .into_iter()
-            .flatten()
+            .enumerate()
+            .filter_map(|(k, c)| c.map(|c| (k, c)))
             .collect();
-        let per_param: Vec<Vec<i64>> = if counts.is_empty() {
-            Vec::new()
-        } else {
-            let n = counts.len();
-            let all = read_values(Tensor::cat(counts, 0).float())?;
-            (0..n)
-                .map(|k| {
-                    all[k * xb * yb..(k + 1) * xb * yb]
-                        .iter()
-                        .map(|c| *c as i64)
-                        .collect()
-                })
-                .collect()
-        };
+        if !on_device.is_empty() {
+            let indices: Vec<usize> = on_device.iter().map(|(k, _)| *k).collect();
+            let all = read_values(
+                Tensor::cat(on_device.into_iter().map(|(_, c)| c).collect(), 0).float(),
+            )?;
+            for (slot, k) in indices.into_iter().enumerate() {
+                for (t, c) in per_param[k]
+                    .iter_mut()
+                    .zip(&all[slot * xb * yb..(slot + 1) * xb * yb])
+                {
+                    *t += *c as i64;
+                }
+            }
+        }
+        for (k, host) in host_counts.into_iter().enumerate() {
+            if let Some(host) = host {
+                for (t, c) in per_param[k].iter_mut().zip(host) {
+                    *t += c as i64;
+                }
+            }
+        }
         let mut total = vec![0i64; xb * yb];
         for hist in &per_param {
             for (t, c) in total.iter_mut().zip(hist) {
@@ -182,5 +307,43 @@ impl Quantity for GradHist2d {
             self.range.1 = y;
         }
         Ok(Some((ctx.step, Value::Hist2d(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The factored 2-d histogram equals pairing every product with its parameter one by one.
+    #[test]
+    fn outer_histogram2d_equals_brute_force() {
+        let mut state = 11u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
+        };
+        let (b, d_in, d_out) = (4, 6, 29);
+        let mut a: Vec<f64> = (0..b * d_in).map(|_| next()).collect();
+        let e: Vec<f64> = (0..b * d_out).map(|_| next() * 0.4).collect();
+        let theta: Vec<f64> = (0..d_in * d_out).map(|_| next()).collect();
+        a[2] = 0.0;
+        for (range, bins) in [
+            (((-1.0, 1.0), (-2.0, 2.0)), (40, 50)),
+            (((-0.3, 0.7), (-1.0, 1.5)), (10, 12)),
+        ] {
+            let mut expected = vec![0u64; bins.0 * bins.1];
+            for n in 0..b {
+                for i in 0..d_in {
+                    for o in 0..d_out {
+                        let x = host_axis_bin(a[n * d_in + i] * e[n * d_out + o], range.0, bins.0);
+                        let y = host_axis_bin(theta[i * d_out + o], range.1, bins.1);
+                        expected[x * bins.1 + y] += 1;
+                    }
+                }
+            }
+            assert_eq!(outer_histogram2d(&a, &e, &theta, b, range, bins), expected);
+        }
     }
 }

@@ -29,9 +29,8 @@ pub struct Backend {
     /// Relative tolerance; `abs` is the absolute floor near zero.
     pub rel: f64,
     pub abs: f64,
-    /// Histogram elements allowed in a neighbouring bin, as a fraction of the total count
-    /// (0: only [`HISTOGRAM_MOVES`] elements).
-    pub hist_fraction: f64,
+    /// Merge the two gradient bins that meet at 0 before comparing histogram counts.
+    pub merge_zero_edge: bool,
 }
 
 /// burn's default CPU backend in float64: the fixture README's tolerances.
@@ -42,13 +41,15 @@ pub fn flex() -> Backend {
         dtype: DType::F64,
         rel: 1e-6,
         abs: 1e-9,
-        hist_fraction: 0.0,
+        merge_zero_edge: false,
     }
 }
 
 /// wgpu computes in float32: the same test bodies with float32 tolerances. Adapted histogram
-/// ranges then come from float32 maxima, and the many exactly-zero gradient elements of dead
-/// ReLU units sit on the central bin edge, so they may fall on either side of it.
+/// ranges then come from float32 maxima: the many exactly-zero gradient elements of dead ReLU
+/// units sit on the central bin edge of a symmetric range, and `(0 − lo)·bins/(hi − lo)` rounds
+/// to either side of it depending on the last bit of the range (on mlp_mse, 189 of 344 elements
+/// at one step). The two bins meeting at 0 are merged before counts are compared.
 #[cfg(feature = "wgpu")]
 pub fn wgpu() -> Backend {
     Backend {
@@ -57,7 +58,7 @@ pub fn wgpu() -> Backend {
         dtype: DType::F32,
         rel: 2e-3,
         abs: 1e-5,
-        hist_fraction: 0.3,
+        merge_zero_edge: true,
     }
 }
 
@@ -103,13 +104,36 @@ fn numbers(value: &burn_cockpit::Value) -> Vec<f64> {
 /// equal totals and at most `moves` elements moved.
 pub const HISTOGRAM_MOVES: f64 = 3.0;
 
-fn assert_counts(ours: &[f64], theirs: &[f64], backend: &Backend, what: &str) {
+/// Adds the gradient bins `x_bins/2 − 1` and `x_bins/2` (meeting at 0 on a symmetric range)
+/// into one, in a row-major `[x_bins, y_bins]` histogram.
+fn merge_zero_edge(hist: &[f64], x_bins: usize) -> Vec<f64> {
+    let y_bins = hist.len() / x_bins;
+    let mut merged = hist.to_vec();
+    if x_bins >= 2 && x_bins % 2 == 0 {
+        let (left, right) = (x_bins / 2 - 1, x_bins / 2);
+        for y in 0..y_bins {
+            merged[left * y_bins + y] += merged[right * y_bins + y];
+            merged[right * y_bins + y] = 0.0;
+        }
+    }
+    merged
+}
+
+fn assert_counts(ours: &[f64], theirs: &[f64], x_bins: usize, backend: &Backend, what: &str) {
+    let (ours, theirs) = if backend.merge_zero_edge {
+        (
+            merge_zero_edge(ours, x_bins),
+            merge_zero_edge(theirs, x_bins),
+        )
+    } else {
+        (ours.to_vec(), theirs.to_vec())
+    };
     assert_eq!(ours.len(), theirs.len(), "{what}: bins");
     let total: (f64, f64) = (ours.iter().sum(), theirs.iter().sum());
     assert_eq!(total.0, total.1, "{what}: total count");
     let moved: f64 = ours
         .iter()
-        .zip(theirs)
+        .zip(&theirs)
         .map(|(a, b)| (a - b).abs())
         .sum::<f64>()
         / 2.0;
@@ -137,7 +161,7 @@ fn assert_hist2d(
     what: &str,
 ) {
     let hist: Vec<f64> = ours.hist.iter().map(|c| *c as f64).collect();
-    assert_counts(&hist, &flatten(&theirs["hist"]), backend, what);
+    assert_counts(&hist, &flatten(&theirs["hist"]), ours.bins.0, backend, what);
     assert_edges(&ours.x_edges, &theirs["edges"][0], backend, what);
     assert_edges(&ours.y_edges, &theirs["edges"][1], backend, what);
 }
@@ -152,7 +176,13 @@ pub fn assert_value_matches(
     use burn_cockpit::Value;
     match ours {
         Value::Hist1d(h) => {
-            assert_counts(&h.hist, &flatten(&theirs["hist"]), backend, what);
+            assert_counts(
+                &h.hist,
+                &flatten(&theirs["hist"]),
+                h.hist.len(),
+                backend,
+                what,
+            );
             assert_edges(&h.edges, &theirs["edges"], backend, what);
         }
         Value::Hist2d(h) => {

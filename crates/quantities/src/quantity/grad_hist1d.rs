@@ -85,6 +85,9 @@ pub(crate) fn bin_index(x: Tensor<1>, lo: f64, hi: f64, bins: usize) -> Tensor<1
         .clamp(0, bins as i64 - 1)
 }
 
+/// Dense chunks up to this many elements are binned on the host.
+const HOST_BINNING_MAX: usize = 1 << 16;
+
 /// The bin of `x` exactly as [`bin_index`] computes it (in `f64`); NaN goes to bin 0.
 fn host_bin(x: f64, lo: f64, hi: f64, bins: usize) -> usize {
     if x.is_nan() {
@@ -110,6 +113,11 @@ pub(crate) fn outer_histogram(
         let mut sorted = e[n * d_out..(n + 1) * d_out].to_vec();
         sorted.sort_by(f64::total_cmp);
         let finite = sorted.iter().all(|v| v.is_finite());
+        // Where the products change sign: on a symmetric range with an even number of bins, 0
+        // is a bin edge, and most rows of small gradients split there. Trying that split first
+        // (and verifying it exactly) saves the binary search for them.
+        let negatives = sorted.iter().filter(|v| **v < 0.0).count();
+        let positives = sorted.iter().filter(|v| **v > 0.0).count();
         for &ai in &a[n * d_in..(n + 1) * d_in] {
             if !finite || !ai.is_finite() {
                 for v in &sorted {
@@ -132,6 +140,12 @@ pub(crate) fn outer_histogram(
                 if at(d_out - 1) == bin {
                     counts[bin] += (d_out - p) as u64;
                     break;
+                }
+                let split = if ai < 0.0 { positives } else { negatives };
+                if p < split && split < d_out && at(split - 1) == bin && at(split) != bin {
+                    counts[bin] += (split - p) as u64;
+                    p = split;
+                    continue;
                 }
                 // The last position of this bin's run: at(l) == bin, at(h) != bin.
                 let (mut l, mut h) = (p, d_out - 1);
@@ -223,6 +237,15 @@ impl Quantity for GradHist1d {
                     *total += c;
                 }
             }
+            // Small chunks (biases) are binned on the host: one read instead of a scatter.
+            Elements::Dense(chunk) if chunk.shape().num_elements() <= HOST_BINNING_MAX => {
+                let n = chunk.shape().num_elements();
+                let values = read_values(chunk.reshape([n]))?;
+                let host = self.host_counts.get_or_insert_with(|| vec![0; self.bins]);
+                for v in values {
+                    host[host_bin(v, lo, hi, self.bins)] += 1;
+                }
+            }
             Elements::Dense(chunk) => {
                 let n = chunk.shape().num_elements();
                 let index = bin_index(chunk.reshape([n]), lo, hi, self.bins);
@@ -293,5 +316,28 @@ mod tests {
                 "range ({lo}, {hi}), {bins} bins"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    /// `cargo test --release -p cockpit-quantities -- --ignored --nocapture outer_histogram_timing`
+    #[test]
+    #[ignore = "timing probe"]
+    fn outer_histogram_timing() {
+        let (b, d_in, d_out) = (128, 784, 256);
+        let a: Vec<f64> = (0..b * d_in)
+            .map(|i| ((i * 7919) % 1000) as f64 / 1000.0 - 0.5)
+            .collect();
+        let e: Vec<f64> = (0..b * d_out)
+            .map(|i| (((i * 104729) % 1000) as f64 / 1000.0 - 0.5) * 0.01)
+            .collect();
+        let start = std::time::Instant::now();
+        let counts = super::outer_histogram(&a, &e, b, -2.0, 2.0, 100);
+        println!(
+            "outer_histogram {b}x{d_in}x{d_out}: {:?}, total {}",
+            start.elapsed(),
+            counts.iter().sum::<u64>()
+        );
     }
 }

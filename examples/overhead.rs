@@ -2,25 +2,28 @@
 //! the same process on the same data (run it in release):
 //!
 //! ```text
-//! cargo run --release --example overhead [-- --steps 200 --repeats 5 --interval 1 --only economy]
+//! cargo run --release --example overhead [-- --model mlp|cnn --engine fast|exact
+//!     --steps 30 --repeats 3 --interval 1 --only economy,NormTest]
 //! ```
 //!
-//! `--interval N` tracks every N-th step (`Schedule::linear(N, 0)`); `--only a,b` keeps the
-//! named configurations.
-//!
-//! The setup is the one of `PERFORMANCE_ANCHOR` (the real Cockpit's numbers on a 2-core
-//! machine): an MLP 784-256-128-10 with ReLU, cross-entropy, batch 128, SGD lr 0.01, random
-//! inputs, every configuration tracked at every step. Prints one line per configuration as
-//! `overhead <name> <ratio>` plus absolute seconds per step.
+//! `mlp` is the setup of `PERFORMANCE_ANCHOR` (the real Cockpit's numbers on a 2-core machine):
+//! an MLP 784-256-128-10 with ReLU, cross-entropy, batch 128, SGD lr 0.01, random inputs. `cnn`
+//! is a small CNN on 28×28 inputs (two 3×3 stride-2 convolutions, 8 and 16 channels, and a
+//! Linear head). `--engine exact` gives the per-sample quantities single-sample backward
+//! passes instead of the instrumented layers' fast path. `--interval N` tracks every N-th step;
+//! `--only a,b` keeps the named configurations. Prints one line per configuration as
+//! `overhead <name> <ratio>` plus absolute milliseconds per step.
 
 use std::time::Instant;
 
 use burn::module::Module;
 use burn::nn::LinearConfig;
+use burn::nn::PaddingConfig2d;
+use burn::nn::conv::Conv2dConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
-use burn_cockpit::persample::{Linear, Recorder};
+use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
 };
@@ -28,12 +31,18 @@ use burn_cockpit::{
 const BATCH: usize = 128;
 const LR: f64 = 0.01;
 
+/// A benchmark model on `[B, 784]` inputs with 10 classes.
+trait Net: Module + Sync + 'static {
+    fn new(device: &Device) -> Self;
+    fn forward(&self, x: Tensor<2>) -> Tensor<2>;
+}
+
 #[derive(Module, Debug)]
 struct Mlp {
     layers: Vec<Linear>,
 }
 
-impl Mlp {
+impl Net for Mlp {
     fn new(device: &Device) -> Self {
         let widths = [784, 256, 128, 10];
         Self {
@@ -56,26 +65,61 @@ impl Mlp {
     }
 }
 
+#[derive(Module, Debug)]
+struct Cnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    head: Linear,
+}
+
+impl Net for Cnn {
+    fn new(device: &Device) -> Self {
+        let conv = |c_in, c_out| {
+            Conv2dConfig::new([c_in, c_out], [3, 3])
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+                .into()
+        };
+        Self {
+            conv1: conv(1, 8),
+            conv2: conv(8, 16),
+            head: LinearConfig::new(16 * 7 * 7, 10).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = relu(self.conv1.forward(x.reshape([b, 1, 28, 28])));
+        let h = relu(self.conv2.forward(h));
+        self.head.forward(h.reshape([b, 16 * 7 * 7]))
+    }
+}
+
+fn per_sample_loss<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
+    let b = x.dims()[0];
+    (log_softmax(model.forward(x), 1) * y)
+        .sum_dim(1)
+        .neg()
+        .reshape([b])
+}
+
 /// Runs `steps` training steps, tracking with `cockpit` if given; returns seconds per step.
-fn run(
+fn run<M: Net>(
     device: &Device,
     steps: usize,
     mut cockpit: Option<Cockpit>,
+    exact: bool,
     data: &[(Tensor<2>, Tensor<2>)],
 ) -> f64 {
-    let mut model = Mlp::new(device);
+    let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
     let start = Instant::now();
     for step in 0..steps {
         let (x, y) = &data[step % data.len()];
-        let recorder = cockpit
-            .as_ref()
-            .is_some_and(|c| c.needs_per_sample(step))
-            .then(Recorder::start);
-        let per_sample = (log_softmax(model.forward(x.clone()), 1) * y.clone())
-            .sum_dim(1)
-            .neg()
-            .reshape([BATCH]);
+        let tracking = cockpit.as_ref().is_some_and(|c| c.needs_per_sample(step));
+        let recorder = (tracking && !exact).then(Recorder::start);
+        let per_sample = per_sample_loss(&model, x.clone(), y.clone());
         let loss = per_sample.clone().mean();
         let grads = loss.backward();
         let factors = recorder.map(|r| r.finish(&grads));
@@ -87,6 +131,18 @@ fn run(
             match factors {
                 Some(Ok(factors)) => info = info.with_per_sample(factors),
                 Some(Err(err)) => eprintln!("recording failed: {err}"),
+                None if tracking => {
+                    let (frozen, x, y) = (model.clone(), x.clone(), y.clone());
+                    info = info.with_per_sample(ExactPerSample::new(BATCH, move |n| {
+                        let loss = per_sample_loss(
+                            &frozen,
+                            x.clone().slice([n..n + 1]),
+                            y.clone().slice([n..n + 1]),
+                        )
+                        .mean();
+                        Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+                    }));
+                }
                 None => {}
             }
             if let Err(err) = cockpit.track(step, &model, &grads, info) {
@@ -95,12 +151,14 @@ fn run(
         }
         model = optim.step(LR, model, grads);
     }
-    // Wait for the device: read one parameter.
-    let _ = model.layers[0].weight.val().sum().into_scalar::<f32>();
+    // Wait for the device: read the loss of one more forward pass.
+    let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
+        .sum()
+        .into_scalar::<f32>();
     start.elapsed().as_secs_f64() / steps as f64
 }
 
-fn arg(name: &str, default: usize) -> usize {
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
         .position(|a| a == name)
@@ -114,22 +172,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (backend_name, device) = backend::device()?;
-    let device = device.autodiff();
-    let steps = arg("--steps", 100);
-    let repeats = arg("--repeats", 5);
+fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let steps: usize = arg("--steps", 30);
+    let repeats: usize = arg("--repeats", 3);
+    let interval: usize = arg("--interval", 1);
+    let engine: String = arg("--engine", "fast".to_string());
+    let exact = engine == "exact";
     let data: Vec<(Tensor<2>, Tensor<2>)> = (0..8)
         .map(|_| {
-            let x = Tensor::<2>::random([BATCH, 784], Distribution::Normal(0.0, 1.0), &device);
-            let labels = Tensor::<2>::random([BATCH, 10], Distribution::Uniform(0.0, 1.0), &device);
+            let x = Tensor::<2>::random([BATCH, 784], Distribution::Normal(0.0, 1.0), device);
+            let labels = Tensor::<2>::random([BATCH, 10], Distribution::Uniform(0.0, 1.0), device);
             let y = labels.clone().equal(labels.max_dim(1)).float();
             (x, y)
         })
         .collect();
-    let interval = arg("--interval", 1);
-    let every = Schedule::linear(interval, 0)?;
-    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let schedule = Schedule::linear(interval, 0)?;
     let mut configs: Vec<(String, Vec<QuantityKind>)> = QuantityKind::implemented()
         .filter(|k| *k != QuantityKind::Parameters)
         .map(|k| (k.name().to_string(), vec![k]))
@@ -145,30 +202,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ],
     ));
     configs.push(("economy".into(), Configuration::Economy.kinds()));
+    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
     if let Some(only) = only {
-        configs.retain(|(name, _)| {
-            name.split(',').any(|n| n == only) || only.split(',').any(|o| o == name)
-        });
+        configs.retain(|(name, _)| only.split(',').any(|o| o == name));
     }
-    run(&device, 5, None, &data); // warm-up
+    run::<M>(device, 3, None, exact, &data); // warm-up
     println!(
-        "backend {backend_name}, MLP 784-256-128-10, batch {BATCH}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
+        "model {name}, batch {BATCH}, engine {engine}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
     let mut plain_times = Vec::new();
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
-        plain_times.push(run(&device, steps, None, &data));
+        plain_times.push(run::<M>(device, steps, None, exact, &data));
         for (i, (_, kinds)) in configs.iter().enumerate() {
-            let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &every)?;
-            results[i].push(run(&device, steps, Some(cockpit), &data));
+            let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?;
+            results[i].push(run::<M>(device, steps, Some(cockpit), exact, &data));
         }
     }
     let plain = median(plain_times);
-    println!(
-        "plain step: {:.3} ms (parameter_level = Loss, GradNorm, Distance, UpdateSize, Time)",
-        plain * 1e3
-    );
+    println!("plain step: {:.3} ms", plain * 1e3);
     for ((name, _), times) in configs.iter().zip(results) {
         let t = median(times);
         println!(
@@ -178,4 +231,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (backend_name, device) = backend::device()?;
+    println!("backend {backend_name}");
+    let device = device.autodiff();
+    match arg("--model", "mlp".to_string()).as_str() {
+        "cnn" => bench::<Cnn>(&device, "cnn (conv 1→8→16, 3×3 stride 2, Linear 784→10)"),
+        _ => bench::<Mlp>(&device, "mlp 784-256-128-10"),
+    }
 }

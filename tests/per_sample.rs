@@ -506,6 +506,49 @@ fn edge_cases(backend: &Backend) {
     assert!(!cockpit.warnings().is_empty());
 }
 
+/// Instrumented layers compute exactly what burn's layers compute, with and without an active
+/// recorder (outputs and parameter gradients), so a model trains identically.
+fn instrumented_layers_train_identically(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let plain = LinearConfig::new(5, 3).init(&device);
+    let ours: Linear = plain.clone().into();
+    let conv_plain = Conv2dConfig::new([1, 2], [3, 3]).init(&device);
+    let conv_ours: burn_cockpit::persample::Conv2d = conv_plain.clone().into();
+    let (x, _) = data(&device, 4, 25, 1);
+    let read = |t: Tensor<2>| t.into_data().convert::<f64>().try_to_vec::<f64>().unwrap();
+    for record in [false, true] {
+        let recorder = record.then(Recorder::start);
+        let input = || Tensor::<4>::from_data(TensorData::new(x.clone(), [4, 1, 5, 5]), &device);
+        let flat = |t: Tensor<4>| t.reshape([4, 18]);
+        let a = plain.forward(flat(conv_plain.forward(input())).slice([0..4, 0..5]));
+        let b = ours.forward(flat(conv_ours.forward(input())).slice([0..4, 0..5]));
+        assert_eq!(
+            read(a.clone()),
+            read(b.clone()),
+            "outputs (recording: {record})"
+        );
+        let (ga, gb) = (a.sum().backward(), b.sum().backward());
+        let grad = |g: Option<Tensor<2>>| read(g.unwrap());
+        assert_eq!(
+            grad(plain.weight.val().grad(&ga)),
+            grad(ours.weight.val().grad(&gb))
+        );
+        let conv_grad = |g: Option<Tensor<4>>| read(g.unwrap().reshape([2, 9]));
+        assert_eq!(
+            conv_grad(conv_plain.weight.val().grad(&ga)),
+            conv_grad(conv_ours.weight.val().grad(&gb))
+        );
+        if let Some(recorder) = recorder {
+            let factors = recorder.finish(&gb).unwrap();
+            assert_eq!(
+                factors.layers().len(),
+                2,
+                "the conv and the linear layer tapped"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_missing_per_sample_source_is_a_typed_error() {
     let device = Device::flex().autodiff();
@@ -548,6 +591,7 @@ fn a_missing_per_sample_source_is_a_typed_error() {
 }
 
 on_every_backend!(
+    instrumented_layers_train_identically,
     fast_path_equals_exact_fallback,
     conv_fast_path_equals_single_sample_passes,
     mixed_model_matches_a_brute_force_per_sample_loop,

@@ -136,8 +136,8 @@ fn run<M: Net>(
                     info = info.with_per_sample(ExactPerSample::new(BATCH, move |n| {
                         let loss = per_sample_loss(
                             &frozen,
-                            x.clone().slice([n..n + 1]),
-                            y.clone().slice([n..n + 1]),
+                            x.clone().slice(n..n + 1),
+                            y.clone().slice(n..n + 1),
                         )
                         .mean();
                         Ok(GradientsParams::from_grads(loss.backward(), &frozen))

@@ -133,7 +133,7 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
                 TensorData::new(x[n * 5..(n + 1) * 5].to_vec(), [1, 5]),
                 &dev,
             );
-            let loss = ce(frozen.forward(xn), y2.clone().slice([n..n + 1])).mean();
+            let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
             Ok(GradientsParams::from_grads(loss.backward(), &frozen))
         });
         let info = StepInfo::new(loss.detach())
@@ -239,7 +239,7 @@ fn conv_fast_path_equals_single_sample_passes(backend: &Backend) {
                 TensorData::new(x[n * 50..(n + 1) * 50].to_vec(), [1, 2, 5, 5]),
                 &dev,
             );
-            let loss = ce(frozen.forward(xn), y2.clone().slice([n..n + 1])).mean();
+            let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
             Ok(GradientsParams::from_grads(loss.backward(), &frozen))
         });
         let info = StepInfo::new(loss.detach())
@@ -312,7 +312,7 @@ fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
             TensorData::new(x2[n * 25..(n + 1) * 25].to_vec(), [1, 1, 5, 5]),
             &dev,
         );
-        let loss = ce(frozen.forward(xn), y2.clone().slice([n..n + 1])).mean();
+        let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
         Ok(GradientsParams::from_grads(loss.backward(), &frozen))
     });
     let kinds = [
@@ -339,7 +339,7 @@ fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
     };
     let per: Vec<Vec<f64>> = (0..batch)
         .map(|n| {
-            let loss = ce(model.forward(input(n..n + 1)), y.clone().slice([n..n + 1])).mean();
+            let loss = ce(model.forward(input(n..n + 1)), y.clone().slice(n..n + 1)).mean();
             flat(&GradientsParams::from_grads(loss.backward(), &model))
         })
         .collect();
@@ -491,10 +491,7 @@ fn edge_cases(backend: &Backend) {
     // Identical samples: zero variances; Alpha uses the 1e-10 rule and stays finite.
     let (x, _) = data(&device, 1, 5, 0);
     let same: Vec<f32> = x.iter().cycle().take(4 * 5).copied().collect();
-    let y = Tensor::<2>::from_data(
-        TensorData::new(vec![1f32, 0.0, 0.0].repeat(4), [4, 3]),
-        &device,
-    );
+    let y = Tensor::<2>::from_data(TensorData::new([1f32, 0.0, 0.0].repeat(4), [4, 3]), &device);
     let (cockpit, result) = run(same, y, 4, 1.0);
     result.unwrap();
     assert!(float(&cockpit, 0, "Alpha").is_finite());

@@ -109,7 +109,7 @@ pub const HISTOGRAM_MOVES: f64 = 3.0;
 fn merge_zero_edge(hist: &[f64], x_bins: usize) -> Vec<f64> {
     let y_bins = hist.len() / x_bins;
     let mut merged = hist.to_vec();
-    if x_bins >= 2 && x_bins % 2 == 0 {
+    if x_bins >= 2 && x_bins.is_multiple_of(2) {
         let (left, right) = (x_bins / 2 - 1, x_bins / 2);
         for y in 0..y_bins {
             merged[left * y_bins + y] += merged[right * y_bins + y];

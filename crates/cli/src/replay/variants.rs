@@ -6,10 +6,13 @@ use cockpit_quantities::{Quantity, Schedule};
 
 use super::ReplayError;
 
+/// The variant quantities built, and the variant keys skipped.
+type Variants = (Vec<Box<dyn Quantity>>, Vec<String>);
+
 /// Builds the variants this version computes; others are listed as skipped.
 pub(crate) fn build(
     variants: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(Vec<Box<dyn Quantity>>, Vec<String>), ReplayError> {
+) -> Result<Variants, ReplayError> {
     let mut built: Vec<Box<dyn Quantity>> = Vec::new();
     let mut skipped = Vec::new();
     for (key, spec) in variants {

@@ -8,6 +8,7 @@ use crate::{QuantityError, Snapshot};
 
 /// Per-sample gradient elements of one parameter for some samples, as the engine has them.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // both variants hold tensor handles; moved, never copied
 pub enum Elements {
     /// Materialised per-sample gradients `[b, numel]`.
     Dense(Tensor<2>),

@@ -103,8 +103,8 @@ impl PerSampleSource for LinearFactors {
                 let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
                 for start in (0..batch).step_by(chunk) {
                     let end = (start + chunk).min(batch);
-                    let a = layer.a.clone().slice([start..end]);
-                    let e = layer.e.clone().slice([start..end]);
+                    let a = layer.a.clone().slice(start..end);
+                    let e = layer.e.clone().slice(start..end);
                     let g = match layer.layout {
                         Layout::InOut => a.swap_dims(1, 2).matmul(e),
                         Layout::OutIn => e.swap_dims(1, 2).matmul(a),
@@ -137,8 +137,8 @@ impl PerSampleSource for LinearFactors {
                 let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
                 for start in (0..batch).step_by(chunk) {
                     let end = (start + chunk).min(batch);
-                    let a = a.clone().slice([start..end]);
-                    let e = e.clone().slice([start..end]);
+                    let a = a.clone().slice(start..end);
+                    let e = e.clone().slice(start..end);
                     sink(index, Elements::Outer { a, e })?;
                 }
             }

@@ -337,19 +337,25 @@ on_every_backend!(
 );
 
 #[test]
-fn asking_for_an_unbuilt_quantity_names_it() {
-    let err = Cockpit::from_kinds(
-        [QuantityKind::Loss, QuantityKind::HessMaxEV],
-        &Schedule::every_step(),
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("HessMaxEV"), "{err}");
-    if let Err(err) = Cockpit::from_configuration(
+fn configurations_build_and_unknown_names_are_named() {
+    for configuration in [
         burn_cockpit::Configuration::Economy,
-        &Schedule::every_step(),
-    ) {
-        assert!(matches!(err, CockpitError::NotImplemented { .. }), "{err}");
+        burn_cockpit::Configuration::Business,
+        burn_cockpit::Configuration::Full,
+    ] {
+        let cockpit = Cockpit::from_configuration(configuration, &Schedule::every_step()).unwrap();
+        assert_eq!(cockpit.quantity_names().len(), configuration.kinds().len());
     }
+    let err = "HessMaxEw".parse::<QuantityKind>().unwrap_err().to_string();
+    assert!(
+        err.contains("HessMaxEw") && err.contains("HessMaxEV"),
+        "{err}"
+    );
+    let duplicate = Cockpit::from_kinds(
+        [QuantityKind::Loss, QuantityKind::Loss],
+        &Schedule::every_step(),
+    );
+    assert!(matches!(duplicate, Err(CockpitError::DuplicateQuantity(_))));
 }
 
 #[test]

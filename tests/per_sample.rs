@@ -11,6 +11,7 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::curvature::{Activation, FiniteDifferenceHvp, MlpCurvature, MlpLayer, MlpLoss};
 use burn_cockpit::persample::{ExactPerSample, Linear, PerSample, Recorder};
 use burn_cockpit::{
     Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo, Value,
@@ -82,6 +83,33 @@ fn data(device: &Device, batch: usize, features: usize, seed: usize) -> (Vec<f32
         y[n * 3 + (n + seed) % 3] = 1.0;
     }
     (x, Tensor::from_data(TensorData::new(y, [batch, 3]), device))
+}
+
+/// Exact curvature of [`Mlp`] on a batch: Linear → tanh → Linear, cross-entropy; products by
+/// finite differences.
+fn mlp_curvature(model: &Mlp, x: Tensor<2>, onehot: Tensor<2>) -> MlpCurvature {
+    let z1 = model.l1.forward(x.clone()).detach();
+    let z2 = model.l2.forward(z1.clone().tanh()).detach();
+    let layer = |l: &Linear, input: Tensor<2>, z: Tensor<2>, activation| MlpLayer {
+        weight_id: l.weight.id,
+        bias_id: l.bias.as_ref().map(|b| b.id),
+        weight: l.weight.val().detach(),
+        input,
+        pre_activation: z,
+        activation,
+    };
+    let layers = vec![
+        layer(&model.l1, x.clone().detach(), z1.clone(), Activation::Tanh),
+        layer(&model.l2, z1.tanh(), z2, Activation::Identity),
+    ];
+    let (xs, ys) = (x, onehot.clone());
+    let hvp = FiniteDifferenceHvp::new(model, move |m: &Mlp| {
+        Ok(GradientsParams::from_grads(
+            ce(m.forward(xs.clone()), ys.clone()).mean().backward(),
+            m,
+        ))
+    });
+    MlpCurvature::new(layers, MlpLoss::CrossEntropy(onehot), 7).with_hvp(hvp)
 }
 
 fn ce(logits: Tensor<2>, onehot: Tensor<2>) -> Tensor<1> {
@@ -404,11 +432,12 @@ fn two_step_rule_with_every_quantity(backend: &Backend) {
     .unwrap();
     for step in 0..5 {
         let (x, y) = data(&device, batch, 5, step);
+        let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), &device);
+        let curvature = cockpit
+            .needs_curvature(step)
+            .then(|| mlp_curvature(&model, inputs.clone(), y.clone()));
         let recorder = cockpit.needs_per_sample(step).then(Recorder::start);
-        let per_sample = ce(
-            model.forward(Tensor::from_data(TensorData::new(x, [batch, 5]), &device)),
-            y,
-        );
+        let per_sample = ce(model.forward(inputs), y);
         let loss = per_sample.clone().mean();
         let grads = loss.backward();
         let factors = recorder.map(|r| r.finish(&grads).unwrap());
@@ -419,12 +448,16 @@ fn two_step_rule_with_every_quantity(backend: &Backend) {
         if let Some(factors) = factors {
             info = info.with_per_sample(factors);
         }
+        if let Some(curvature) = curvature {
+            info = info.with_curvature(curvature);
+        }
         cockpit.track(step, &model, &grads, info).unwrap();
         model = optim.step(0.1, model, grads);
     }
     assert!(
         !cockpit.needs_per_sample(0) && !cockpit.needs_per_sample(1) && cockpit.needs_per_sample(2)
     );
+    assert!(!cockpit.needs_curvature(1) && cockpit.needs_curvature(2));
     let steps = |name: &str| -> Vec<usize> {
         cockpit
             .output()

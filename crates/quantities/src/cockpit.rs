@@ -239,7 +239,9 @@ impl Cockpit {
             .iter_mut()
             .filter(|q| q.should_compute(step))
         {
-            match quantity.compute(&ctx) {
+            let result = quantity.compute(&ctx);
+            warnings.extend(quantity.take_warnings());
+            match result {
                 Ok(Some((at, value))) => {
                     if !value.is_finite() {
                         warnings.push(format!(
@@ -277,6 +279,14 @@ impl Cockpit {
         self.quantities
             .iter()
             .any(|q| q.should_compute(step) && q.uses_per_sample(step))
+    }
+
+    /// Whether a quantity needs the curvature source at `step` (hand one to
+    /// [`StepInfo::with_curvature`]).
+    pub fn needs_curvature(&self, step: usize) -> bool {
+        self.quantities
+            .iter()
+            .any(|q| q.should_compute(step) && q.uses_curvature(step))
     }
 
     /// Computes, in one pass over the per-sample gradients, the union of the statistics the

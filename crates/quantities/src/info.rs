@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
+use crate::curvature::CurvatureSource;
 use crate::persample::PerSampleSource;
 
 /// The optimizer that takes the step, as far as the quantities need to know it.
@@ -99,6 +100,7 @@ pub struct StepInfo {
     pub(crate) individual_losses: Option<Tensor<1>>,
     pub(crate) optimizer: Option<OptimizerInfo>,
     pub(crate) per_sample: Option<Arc<dyn PerSampleSource>>,
+    pub(crate) curvature: Option<Arc<dyn CurvatureSource>>,
 }
 
 impl StepInfo {
@@ -110,6 +112,7 @@ impl StepInfo {
             individual_losses: None,
             optimizer: None,
             per_sample: None,
+            curvature: None,
         }
     }
 
@@ -144,6 +147,20 @@ impl StepInfo {
         }
         self.per_sample = Some(Arc::new(source));
         self
+    }
+
+    /// The step's curvature (Hessian-vector products, curvature diagonals): a
+    /// [`FiniteDifferenceHvp`](crate::curvature::FiniteDifferenceHvp) for any model, or an
+    /// [`MlpCurvature`](crate::curvature::MlpCurvature) with exact diagonals. Needed by
+    /// HessMaxEV, HessTrace, TICDiag and TICTrace.
+    pub fn with_curvature(mut self, source: impl CurvatureSource + 'static) -> Self {
+        self.curvature = Some(Arc::new(source));
+        self
+    }
+
+    /// The curvature source, if given.
+    pub fn curvature(&self) -> Option<&Arc<dyn CurvatureSource>> {
+        self.curvature.as_ref()
     }
 
     /// The per-sample gradients, if given.

@@ -19,6 +19,7 @@
 
 pub mod cockpit;
 pub mod config;
+pub mod curvature;
 pub mod error;
 pub mod info;
 pub mod log;

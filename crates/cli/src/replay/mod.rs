@@ -11,8 +11,9 @@ use std::path::PathBuf;
 
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Device, Tensor};
+use cockpit_quantities::curvature::{CurvatureSource, DiagonalKind, FiniteDifferenceHvp};
 use cockpit_quantities::persample::Recorder;
-use cockpit_quantities::quantity::Parameters;
+use cockpit_quantities::quantity::{HessMaxEV, Parameters};
 use cockpit_quantities::{
     Cockpit, CockpitError, HostArray, OptimizerInfo, Output, Quantity, QuantityKind, Schedule,
     Snapshot, StepInfo,
@@ -60,6 +61,10 @@ pub struct ReplayOptions {
     pub stream: Option<PathBuf>,
     /// Also track the fixture's `variants` that this version computes, under the fixture's keys.
     pub variants: bool,
+    /// Start HessMaxEV's power iteration from the fixture's recorded start vectors
+    /// (`extras.HessMaxEV_replay.start_vector`) where present, for parity with the recorded
+    /// values; otherwise from burn-cockpit's own seeded draws.
+    pub recorded_start_vectors: bool,
 }
 
 impl ReplayOptions {
@@ -71,6 +76,7 @@ impl ReplayOptions {
             quantities: QuantityKind::implemented().collect(),
             stream: None,
             variants: false,
+            recorded_start_vectors: true,
         }
     }
 }
@@ -113,6 +119,11 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             QuantityKind::Parameters => Ok(Box::new(
                 Parameters::new(Schedule::every_step()).with_view(|_, array| array.transposed()),
             ) as Box<dyn Quantity>),
+            QuantityKind::HessMaxEV if options.recorded_start_vectors => Ok(Box::new(
+                HessMaxEV::new(Schedule::every_step())
+                    .with_start_vectors(recorded_start_vectors(fixture)),
+            )
+                as Box<dyn Quantity>),
             other => other.build(Schedule::every_step()),
         })
         .collect::<Result<_, _>>()?;
@@ -144,6 +155,19 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             LossKind::CrossEntropy => one_hot(&step.targets.data, classes),
         };
         let targets = tensor(targets, [batch, classes], &device, dtype);
+        let curvature = cockpit.needs_curvature(step.step).then(|| {
+            let (loss_kind, x, y) = (fixture.loss, inputs.clone(), targets.clone());
+            let hvp = FiniteDifferenceHvp::new(&model, move |m: &FixtureNet| {
+                let loss = per_sample_loss(loss_kind, m.forward(x.clone()), y.clone()).mean();
+                Ok(GradientsParams::from_grads(loss.backward(), m))
+            });
+            let seed = 2001 + step.step as u64;
+            match model.curvature(inputs.clone(), fixture.loss, targets.clone(), seed) {
+                Some(exact) => Box::new(exact.with_hvp(hvp)) as Box<dyn CurvatureSource>,
+                None => Box::new(hvp) as Box<dyn CurvatureSource>,
+            }
+        });
+        // Start recording only now: the curvature source's own forward passes are not the step's.
         let recorder = cockpit.needs_per_sample(step.step).then(Recorder::start);
         let per_sample = per_sample_loss(fixture.loss, model.forward(inputs), targets);
         let loss: Tensor<1> = per_sample.clone().mean();
@@ -161,6 +185,9 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             .with_optimizer(optimizer_info.clone());
         if let Some(factors) = factors {
             info = info.with_per_sample(factors);
+        }
+        if let Some(curvature) = curvature {
+            info = info.with_curvature(BoxedCurvature(curvature));
         }
         match cockpit.track(step.step, &model, &grads, info) {
             Ok(()) => {}
@@ -184,6 +211,60 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         refused,
         skipped_variants,
     })
+}
+
+/// A boxed curvature source as a `CurvatureSource`.
+#[derive(Debug)]
+struct BoxedCurvature(Box<dyn CurvatureSource>);
+
+impl CurvatureSource for BoxedCurvature {
+    fn hvp(
+        &self,
+        params: &Snapshot,
+        v: &Snapshot,
+    ) -> Result<Snapshot, cockpit_quantities::QuantityError> {
+        self.0.hvp(params, v)
+    }
+
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, cockpit_quantities::QuantityError> {
+        self.0.diagonal(params, kind)
+    }
+}
+
+/// The fixture's recorded HessMaxEV start vectors, converted from PyTorch's parameter layout
+/// (`[out, in]` weights) to burn's.
+fn recorded_start_vectors(fixture: &Fixture) -> BTreeMap<usize, Vec<f64>> {
+    let mut vectors = BTreeMap::new();
+    for step in &fixture.steps {
+        let Some(raw) = step
+            .extras
+            .get("HessMaxEV_replay")
+            .and_then(|r| r.get("start_vector"))
+            .and_then(|v| v.as_array())
+        else {
+            continue;
+        };
+        let raw: Vec<f64> = raw.iter().filter_map(|x| x.as_f64()).collect();
+        let mut converted = Vec::with_capacity(raw.len());
+        let mut offset = 0;
+        for param in &fixture.params {
+            let n: usize = param.shape.iter().product();
+            let Some(chunk) = raw.get(offset..offset + n) else {
+                break;
+            };
+            match param.shape[..] {
+                [rows, cols] => converted.extend(model::transpose(chunk, rows, cols)),
+                _ => converted.extend_from_slice(chunk),
+            }
+            offset += n;
+        }
+        vectors.insert(step.step, converted);
+    }
+    vectors
 }
 
 /// burn's `[in, out]` Linear weights back to PyTorch's `[out, in]` (biases unchanged).

@@ -3,6 +3,7 @@
 use burn::module::{Module, Param};
 use burn::tensor::activation::{log_softmax, relu, sigmoid, tanh};
 use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
+use cockpit_quantities::curvature::{Activation, MlpCurvature, MlpLayer, MlpLoss};
 use cockpit_quantities::persample::Linear;
 
 use super::fixture::{Fixture, LayerSpec, LossKind, ParamSpec};
@@ -79,6 +80,66 @@ impl FixtureNet {
             };
         }
         x
+    }
+}
+
+impl FixtureNet {
+    /// The net's exact curvature diagonals on `inputs` (its Linear inputs and pre-activations,
+    /// recomputed without autodiff), for the loss `kind` with `targets` (one-hot for
+    /// cross-entropy). `None` when the layer stack is not Linear layers each followed by at
+    /// most one activation.
+    pub fn curvature(
+        &self,
+        inputs: Tensor<2>,
+        kind: LossKind,
+        targets: Tensor<2>,
+        seed: u64,
+    ) -> Option<MlpCurvature> {
+        let mut layers: Vec<MlpLayer> = Vec::new();
+        let mut x = inputs.detach();
+        let mut pending: Option<MlpLayer> = None;
+        for op in &self.ops {
+            match *op {
+                Op::Linear(k) => {
+                    if let Some(layer) = pending.take() {
+                        layers.push(layer);
+                    }
+                    let linear = &self.linears[k];
+                    let weight = linear.weight.val().detach();
+                    let z = linear.forward(x.clone()).detach();
+                    pending = Some(MlpLayer {
+                        weight_id: linear.weight.id,
+                        bias_id: linear.bias.as_ref().map(|b| b.id),
+                        weight,
+                        input: x.clone(),
+                        pre_activation: z.clone(),
+                        activation: Activation::Identity,
+                    });
+                    x = z;
+                }
+                act => {
+                    let layer = pending
+                        .as_mut()
+                        .filter(|l| l.activation == Activation::Identity)?;
+                    layer.activation = match act {
+                        Op::Relu => Activation::Relu,
+                        Op::Sigmoid => Activation::Sigmoid,
+                        _ => Activation::Tanh,
+                    };
+                    x = match act {
+                        Op::Relu => relu(x),
+                        Op::Sigmoid => sigmoid(x),
+                        _ => tanh(x),
+                    };
+                }
+            }
+        }
+        layers.extend(pending);
+        let loss = match kind {
+            LossKind::Mse => MlpLoss::Mse(targets.detach()),
+            LossKind::CrossEntropy => MlpLoss::CrossEntropy(targets.detach()),
+        };
+        Some(MlpCurvature::new(layers, loss, seed))
     }
 }
 

@@ -1,7 +1,10 @@
 //! The fixture's `variants`: quantities with non-default settings, built from their recorded
 //! keyword arguments and stored under exactly the fixture's key.
 
-use cockpit_quantities::quantity::{BinAdaptation, GradHist1d, GradHist2d};
+use cockpit_quantities::curvature::DiagonalKind;
+use cockpit_quantities::quantity::{
+    BinAdaptation, GradHist1d, GradHist2d, HessTrace, TICDiag, TICTrace,
+};
 use cockpit_quantities::{Quantity, Schedule};
 
 use super::ReplayError;
@@ -70,6 +73,32 @@ pub(crate) fn build(
                         .keep_individual(keep)
                         .with_name(key.clone()),
                 ));
+            }
+            "HessTrace" | "TICDiag" | "TICTrace" => {
+                let curvature = match kwargs.get("curvature").and_then(|c| c.as_str()) {
+                    Some("diag_h") | None => DiagonalKind::Hessian,
+                    Some("diag_ggn_exact") => DiagonalKind::GgnExact,
+                    Some("diag_ggn_mc") => DiagonalKind::GgnMc,
+                    Some(_) => return Err(bad("curvature")),
+                };
+                let schedule = Schedule::every_step();
+                built.push(match class {
+                    "HessTrace" => Box::new(
+                        HessTrace::new(schedule)
+                            .with_curvature(curvature)
+                            .with_name(key.clone()),
+                    ),
+                    "TICDiag" => Box::new(
+                        TICDiag::new(schedule)
+                            .with_curvature(curvature)
+                            .with_name(key.clone()),
+                    ),
+                    _ => Box::new(
+                        TICTrace::new(schedule)
+                            .with_curvature(curvature)
+                            .with_name(key.clone()),
+                    ),
+                });
             }
             _ => skipped.push(key.clone()),
         }

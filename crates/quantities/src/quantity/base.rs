@@ -53,6 +53,17 @@ impl StepContext<'_> {
         self.info.per_sample().ok_or_else(missing_per_sample)
     }
 
+    /// The step's curvature source.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::MissingInfo`] if the step info has none.
+    pub fn curvature(&self) -> Result<&Arc<dyn crate::curvature::CurvatureSource>, QuantityError> {
+        self.info.curvature().ok_or(QuantityError::MissingInfo(
+            "curvature (StepInfo::with_curvature)",
+        ))
+    }
+
     /// The batch size: from the per-sample source, else the step info.
     pub fn batch_size(&self) -> Option<usize> {
         self.info
@@ -94,6 +105,17 @@ pub trait Quantity: Send {
     /// [`StepContext::per_sample_stats`]); the Cockpit computes the union in one pass.
     fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
         PerSampleNeeds::NONE
+    }
+
+    /// Warnings from the last `compute` (e.g. HessMaxEV not converging), handed to the
+    /// Cockpit's warnings.
+    fn take_warnings(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Whether the quantity reads the step's curvature source at `step`.
+    fn uses_curvature(&self, _step: usize) -> bool {
+        false
     }
 
     /// Whether the quantity reads the step's per-sample gradients at `step` at all (through the

@@ -1,0 +1,60 @@
+//! The [`CurvatureSource`] trait: Hessian-vector products and curvature diagonals of the
+//! step's mean mini-batch loss.
+
+use std::fmt::Debug;
+
+use burn::tensor::Tensor;
+
+use crate::{QuantityError, Snapshot};
+
+/// Which diagonal curvature HessTrace and TIC use (Cockpit's `curvature` argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiagonalKind {
+    /// The exact Hessian diagonal (`diag_h`, Cockpit's default), including the terms curved
+    /// activations add.
+    Hessian,
+    /// The exact diagonal of the generalised Gauss–Newton matrix (`diag_ggn_exact`).
+    GgnExact,
+    /// A one-sample Monte-Carlo estimate of the GGN diagonal (`diag_ggn_mc`).
+    GgnMc,
+}
+
+impl DiagonalKind {
+    /// Cockpit's name: `diag_h`, `diag_ggn_exact`, `diag_ggn_mc`.
+    pub fn cockpit_name(self) -> &'static str {
+        match self {
+            Self::Hessian => "diag_h",
+            Self::GgnExact => "diag_ggn_exact",
+            Self::GgnMc => "diag_ggn_mc",
+        }
+    }
+}
+
+/// Second-order information about the step's mean mini-batch loss `L(θ_t)`, on the batch of the
+/// step (BackPACK's second-order extensions and autograd's double backward, which burn lacks).
+pub trait CurvatureSource: Send + Sync + Debug {
+    /// The Hessian-vector product `H v`, aligned with `params`.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError`] if the product cannot be formed.
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError>;
+
+    /// The curvature diagonal of `kind`, one flattened tensor per parameter of `params` (burn
+    /// layout), carrying the `1/B` of the mean loss.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::Unsupported`] where the source has no such diagonal.
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        let _ = params;
+        Err(QuantityError::Unsupported(format!(
+            "this curvature source has no `{}` diagonal",
+            kind.cockpit_name()
+        )))
+    }
+}

@@ -1,0 +1,13 @@
+//! Curvature without double backward: Hessian-vector products from differences of gradients,
+//! Cockpit's power iteration and Lanczos for the top eigenvalue, and exact curvature diagonals
+//! of feed-forward nets.
+
+mod base;
+mod eigen;
+mod finite_difference;
+mod mlp;
+
+pub use base::{CurvatureSource, DiagonalKind};
+pub use eigen::{EigenEstimate, lanczos, power_iteration};
+pub use finite_difference::FiniteDifferenceHvp;
+pub use mlp::{Activation, MlpCurvature, MlpLayer, MlpLoss};

@@ -5,9 +5,11 @@
 mod base;
 mod eigen;
 mod finite_difference;
+mod hutchinson;
 mod mlp;
 
 pub use base::{CurvatureSource, DiagonalKind};
 pub use eigen::{EigenEstimate, lanczos, power_iteration};
 pub use finite_difference::FiniteDifferenceHvp;
+pub use hutchinson::Hutchinson;
 pub use mlp::{Activation, MlpCurvature, MlpLayer, MlpLoss};

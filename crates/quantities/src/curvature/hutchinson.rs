@@ -1,0 +1,112 @@
+//! Hutchinson's estimate of the Hessian diagonal, for any model.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
+
+use super::base::{CurvatureSource, DiagonalKind};
+use crate::{ParamEntry, QuantityError, Snapshot};
+
+/// `diag(H) ≈ (1/m) Σ_k v_k ⊙ H v_k` with Rademacher probes `v_k` (Bekas et al., 2007), from
+/// the products of any [`CurvatureSource`] (e.g. [`FiniteDifferenceHvp`](super::FiniteDifferenceHvp)),
+/// so HessTrace and TIC work for models without an exact diagonal.
+///
+/// The estimate is unbiased. Entry `i` has variance `Σ_{j≠i} H_ij² / m`; a parameter block's
+/// trace `Σ_{i∈P}` has variance `(2(‖H_PP‖_F² − Σ_{i∈P} H_ii²) + ‖H_{P,P^c}‖_F²)/m`. On the
+/// fixtures one probe's relative standard deviation is 0.6–2.6, so matching `diag_h` to 1e-6
+/// would take 10¹¹ probes: this is a fallback, not a parity path. Only the Hessian diagonal is
+/// estimated (GGN kinds are refused).
+///
+/// # Cost
+///
+/// `m` Hessian-vector products per diagonal (the diagonal is computed once per step and
+/// shared by HessTrace and TIC).
+#[derive(Debug)]
+pub struct Hutchinson {
+    inner: Arc<dyn CurvatureSource>,
+    probes: usize,
+    state: AtomicU64,
+    cache: std::sync::Mutex<Option<Vec<Tensor<1>>>>,
+}
+
+impl Hutchinson {
+    /// `probes` Rademacher probes of `inner`'s products, drawn from `seed`.
+    pub fn new(inner: impl CurvatureSource + 'static, probes: usize, seed: u64) -> Self {
+        Self {
+            inner: Arc::new(inner),
+            probes: probes.max(1),
+            state: AtomicU64::new(seed),
+            cache: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn sign(&self) -> f64 {
+        let mut x = self
+            .state
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        if (x ^ (x >> 31)) & 1 == 0 { 1.0 } else { -1.0 }
+    }
+}
+
+impl CurvatureSource for Hutchinson {
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
+        self.inner.hvp(params, v)
+    }
+
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        if kind != DiagonalKind::Hessian {
+            return Err(QuantityError::Unsupported(format!(
+                "Hutchinson estimates the Hessian diagonal only, not `{}`",
+                kind.cockpit_name()
+            )));
+        }
+        if let Some(cached) = self.cache.lock().ok().and_then(|c| c.clone()) {
+            return Ok(cached);
+        }
+        let mut sums: Option<Vec<Tensor<1>>> = None;
+        for _ in 0..self.probes {
+            let probe = Snapshot::from_entries(
+                params
+                    .entries()
+                    .iter()
+                    .map(|e| {
+                        let signs: Vec<f64> = (0..e.numel()).map(|_| self.sign()).collect();
+                        let options = TensorCreationOptions::new(e.value.device())
+                            .with_dtype(e.value.dtype());
+                        let value =
+                            Tensor::<1>::from_data(TensorData::new(signs, [e.numel()]), options);
+                        ParamEntry { value, ..e.clone() }
+                    })
+                    .collect(),
+            );
+            let hv = self.inner.hvp(params, &probe)?;
+            let terms: Vec<Tensor<1>> = probe
+                .entries()
+                .iter()
+                .zip(hv.entries())
+                .map(|(v, h)| v.value.clone() * h.value.clone())
+                .collect();
+            sums = Some(match sums {
+                None => terms,
+                Some(acc) => acc.into_iter().zip(terms).map(|(a, t)| a + t).collect(),
+            });
+        }
+        let estimate: Vec<Tensor<1>> = sums
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.div_scalar(self.probes as f64))
+            .collect();
+        if let Ok(mut cache) = self.cache.lock() {
+            *cache = Some(estimate.clone());
+        }
+        Ok(estimate)
+    }
+}

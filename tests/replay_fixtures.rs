@@ -10,24 +10,38 @@ use burn_cockpit::{QuantityKind, Value};
 use cockpit_cli::replay::{ReplayOptions, replay};
 use common::{Backend, FIXTURES, assert_matches_fixture, close, load};
 
+/// Every quantity on the backend's device and float type; in float32, without HessMaxEV
+/// (see `every_quantity_matches_every_fixture`).
+fn options_for(backend: &Backend) -> ReplayOptions {
+    let mut options = ReplayOptions {
+        device: backend.device.clone(),
+        dtype: backend.dtype,
+        ..ReplayOptions::cpu_f64()
+    };
+    if backend.dtype != burn::tensor::DType::F64 {
+        options.quantities.retain(|k| *k != QuantityKind::HessMaxEV);
+    }
+    options
+}
+
 fn replay_on(
     backend: &Backend,
     name: &str,
 ) -> (cockpit_cli::replay::Fixture, cockpit_cli::replay::ReplayRun) {
     let fixture = load(name);
-    let options = ReplayOptions {
-        device: backend.device.clone(),
-        dtype: backend.dtype,
-        ..ReplayOptions::cpu_f64()
-    };
-    let run = replay(&fixture, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let run = replay(&fixture, &options_for(backend)).unwrap_or_else(|e| panic!("{name}: {e}"));
     (fixture, run)
 }
 
 fn every_quantity_matches_every_fixture(backend: &Backend) {
     for name in FIXTURES {
         let (fixture, run) = replay_on(backend, name);
-        let implemented: Vec<QuantityKind> = QuantityKind::implemented().collect();
+        // In float32 (wgpu) central differences of gradients cross ReLU kinks inside ±εv
+        // (CURVATURE_MATH §5: errors of several hundred percent on some ReLU steps), so the
+        // power iteration is compared in float64 only; tests/curvature.rs covers it further.
+        let implemented: Vec<QuantityKind> = QuantityKind::implemented()
+            .filter(|k| backend.dtype == burn::tensor::DType::F64 || *k != QuantityKind::HessMaxEV)
+            .collect();
         let compared = assert_matches_fixture(&fixture, &run, backend, &implemented);
         // Every recorded value of every implemented quantity but Time, HessMaxEV, HessTrace,
         // TICDiag, TICTrace (not built yet): Alpha and UpdateSize have 7 steps, the rest 8.
@@ -53,10 +67,8 @@ fn variants_match_under_the_fixture_keys(backend: &Backend) {
     for name in FIXTURES {
         let fixture = load(name);
         let options = ReplayOptions {
-            device: backend.device.clone(),
-            dtype: backend.dtype,
             variants: true,
-            ..ReplayOptions::cpu_f64()
+            ..options_for(backend)
         };
         let run = replay(&fixture, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut compared = 0;

@@ -23,9 +23,14 @@ use burn::nn::conv::Conv2dConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
+use burn_cockpit::curvature::{
+    Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
+    MlpLayer, MlpLoss,
+};
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
 use burn_cockpit::{
-    Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
+    Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
+    StepInfo, backend,
 };
 
 const BATCH: usize = 128;
@@ -35,6 +40,43 @@ const LR: f64 = 0.01;
 trait Net: Module + Sync + 'static {
     fn new(device: &Device) -> Self;
     fn forward(&self, x: Tensor<2>) -> Tensor<2>;
+    /// Exact curvature diagonals, where the net is a plain MLP.
+    fn exact_curvature(&self, _x: Tensor<2>, _onehot: Tensor<2>) -> Option<MlpCurvature> {
+        None
+    }
+}
+
+/// The step's curvature: exact diagonals where the net has them (else Hutchinson with 10
+/// probes), products by finite differences.
+fn curvature<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Box<dyn CurvatureSource> {
+    let (xs, ys) = (x.clone(), y.clone());
+    let hvp = move || {
+        let (xs, ys) = (xs.clone(), ys.clone());
+        FiniteDifferenceHvp::new(model, move |m: &M| {
+            let loss = per_sample_loss(m, xs.clone(), ys.clone()).mean();
+            Ok(GradientsParams::from_grads(loss.backward(), m))
+        })
+    };
+    match model.exact_curvature(x, y) {
+        Some(exact) => Box::new(exact.with_hvp(hvp())),
+        None => Box::new(Hutchinson::new(hvp(), 10, 1)),
+    }
+}
+
+#[derive(Debug)]
+struct Boxed(Box<dyn CurvatureSource>);
+
+impl CurvatureSource for Boxed {
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
+        self.0.hvp(params, v)
+    }
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        self.0.diagonal(params, kind)
+    }
 }
 
 #[derive(Module, Debug)]
@@ -62,6 +104,34 @@ impl Net for Mlp {
             }
         }
         x
+    }
+
+    fn exact_curvature(&self, x: Tensor<2>, onehot: Tensor<2>) -> Option<MlpCurvature> {
+        let last = self.layers.len() - 1;
+        let mut input = x.detach();
+        let mut layers = Vec::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let z = layer.forward(input.clone()).detach();
+            let activation = if i < last {
+                Activation::Relu
+            } else {
+                Activation::Identity
+            };
+            layers.push(MlpLayer {
+                weight_id: layer.weight.id,
+                bias_id: layer.bias.as_ref().map(|b| b.id),
+                weight: layer.weight.val().detach(),
+                input: input.clone(),
+                pre_activation: z.clone(),
+                activation,
+            });
+            input = if i < last { relu(z) } else { z };
+        }
+        Some(MlpCurvature::new(
+            layers,
+            MlpLoss::CrossEntropy(onehot.detach()),
+            1,
+        ))
     }
 }
 
@@ -117,6 +187,10 @@ fn run<M: Net>(
     let start = Instant::now();
     for step in 0..steps {
         let (x, y) = &data[step % data.len()];
+        let curvature = cockpit
+            .as_ref()
+            .is_some_and(|c| c.needs_curvature(step))
+            .then(|| curvature(&model, x.clone(), y.clone()));
         let tracking = cockpit.as_ref().is_some_and(|c| c.needs_per_sample(step));
         let recorder = (tracking && !exact).then(Recorder::start);
         let per_sample = per_sample_loss(&model, x.clone(), y.clone());
@@ -128,6 +202,9 @@ fn run<M: Net>(
             let mut info = StepInfo::new(loss.detach())
                 .with_individual_losses(per_sample.detach())
                 .with_optimizer(OptimizerInfo::sgd(LR));
+            if let Some(curvature) = curvature {
+                info = info.with_curvature(Boxed(curvature));
+            }
             match factors {
                 Some(Ok(factors)) => info = info.with_per_sample(factors),
                 Some(Err(err)) => eprintln!("recording failed: {err}"),
@@ -202,6 +279,8 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         ],
     ));
     configs.push(("economy".into(), Configuration::Economy.kinds()));
+    configs.push(("business".into(), Configuration::Business.kinds()));
+    configs.push(("full".into(), Configuration::Full.kinds()));
     let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
     if let Some(only) = only {
         configs.retain(|(name, _)| only.split(',').any(|o| o == name));

@@ -143,10 +143,9 @@ impl MlpCurvature {
     }
 
     /// The per-layer diagonals `(weight [d_in·d_out], bias [d_out])`.
-    fn layer_diagonals(
-        &self,
-        kind: DiagonalKind,
-    ) -> Result<Vec<(Tensor<1>, Tensor<1>)>, QuantityError> {
+    /// The direct route: the exact Hessian diagonal, propagating per-sample `[B, d, d]`
+    /// blocks (needed when a curved activation adds its `σ''` residual).
+    fn hessian_diagonals(&self) -> Result<Vec<(Tensor<1>, Tensor<1>)>, QuantityError> {
         let last = self
             .layers
             .last()
@@ -163,52 +162,19 @@ impl MlpCurvature {
             Tensor::<2>::from_data(TensorData::new(data, [n, n]), (&device, f.dtype()))
                 .reshape([1, n, n])
         };
-        // ∂L/∂f and the per-sample loss Hessian (or its one-column Monte-Carlo factor).
+        // ∂L/∂f and the per-sample loss Hessian.
         let (mut grad_a, mut hess_a): (Tensor<2>, Tensor<3>) = match &self.loss {
-            MlpLoss::Mse(y) => {
-                let grad = (f.clone() - y.clone()).mul_scalar(2.0 / (b * c));
-                let hess = if kind == DiagonalKind::GgnMc {
-                    let xi: Vec<f64> = (0..batch * classes).map(|_| self.gaussian()).collect();
-                    let u = Tensor::<2>::from_data(
-                        TensorData::new(xi, [batch, classes]),
-                        (&device, f.dtype()),
-                    )
-                    .mul_scalar((2.0 / (b * c)).sqrt());
-                    outer(u)
-                } else {
-                    eye(classes).repeat_dim(0, batch).mul_scalar(2.0 / (b * c))
-                };
-                (grad, hess)
-            }
+            MlpLoss::Mse(y) => (
+                (f.clone() - y.clone()).mul_scalar(2.0 / (b * c)),
+                eye(classes).repeat_dim(0, batch).mul_scalar(2.0 / (b * c)),
+            ),
             MlpLoss::CrossEntropy(y) => {
                 let p = softmax(f.clone(), 1);
-                let grad = (p.clone() - y.clone()).div_scalar(b);
-                let hess = if kind == DiagonalKind::GgnMc {
-                    let probs = crate::snapshot::read_values(p.clone().reshape([batch * classes]))?;
-                    let mut onehot = vec![0.0; batch * classes];
-                    for n in 0..batch {
-                        let r = self.next_uniform();
-                        let mut acc = 0.0;
-                        let mut k = classes - 1;
-                        for (j, pj) in probs[n * classes..(n + 1) * classes].iter().enumerate() {
-                            acc += pj;
-                            if r < acc {
-                                k = j;
-                                break;
-                            }
-                        }
-                        onehot[n * classes + k] = 1.0;
-                    }
-                    let sampled = Tensor::<2>::from_data(
-                        TensorData::new(onehot, [batch, classes]),
-                        (&device, f.dtype()),
-                    );
-                    outer((p - sampled).div_scalar(b.sqrt()))
-                } else {
-                    let diag = p.clone().unsqueeze_dim::<3>(2) * eye(classes);
-                    (diag - outer(p)).div_scalar(b)
-                };
-                (grad, hess)
+                let diag = p.clone().unsqueeze_dim::<3>(2) * eye(classes);
+                (
+                    (p.clone() - y.clone()).div_scalar(b),
+                    (diag - outer(p)).div_scalar(b),
+                )
             }
         };
         let mut out = Vec::with_capacity(self.layers.len());
@@ -217,9 +183,7 @@ impl MlpCurvature {
             let d = d1.dims()[1];
             let mut hess_z =
                 d1.clone().unsqueeze_dim::<3>(2) * hess_a * d1.clone().unsqueeze_dim::<3>(1);
-            if kind == DiagonalKind::Hessian {
-                hess_z = hess_z + (d2 * grad_a.clone()).unsqueeze_dim::<3>(2) * eye(d);
-            }
+            hess_z = hess_z + (d2 * grad_a.clone()).unsqueeze_dim::<3>(2) * eye(d);
             let hd = (hess_z.clone() * eye(d)).sum_dim(2).reshape([batch, d]);
             let d_in = layer.input.dims()[1];
             let diag_w = layer
@@ -231,6 +195,9 @@ impl MlpCurvature {
                 .reshape([d_in * d]);
             let diag_b = hd.sum_dim(0).reshape([d]);
             out.push((diag_w, diag_b));
+            if out.len() == self.layers.len() {
+                break; // nothing below the first layer
+            }
             let delta = d1 * grad_a;
             grad_a = delta.matmul(layer.weight.clone().transpose());
             let w = layer
@@ -242,6 +209,111 @@ impl MlpCurvature {
         }
         out.reverse();
         Ok(out)
+    }
+
+    /// The factor route (BackPACK's): for the GGN, and for the Hessian when every activation
+    /// is piecewise linear (no `σ''` residual, so `diag_h = diag_ggn`). Propagates the loss
+    /// Hessian's square-root factor `F` `[V, B, d]` (`V = C` columns, or 1 sampled column)
+    /// instead of `[B, d, d]` blocks: `V·B·d_l·d_{l−1}` flops per layer.
+    fn factor_diagonals(
+        &self,
+        kind: DiagonalKind,
+    ) -> Result<Vec<(Tensor<1>, Tensor<1>)>, QuantityError> {
+        let last = self
+            .layers
+            .last()
+            .ok_or_else(|| QuantityError::Shape("no layer".into()))?;
+        let f = last.activation.apply(last.pre_activation.clone());
+        let [batch, classes] = f.dims();
+        let (b, c) = (batch as f64, classes as f64);
+        let device = f.device();
+        let float = |data: Vec<f64>, shape: [usize; 3]| {
+            Tensor::<3>::from_data(TensorData::new(data, shape), (&device, f.dtype()))
+        };
+        let mut factor: Tensor<3> = match (&self.loss, kind) {
+            (MlpLoss::Mse(_), DiagonalKind::GgnMc) => {
+                let xi: Vec<f64> = (0..batch * classes).map(|_| self.gaussian()).collect();
+                float(xi, [1, batch, classes]).mul_scalar((2.0 / (b * c)).sqrt())
+            }
+            (MlpLoss::Mse(_), _) => {
+                let mut data = vec![0.0; classes * batch * classes];
+                for v in 0..classes {
+                    for n in 0..batch {
+                        data[(v * batch + n) * classes + v] = (2.0 / (b * c)).sqrt();
+                    }
+                }
+                float(data, [classes, batch, classes])
+            }
+            (MlpLoss::CrossEntropy(_), DiagonalKind::GgnMc) => {
+                let p = softmax(f.clone(), 1);
+                let probs = crate::snapshot::read_values(p.clone().reshape([batch * classes]))?;
+                let mut onehot = vec![0.0; batch * classes];
+                for n in 0..batch {
+                    let r = self.next_uniform();
+                    let mut acc = 0.0;
+                    let mut k = classes - 1;
+                    for (j, pj) in probs[n * classes..(n + 1) * classes].iter().enumerate() {
+                        acc += pj;
+                        if r < acc {
+                            k = j;
+                            break;
+                        }
+                    }
+                    onehot[n * classes + k] = 1.0;
+                }
+                (p.unsqueeze_dim::<3>(0) - float(onehot, [1, batch, classes])).div_scalar(b.sqrt())
+            }
+            (MlpLoss::CrossEntropy(_), _) => {
+                // Column v of S_n: √p_{n,v}·(e_v − p_n)/√B.
+                let p =
+                    crate::snapshot::read_values(softmax(f.clone(), 1).reshape([batch * classes]))?;
+                let mut data = vec![0.0; classes * batch * classes];
+                for v in 0..classes {
+                    for n in 0..batch {
+                        let root = p[n * classes + v].sqrt() / b.sqrt();
+                        for k in 0..classes {
+                            let e = if k == v { 1.0 } else { 0.0 };
+                            data[(v * batch + n) * classes + k] = root * (e - p[n * classes + k]);
+                        }
+                    }
+                }
+                float(data, [classes, batch, classes])
+            }
+        };
+        let mut out = Vec::with_capacity(self.layers.len());
+        for (index, layer) in self.layers.iter().enumerate().rev() {
+            let (d1, _) = layer.activation.derivatives(layer.pre_activation.clone());
+            let [columns, _, d] = factor.dims();
+            factor = factor * d1.unsqueeze_dim::<3>(0);
+            let q = factor.clone().square().sum_dim(0).reshape([batch, d]);
+            let d_in = layer.input.dims()[1];
+            out.push((
+                layer
+                    .input
+                    .clone()
+                    .square()
+                    .transpose()
+                    .matmul(q.clone())
+                    .reshape([d_in * d]),
+                q.sum_dim(0).reshape([d]),
+            ));
+            if index == 0 {
+                break;
+            }
+            factor = factor
+                .reshape([columns * batch, d])
+                .matmul(layer.weight.clone().transpose())
+                .reshape([columns, batch, d_in]);
+        }
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Whether every activation is piecewise linear (then `diag_h = diag_ggn_exact`).
+    fn piecewise_linear(&self) -> bool {
+        self.layers
+            .iter()
+            .all(|l| matches!(l.activation, Activation::Identity | Activation::Relu))
     }
 
     fn gaussian(&self) -> f64 {
@@ -277,7 +349,11 @@ impl CurvatureSource for MlpCurvature {
         let diagonals = match cached {
             Some(d) => d,
             None => {
-                let d = self.layer_diagonals(kind)?;
+                let d = if kind != DiagonalKind::Hessian || self.piecewise_linear() {
+                    self.factor_diagonals(kind)?
+                } else {
+                    self.hessian_diagonals()?
+                };
                 if let Ok(mut cache) = self.cache.lock() {
                     cache.insert(kind, d.clone());
                 }

@@ -10,12 +10,13 @@ use std::process::ExitCode;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
 
 const USAGE: &str = "\
-usage: cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants]
+usage: cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants] [--fresh-start]
 
 Replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
 CPU, tracking every quantity burn-cockpit implements at every step, and writes a
 Cockpit-format log. --variants also tracks the fixture's non-default settings that
-burn-cockpit computes, under the fixture's keys.";
+burn-cockpit computes, under the fixture's keys. HessMaxEV starts from the fixture's recorded
+start vectors (for parity) unless --fresh-start asks for burn-cockpit's own seeded draws.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,12 +45,14 @@ fn replay_command(args: &[String]) -> Result<(), String> {
     let mut out = None;
     let mut stream = None;
     let mut variants = false;
+    let mut fresh_start = false;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--out" | "-o" => out = Some(PathBuf::from(value(&mut iter, arg)?)),
             "--stream" => stream = Some(PathBuf::from(value(&mut iter, arg)?)),
             "--variants" => variants = true,
+            "--fresh-start" => fresh_start = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -67,6 +70,7 @@ fn replay_command(args: &[String]) -> Result<(), String> {
     let options = ReplayOptions {
         stream,
         variants,
+        recorded_start_vectors: !fresh_start,
         ..ReplayOptions::cpu_f64()
     };
     let run = replay(&fixture, &options).map_err(|e| e.to_string())?;

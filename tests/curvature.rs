@@ -402,3 +402,52 @@ fn hutchinson_is_unbiased_within_its_documented_variance() {
         assert!(z.abs() < 5.0, "entry {i}: {e} vs {}, z {z}", dense[i][i]);
     }
 }
+
+/// HessMaxEV that does not converge within its budget stores the last estimate and warns, as
+/// Cockpit does; it does not hang.
+#[test]
+fn hess_max_ev_without_convergence_warns_and_keeps_the_last_estimate() {
+    use burn_cockpit::quantity::{EigenMethod, HessMaxEV};
+    let device = Device::flex().autodiff();
+    let model = LinearConfig::new(3, 2).init(&device);
+    let x = Tensor::<2>::from_data(
+        TensorData::new(
+            (0..12).map(|i| i as f32 / 7.0 - 0.8).collect::<Vec<_>>(),
+            [4, 3],
+        ),
+        &device,
+    );
+    let loss = model.forward(x.clone()).square().mean();
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    let source = FiniteDifferenceHvp::new(&model, move |m: &burn::nn::Linear| {
+        Ok(GradientsParams::from_grads(
+            m.forward(x.clone()).square().mean().backward(),
+            m,
+        ))
+    });
+    let strict =
+        HessMaxEV::new(burn_cockpit::Schedule::every_step()).with_method(EigenMethod::Power {
+            rtol: 0.0,
+            atol: 0.0,
+            max_products: 3,
+        });
+    let mut cockpit = burn_cockpit::Cockpit::new(vec![Box::new(strict)]).unwrap();
+    let info = burn_cockpit::StepInfo::new(loss.detach()).with_curvature(source);
+    cockpit.track(0, &model, &grads, info).unwrap();
+    assert!(
+        cockpit
+            .output()
+            .get(0, "HessMaxEV")
+            .and_then(Value::as_f64)
+            .unwrap()
+            .is_finite()
+    );
+    assert!(
+        cockpit
+            .warnings()
+            .iter()
+            .any(|w| w.contains("did not converge within 3")),
+        "{:?}",
+        cockpit.warnings()
+    );
+}

@@ -142,15 +142,19 @@ impl MlpCurvature {
         (x >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// The per-layer diagonals `(weight [d_in·d_out], bias [d_out])`.
-    /// The direct route: the exact Hessian diagonal, propagating per-sample `[B, d, d]`
-    /// blocks (needed when a curved activation adds its `σ''` residual).
-    fn hessian_diagonals(&self) -> Result<Vec<(Tensor<1>, Tensor<1>)>, QuantityError> {
+    /// The net's output `f = σ_L(Z_L)`.
+    fn output(&self) -> Result<Tensor<2>, QuantityError> {
         let last = self
             .layers
             .last()
             .ok_or_else(|| QuantityError::Shape("no layer".into()))?;
-        let f = last.activation.apply(last.pre_activation.clone());
+        Ok(last.activation.apply(last.pre_activation.clone()))
+    }
+
+    /// The direct route: the exact Hessian diagonal, propagating per-sample `[B, d, d]`
+    /// blocks (needed when a curved activation adds its `σ''` residual).
+    fn hessian_diagonals(&self) -> Result<Vec<(Tensor<1>, Tensor<1>)>, QuantityError> {
+        let f = self.output()?;
         let [batch, classes] = f.dims();
         let (b, c) = (batch as f64, classes as f64);
         let device = f.device();
@@ -219,11 +223,7 @@ impl MlpCurvature {
         &self,
         kind: DiagonalKind,
     ) -> Result<Vec<(Tensor<1>, Tensor<1>)>, QuantityError> {
-        let last = self
-            .layers
-            .last()
-            .ok_or_else(|| QuantityError::Shape("no layer".into()))?;
-        let f = last.activation.apply(last.pre_activation.clone());
+        let f = self.output()?;
         let [batch, classes] = f.dims();
         let (b, c) = (batch as f64, classes as f64);
         let device = f.device();

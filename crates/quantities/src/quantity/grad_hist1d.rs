@@ -158,17 +158,28 @@ pub(crate) fn outer_histogram(
             }
         }
     };
+    count_in_parallel(b, bins, sample)
+}
+
+/// Runs `sample(n, counts)` for every sample `n < samples` on all cores, each thread into its
+/// own `bins` counts, and adds them up.
+pub(crate) fn count_in_parallel(
+    samples: usize,
+    bins: usize,
+    sample: impl Fn(usize, &mut [u64]) + Sync,
+) -> Vec<u64> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, 8)
-        .min(b.max(1));
-    let per_thread = b.div_ceil(threads);
+        .min(samples.max(1));
+    let per_thread = samples.div_ceil(threads);
+    let sample = &sample;
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
                     let mut counts = vec![0u64; bins];
-                    for n in t * per_thread..((t + 1) * per_thread).min(b) {
+                    for n in t * per_thread..((t + 1) * per_thread).min(samples) {
                         sample(n, &mut counts);
                     }
                     counts

@@ -4,7 +4,7 @@ use burn::tensor::{Int, Tensor};
 
 use super::base::{Quantity, StepContext};
 use super::bin_adaptation::{BinAdaptation, linspace};
-use super::grad_hist1d::count_into;
+use super::grad_hist1d::{count_in_parallel, count_into};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::snapshot::read_values;
 use crate::{Histogram2d, ParamEntry, QuantityError, Schedule, Value};
@@ -146,33 +146,7 @@ pub(crate) fn outer_histogram2d(
             }
         }
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8)
-        .min(b.max(1));
-    let per_thread = b.div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    let mut counts = vec![0u64; xb * yb];
-                    for n in t * per_thread..((t + 1) * per_thread).min(b) {
-                        sample(n, &mut counts);
-                    }
-                    counts
-                })
-            })
-            .collect();
-        let mut total = vec![0u64; xb * yb];
-        for handle in handles {
-            if let Ok(counts) = handle.join() {
-                for (t, c) in total.iter_mut().zip(counts) {
-                    *t += c;
-                }
-            }
-        }
-        total
-    })
+    count_in_parallel(b, xb * yb, sample)
 }
 
 fn axis_index(v: Tensor<2>, (lo, hi): (f64, f64), bins: usize) -> Tensor<2, Int> {

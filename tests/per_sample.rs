@@ -136,6 +136,51 @@ fn histogram_counts(cockpit: &Cockpit, step: usize, key: &str) -> Vec<f64> {
     }
 }
 
+/// The fast-path and exact-fallback Cockpits agree on every per-sample quantity over `steps`
+/// steps (Alpha on all but the last).
+fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize) {
+    for step in 0..steps {
+        for key in [
+            "NormTest",
+            "InnerTest",
+            "OrthoTest",
+            "MeanGSNR",
+            "CABS",
+            "EarlyStopping",
+        ] {
+            let (a, b) = (float(fast, step, key), float(exact, step, key));
+            assert!(
+                common::close(a, b, 1e-4, 1e-6),
+                "{key} at {step}: fast {a}, exact {b}"
+            );
+        }
+        for key in ["GradHist1d", "GradHist2d"] {
+            let (a, b) = (
+                histogram_counts(fast, step, key),
+                histogram_counts(exact, step, key),
+            );
+            assert_eq!(
+                a.iter().sum::<f64>(),
+                b.iter().sum::<f64>(),
+                "{key} at {step}: totals"
+            );
+            let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+            assert!(moved <= 2.0, "{key} at {step}: {moved} moved");
+        }
+    }
+    for step in 0..steps - 1 {
+        let (a, b) = (float(fast, step, "Alpha"), float(exact, step, "Alpha"));
+        assert!(
+            common::close(a, b, 1e-3, 1e-5),
+            "Alpha at {step}: fast {a}, exact {b}"
+        );
+    }
+    assert!(
+        fast.output().get(steps - 1, "Alpha").is_none(),
+        "the last step has no Alpha"
+    );
+}
+
 /// The fast path (recorded factors) and the exact fallback (single-sample passes) give the same
 /// values for all nine quantities over three SGD steps.
 fn fast_path_equals_exact_fallback(backend: &Backend) {
@@ -174,46 +219,13 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
             .unwrap();
         model = optim.step(0.1, model, grads);
     }
-    for step in 0..3 {
-        for key in [
-            "NormTest",
-            "InnerTest",
-            "OrthoTest",
-            "MeanGSNR",
-            "CABS",
-            "EarlyStopping",
-        ] {
-            let (a, b) = (float(&fast, step, key), float(&exact, step, key));
-            assert!(
-                common::close(a, b, 1e-4, 1e-6),
-                "{key} at {step}: fast {a}, exact {b}"
-            );
-        }
-        for key in ["GradHist1d", "GradHist2d"] {
-            let (a, b) = (
-                histogram_counts(&fast, step, key),
-                histogram_counts(&exact, step, key),
-            );
-            let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
-            assert_eq!(
-                a.iter().sum::<f64>(),
-                (batch * (5 * 4 + 4 + 4 * 3 + 3)) as f64,
-                "{key}: B·D counts"
-            );
-            assert!(moved <= 2.0, "{key} at {step}: {moved} moved");
-        }
-    }
-    for step in 0..2 {
-        let (a, b) = (float(&fast, step, "Alpha"), float(&exact, step, "Alpha"));
-        assert!(
-            common::close(a, b, 1e-3, 1e-5),
-            "Alpha at {step}: fast {a}, exact {b}"
-        );
-    }
-    assert!(
-        fast.output().get(2, "Alpha").is_none(),
-        "the last step has no Alpha"
+    let counts = histogram_counts(&fast, 0, "GradHist1d").iter().sum::<f64>();
+    assert_eq!(
+        counts,
+        (batch * (5 * 4 + 4 + 4 * 3 + 3)) as f64,
+        "B·D counts"
     );
+    assert_fast_equals_exact(&fast, &exact, 3);
 }
 
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
@@ -280,37 +292,7 @@ fn conv_fast_path_equals_single_sample_passes(backend: &Backend) {
             .unwrap();
         model = optim.step(0.1, model, grads);
     }
-    for step in 0..3 {
-        for key in [
-            "NormTest",
-            "InnerTest",
-            "OrthoTest",
-            "MeanGSNR",
-            "CABS",
-            "EarlyStopping",
-        ] {
-            let (a, b) = (float(&fast, step, key), float(&exact, step, key));
-            assert!(
-                common::close(a, b, 1e-4, 1e-6),
-                "{key} at {step}: fast {a}, exact {b}"
-            );
-        }
-        for key in ["GradHist1d", "GradHist2d"] {
-            let (a, b) = (
-                histogram_counts(&fast, step, key),
-                histogram_counts(&exact, step, key),
-            );
-            let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
-            assert!(moved <= 2.0, "{key} at {step}: {moved} moved");
-        }
-    }
-    for step in 0..2 {
-        let (a, b) = (float(&fast, step, "Alpha"), float(&exact, step, "Alpha"));
-        assert!(
-            common::close(a, b, 1e-3, 1e-5),
-            "Alpha at {step}: fast {a}, exact {b}"
-        );
-    }
+    assert_fast_equals_exact(&fast, &exact, 3);
 }
 
 /// A model with Conv2d and a plain Linear: `PerSample::auto` falls back to single-sample

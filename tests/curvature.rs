@@ -107,6 +107,7 @@ fn dense_hessian(source: &dyn CurvatureSource, params: &Snapshot) -> Vec<Vec<f64
         .collect()
 }
 
+#[allow(clippy::needless_range_loop)] // rotations of rows and columns p, q read best by index
 /// Eigenvalues of a symmetric matrix by cyclic Jacobi rotations (written here, independent of
 /// the library's Lanczos).
 fn symmetric_eigenvalues(mut a: Vec<Vec<f64>>) -> Vec<f64> {

@@ -178,6 +178,8 @@ pub fn lanczos(
     Ok(estimate)
 }
 
+// Jacobi rotations update rows and columns `p`, `q` together: plainer by index.
+#[allow(clippy::needless_range_loop)]
 /// The eigenvalue of largest magnitude of the symmetric tridiagonal matrix (diagonal `alpha`,
 /// off-diagonal `beta`) and the last component of its unit eigenvector (Jacobi rotations).
 fn extreme_ritz(alpha: &[f64], beta: &[f64]) -> (f64, f64) {

@@ -9,13 +9,19 @@
 //! - [`snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
 //!   with dotted names; tensors stay on the device.
 //! - [`schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
-//! - [`quantity`]: the [`Quantity`] trait and one file per Cockpit quantity.
+//! - [`quantity`]: the [`Quantity`] trait and one file per Cockpit quantity (all 19).
+//! - [`persample`]: per-sample gradients, BackPACK's role: instrumented `Linear` / `Conv2d`
+//!   layers and a [`persample::Recorder`] (fast path), or single-sample passes (exact fallback).
+//! - [`curvature`]: Hessian-vector products from differences of gradients, Cockpit's power
+//!   iteration and Lanczos, exact curvature diagonals of MLPs, Hutchinson's estimate.
 //! - [`Cockpit`]: runs quantities at their steps with Cockpit's two-step bookkeeping.
 //! - [`log`]: the Cockpit JSON log (json_tricks encoding) and the JSON-lines stream.
 //! - [`Configuration`] / [`QuantityKind`]: Cockpit's presets and quantities by name.
 //!
-//! Data flows one way: model + gradients → snapshots → quantities → [`Output`] → log files
-//! (or metrics, or a dashboard, which only read the output).
+//! Data flows one way: model + gradients (+ per-sample and curvature sources) → snapshots →
+//! quantities → [`Output`] → log files (or metrics, or a dashboard, which only read the
+//! output). Nothing in this crate names a backend: the application picks one with burn's
+//! features (`flex`, `ndarray`, `wgpu`), see the `burn-cockpit` crate.
 
 pub mod cockpit;
 pub mod config;

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
 
 const USAGE: &str = "\
-usage: cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants] [--fresh-start]
+usage: cockpit diagnose LOG.json|LOG.jsonl
+       cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants] [--fresh-start]
 
 Replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
 CPU, tracking every quantity burn-cockpit implements at every step, and writes a
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(message) if message == FLAGGED => ExitCode::from(1),
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
 fn run(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("replay") => replay_command(&args[1..]),
+        Some("diagnose") => diagnose_command(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");
             Ok(())
@@ -101,6 +104,31 @@ fn replay_command(args: &[String]) -> Result<(), String> {
         out.display()
     );
     Ok(())
+}
+
+/// The error text that means "diagnose flagged something" (exit status 1).
+const FLAGGED: &str = "flagged";
+
+fn diagnose_command(args: &[String]) -> Result<(), String> {
+    let [path] = args else {
+        return Err(format!("diagnose takes one log file\n\n{USAGE}"));
+    };
+    let output = if path.ends_with(".jsonl") {
+        cockpit_quantities::log::read_stream(path)
+    } else {
+        cockpit_quantities::log::read_log(path)
+    }
+    .map_err(|e| e.to_string())?;
+    if output.is_empty() {
+        return Err(format!("`{path}` holds no tracked step"));
+    }
+    let findings = cockpit_cli::diagnose::diagnose(&output);
+    print!("{}", cockpit_cli::diagnose::report(&findings));
+    if findings.is_empty() {
+        Ok(())
+    } else {
+        Err(FLAGGED.into())
+    }
 }
 
 fn value<'a>(iter: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result<&'a str, String> {

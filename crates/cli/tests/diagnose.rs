@@ -1,0 +1,169 @@
+//! `cockpit diagnose` on synthetic logs built to show each pattern, and on a healthy run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Command;
+
+use cockpit_cli::diagnose::diagnose;
+use cockpit_quantities::{Output, Value};
+
+/// A healthy run of `n` steps: falling loss, α around 0, steady gradient and update sizes,
+/// gradient tests below 1, flat curvature.
+fn healthy(n: usize) -> Output {
+    let mut out = Output::new();
+    for s in 0..n {
+        let t = s as f64;
+        out.insert(s, "Loss", Value::Float(2.0 / (1.0 + 0.05 * t)));
+        out.insert(s, "Alpha", Value::Float(0.3 * (t * 0.7).sin()));
+        out.insert(
+            s,
+            "GradNorm",
+            Value::List(vec![0.5 + 0.05 * (t * 0.3).cos(), 0.2, 0.3]),
+        );
+        out.insert(s, "UpdateSize", Value::List(vec![0.01, 0.004, 0.006]));
+        out.insert(
+            s,
+            "Distance",
+            Value::List(vec![0.01 * t, 0.004 * t, 0.006 * t]),
+        );
+        out.insert(s, "NormTest", Value::Float(0.6));
+        out.insert(s, "InnerTest", Value::Float(0.4));
+        out.insert(s, "OrthoTest", Value::Float(0.5));
+        out.insert(s, "HessMaxEV", Value::Float(1.0 + 0.01 * t));
+    }
+    out
+}
+
+fn codes(out: &Output) -> Vec<&'static str> {
+    diagnose(out).into_iter().map(|f| f.code).collect()
+}
+
+#[test]
+fn a_healthy_run_flags_nothing() {
+    assert_eq!(codes(&healthy(100)), Vec::<&str>::new());
+}
+
+#[test]
+fn each_pattern_is_flagged_with_evidence() {
+    let n = 100;
+    let set = |out: &mut Output, key: &str, f: &dyn Fn(usize) -> Value| {
+        for s in 0..n {
+            out.insert(s, key, f(s));
+        }
+    };
+    let cases: Vec<(&str, Box<dyn Fn(&mut Output)>)> = vec![
+        (
+            "overshooting",
+            Box::new(move |o: &mut Output| {
+                set(o, "Alpha", &|s| Value::Float(1.2 + 0.1 * (s % 3) as f64))
+            }),
+        ),
+        (
+            "crawling",
+            Box::new(move |o: &mut Output| set(o, "Alpha", &|_| Value::Float(-0.98))),
+        ),
+        (
+            "exploding-gradient",
+            Box::new(move |o: &mut Output| {
+                set(o, "GradNorm", &|s| {
+                    Value::List(vec![0.5 * 1.1f64.powi(s as i32), 0.2, 0.3])
+                })
+            }),
+        ),
+        (
+            "vanishing-gradient",
+            Box::new(move |o: &mut Output| {
+                set(o, "GradNorm", &|s| {
+                    Value::List(vec![0.5, 0.2 * 0.9f64.powi(s as i32), 0.3])
+                })
+            }),
+        ),
+        (
+            "frozen-layer",
+            Box::new(move |o: &mut Output| {
+                set(o, "UpdateSize", &|s| {
+                    Value::List(vec![0.01, if s > 50 { 0.0 } else { 0.004 }, 0.006])
+                })
+            }),
+        ),
+        (
+            "small-batch",
+            Box::new(move |o: &mut Output| set(o, "NormTest", &|_| Value::Float(3.5))),
+        ),
+        (
+            "rising-curvature",
+            Box::new(move |o: &mut Output| set(o, "HessMaxEV", &|s| Value::Float(1.0 + s as f64))),
+        ),
+        (
+            "non-finite",
+            Box::new(|o: &mut Output| o.insert(42, "Loss", Value::Float(f64::NAN))),
+        ),
+    ];
+    for (code, make) in cases {
+        let mut out = healthy(n);
+        make(&mut out);
+        let findings = diagnose(&out);
+        assert_eq!(
+            findings.iter().map(|f| f.code).collect::<Vec<_>>(),
+            vec![code],
+            "{code}"
+        );
+        assert!(
+            !findings[0].evidence.is_empty() && !findings[0].steps.is_empty(),
+            "{code}"
+        );
+    }
+}
+
+#[test]
+fn the_command_exits_one_when_flagged_and_two_on_bad_input() {
+    let dir = std::env::temp_dir().join(format!("cockpit-diagnose-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |path: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("diagnose")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+
+    cockpit_quantities::log::write_log(dir.join("healthy.json"), &healthy(50)).unwrap();
+    let ok = run(&dir.join("healthy.json"));
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("nothing flagged"));
+
+    let mut sick = healthy(50);
+    for s in 0..50 {
+        sick.insert(s, "NormTest", Value::Float(2.0));
+    }
+    cockpit_quantities::log::write_log(dir.join("sick.json"), &sick).unwrap();
+    let flagged = run(&dir.join("sick.json"));
+    assert_eq!(flagged.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&flagged.stdout).contains("[small-batch]"));
+
+    // The log the Python Cockpit wrote reads too.
+    let python = run(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/cockpit_write_example.json"));
+    assert!(
+        matches!(python.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&python.stderr)
+    );
+
+    std::fs::write(dir.join("truncated.json"), "{\"0\": {\"Loss\": ").unwrap();
+    std::fs::write(dir.join("empty.json"), "{}").unwrap();
+    for bad in ["truncated.json", "empty.json", "absent.json"] {
+        let out = run(&dir.join(bad));
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("error:"),
+            "{bad}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

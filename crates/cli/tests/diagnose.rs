@@ -51,7 +51,8 @@ fn each_pattern_is_flagged_with_evidence() {
             out.insert(s, key, f(s));
         }
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut Output)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut Output)>;
+    let cases: Vec<(&str, Mutation)> = vec![
         (
             "overshooting",
             Box::new(move |o: &mut Output| {

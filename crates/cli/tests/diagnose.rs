@@ -51,8 +51,8 @@ fn each_pattern_is_flagged_with_evidence() {
             out.insert(s, key, f(s));
         }
     };
-    type Mutation = Box<dyn Fn(&mut Output)>;
-    let cases: Vec<(&str, Mutation)> = vec![
+    type Mutation<'a> = Box<dyn Fn(&mut Output) + 'a>;
+    let cases: Vec<(&str, Mutation<'_>)> = vec![
         (
             "overshooting",
             Box::new(move |o: &mut Output| {

@@ -43,6 +43,9 @@ pub enum ReplayError {
     /// The fixture is malformed.
     #[error("malformed fixture: {0}")]
     Fixture(String),
+    /// The replay itself failed (recording per-sample gradients, reading parameters back).
+    #[error("replay failed: {0}")]
+    Engine(String),
     /// The Cockpit refused a step.
     #[error(transparent)]
     Cockpit(#[from] CockpitError),
@@ -176,7 +179,7 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             .map(|r| r.finish(&grads))
             .transpose()
             .map_err(|err| {
-                ReplayError::Fixture(format!("per-sample gradients at step {}: {err}", step.step))
+                ReplayError::Engine(format!("per-sample gradients at step {}: {err}", step.step))
             })?;
         let grads = GradientsParams::from_grads(grads, &model);
         let mut info = StepInfo::new(loss.detach())
@@ -277,8 +280,10 @@ fn read_params(model: &FixtureNet) -> Result<Vec<HostArray>, ReplayError> {
         .entries()
         .iter()
         .map(|entry| {
-            let data = cockpit_quantities::snapshot::read_values(entry.value.clone())
-                .map_err(|err| ReplayError::Fixture(format!("reading parameters: {err}")))?;
+            let data =
+                cockpit_quantities::snapshot::read_values(entry.value.clone()).map_err(|err| {
+                    ReplayError::Engine(format!("reading the final parameters: {err}"))
+                })?;
             Ok(HostArray {
                 shape: entry.shape.clone(),
                 data,

@@ -1,9 +1,9 @@
 //! The fixture's `variants`: quantities with non-default settings, built from their recorded
 //! keyword arguments and stored under exactly the fixture's key.
 
-use cockpit_quantities::curvature::DiagonalKind;
+use cockpit_quantities::curvature::{DiagonalKind, Target};
 use cockpit_quantities::quantity::{
-    BinAdaptation, GradHist1d, GradHist2d, HessTrace, TICDiag, TICTrace,
+    BinAdaptation, EigenMethod, GradHist1d, GradHist2d, HessMaxEV, HessTrace, TICDiag, TICTrace,
 };
 use cockpit_quantities::{Quantity, Schedule};
 
@@ -99,6 +99,18 @@ pub(crate) fn build(
                             .with_name(key.clone()),
                     ),
                 });
+            }
+            // scipy's eigsh(k=1, which="LA"): the largest algebraic eigenvalue, converged.
+            "HessMaxEV" if kwargs.get("use_power").and_then(|p| p.as_bool()) == Some(false) => {
+                built.push(Box::new(
+                    HessMaxEV::new(Schedule::every_step())
+                        .with_method(EigenMethod::Lanczos {
+                            tol: 1e-9,
+                            max_products: 200,
+                            target: Target::LargestAlgebraic,
+                        })
+                        .with_name(key.clone()),
+                ));
             }
             _ => skipped.push(key.clone()),
         }

@@ -135,6 +135,39 @@ pub fn lanczos(
     tol: f64,
     max_products: usize,
 ) -> Result<EigenEstimate, QuantityError> {
+    lanczos_for(
+        source,
+        params,
+        start,
+        tol,
+        max_products,
+        Target::LargestMagnitude,
+    )
+}
+
+/// Which Ritz value Lanczos converges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The eigenvalue of largest magnitude (what power iteration finds).
+    LargestMagnitude,
+    /// The largest (algebraic) eigenvalue (scipy's `eigsh(which="LA")`, Cockpit's
+    /// `HessMaxEV(use_power=False)`).
+    LargestAlgebraic,
+}
+
+/// [`lanczos`] converging the Ritz value chosen by `target`.
+///
+/// # Errors
+///
+/// As [`lanczos`].
+pub fn lanczos_for(
+    source: &dyn CurvatureSource,
+    params: &Snapshot,
+    start: &Snapshot,
+    tol: f64,
+    max_products: usize,
+    target: Target,
+) -> Result<EigenEstimate, QuantityError> {
     let start_norm = norm(start)?;
     if start_norm == 0.0 || !start_norm.is_finite() {
         return Err(QuantityError::Shape(
@@ -162,7 +195,7 @@ pub fn lanczos(
             w = combine(&w, b, -c)?;
         }
         let b = norm(&w)?;
-        let (theta, last_component) = extreme_ritz(&alpha, &beta);
+        let (theta, last_component) = extreme_ritz(&alpha, &beta, target);
         estimate = EigenEstimate {
             value: theta,
             products: k + 1,
@@ -182,7 +215,7 @@ pub fn lanczos(
 #[allow(clippy::needless_range_loop)]
 /// The eigenvalue of largest magnitude of the symmetric tridiagonal matrix (diagonal `alpha`,
 /// off-diagonal `beta`) and the last component of its unit eigenvector (Jacobi rotations).
-fn extreme_ritz(alpha: &[f64], beta: &[f64]) -> (f64, f64) {
+fn extreme_ritz(alpha: &[f64], beta: &[f64], target: Target) -> (f64, f64) {
     let n = alpha.len();
     let mut a = vec![vec![0.0; n]; n];
     let mut vecs = vec![vec![0.0; n]; n];
@@ -230,8 +263,12 @@ fn extreme_ritz(alpha: &[f64], beta: &[f64]) -> (f64, f64) {
             }
         }
     }
+    let key = |i: usize| match target {
+        Target::LargestMagnitude => a[i][i].abs(),
+        Target::LargestAlgebraic => a[i][i],
+    };
     let best = (0..n)
-        .max_by(|&i, &j| a[i][i].abs().total_cmp(&a[j][j].abs()))
+        .max_by(|&i, &j| key(i).total_cmp(&key(j)))
         .unwrap_or(0);
     (a[best][best], vecs[n - 1][best])
 }
@@ -243,10 +280,12 @@ mod tests {
     #[test]
     fn ritz_values_of_a_small_tridiagonal() {
         // [[2, 1], [1, 2]]: eigenvalues 1 and 3.
-        let (theta, _) = extreme_ritz(&[2.0, 2.0], &[1.0]);
+        let (theta, _) = extreme_ritz(&[2.0, 2.0], &[1.0], Target::LargestMagnitude);
         assert!((theta - 3.0).abs() < 1e-12);
         // diag(1, −5, 2): largest magnitude −5.
-        let (theta, last) = extreme_ritz(&[1.0, -5.0, 2.0], &[0.0, 0.0]);
+        let (theta, last) = extreme_ritz(&[1.0, -5.0, 2.0], &[0.0, 0.0], Target::LargestMagnitude);
         assert!((theta + 5.0).abs() < 1e-12 && last.abs() < 1e-12);
+        let (theta, _) = extreme_ritz(&[1.0, -5.0, 2.0], &[0.0, 0.0], Target::LargestAlgebraic);
+        assert!((theta - 2.0).abs() < 1e-12);
     }
 }

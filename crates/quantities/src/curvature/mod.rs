@@ -9,7 +9,7 @@ mod hutchinson;
 mod mlp;
 
 pub use base::{CurvatureSource, DiagonalKind};
-pub use eigen::{EigenEstimate, lanczos, power_iteration};
+pub use eigen::{EigenEstimate, Target, lanczos, lanczos_for, power_iteration};
 pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::Hutchinson;
 pub use mlp::{Activation, MlpCurvature, MlpLayer, MlpLoss};

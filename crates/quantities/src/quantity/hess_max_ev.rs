@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 
 use super::base::{Quantity, StepContext};
-use crate::curvature::{EigenEstimate, lanczos, power_iteration};
+use crate::curvature::{EigenEstimate, Target, lanczos_for, power_iteration};
 use crate::{ParamEntry, QuantityError, Schedule, Snapshot, Value};
 
 /// How HessMaxEV finds the eigenvalue.
@@ -27,6 +27,9 @@ pub enum EigenMethod {
         tol: f64,
         /// Product budget.
         max_products: usize,
+        /// Which eigenvalue: largest magnitude (as power iteration), or largest algebraic (as
+        /// Cockpit's `use_power=False`, scipy's `eigsh(which="LA")`).
+        target: Target,
     },
 }
 
@@ -175,9 +178,18 @@ impl Quantity for HessMaxEV {
                 atol,
                 max_products,
             )?,
-            EigenMethod::Lanczos { tol, max_products } => {
-                lanczos(source.as_ref(), ctx.params, &start, tol, max_products)?
-            }
+            EigenMethod::Lanczos {
+                tol,
+                max_products,
+                target,
+            } => lanczos_for(
+                source.as_ref(),
+                ctx.params,
+                &start,
+                tol,
+                max_products,
+                target,
+            )?,
         };
         if !converged {
             self.warnings.push(format!(

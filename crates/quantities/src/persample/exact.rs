@@ -90,6 +90,9 @@ impl PerSampleSource for ExactPerSample {
             );
         });
         let entries = params.entries();
+        if entries.is_empty() || self.batch == 0 {
+            return Err(QuantityError::Shape("no parameter or no sample".into()));
+        }
         // One row per sample and parameter, gathered sample by sample, reduced per parameter.
         let mut rows: Vec<Vec<Tensor<2>>> = vec![Vec::new(); entries.len()];
         let mut stats = Accumulator::new(self.batch, &request);

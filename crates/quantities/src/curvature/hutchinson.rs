@@ -1,11 +1,11 @@
 //! Hutchinson's estimate of the Hessian diagonal, for any model.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 
 use super::base::{CurvatureSource, DiagonalKind};
+use super::random::SplitMix;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// `diag(H) ≈ (1/m) Σ_k v_k ⊙ H v_k` with Rademacher probes `v_k` (Bekas et al., 2007), from
@@ -26,7 +26,7 @@ use crate::{ParamEntry, QuantityError, Snapshot};
 pub struct Hutchinson {
     inner: Arc<dyn CurvatureSource>,
     probes: usize,
-    state: AtomicU64,
+    rng: SplitMix,
     cache: std::sync::Mutex<Option<Vec<Tensor<1>>>>,
 }
 
@@ -36,19 +36,9 @@ impl Hutchinson {
         Self {
             inner: Arc::new(inner),
             probes: probes.max(1),
-            state: AtomicU64::new(seed),
+            rng: SplitMix::new(seed),
             cache: std::sync::Mutex::new(None),
         }
-    }
-
-    fn sign(&self) -> f64 {
-        let mut x = self
-            .state
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        if (x ^ (x >> 31)) & 1 == 0 { 1.0 } else { -1.0 }
     }
 }
 
@@ -78,7 +68,7 @@ impl CurvatureSource for Hutchinson {
                     .entries()
                     .iter()
                     .map(|e| {
-                        let signs: Vec<f64> = (0..e.numel()).map(|_| self.sign()).collect();
+                        let signs: Vec<f64> = (0..e.numel()).map(|_| self.rng.sign()).collect();
                         let options = TensorCreationOptions::new(e.value.device())
                             .with_dtype(e.value.dtype());
                         let value =

@@ -2,7 +2,6 @@
 //! with MSE or cross-entropy, without double backward.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use burn::module::ParamId;
@@ -10,6 +9,7 @@ use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
 
 use super::base::{CurvatureSource, DiagonalKind};
+use super::random::SplitMix;
 use crate::{QuantityError, Snapshot};
 
 /// The elementwise activation after a Linear layer.
@@ -107,7 +107,7 @@ pub struct MlpCurvature {
     layers: Vec<MlpLayer>,
     loss: MlpLoss,
     hvp: Option<Arc<dyn CurvatureSource>>,
-    seed: AtomicU64,
+    rng: SplitMix,
     /// One computation per kind and step, shared by every quantity (one Monte-Carlo draw).
     cache: Mutex<HashMap<DiagonalKind, Vec<(Tensor<1>, Tensor<1>)>>>,
 }
@@ -120,7 +120,7 @@ impl MlpCurvature {
             layers,
             loss,
             hvp: None,
-            seed: AtomicU64::new(seed),
+            rng: SplitMix::new(seed),
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -129,17 +129,6 @@ impl MlpCurvature {
     pub fn with_hvp(mut self, source: impl CurvatureSource + 'static) -> Self {
         self.hvp = Some(Arc::new(source));
         self
-    }
-
-    fn next_uniform(&self) -> f64 {
-        let mut x = self
-            .seed
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^= x >> 31;
-        (x >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// The net's output `f = σ_L(Z_L)`.
@@ -232,7 +221,7 @@ impl MlpCurvature {
         };
         let mut factor: Tensor<3> = match (&self.loss, kind) {
             (MlpLoss::Mse(_), DiagonalKind::GgnMc) => {
-                let xi: Vec<f64> = (0..batch * classes).map(|_| self.gaussian()).collect();
+                let xi: Vec<f64> = (0..batch * classes).map(|_| self.rng.gaussian()).collect();
                 float(xi, [1, batch, classes]).mul_scalar((2.0 / (b * c)).sqrt())
             }
             (MlpLoss::Mse(_), _) => {
@@ -249,7 +238,7 @@ impl MlpCurvature {
                 let probs = crate::snapshot::read_values(p.clone().reshape([batch * classes]))?;
                 let mut onehot = vec![0.0; batch * classes];
                 for n in 0..batch {
-                    let r = self.next_uniform();
+                    let r = self.rng.uniform();
                     let mut acc = 0.0;
                     let mut k = classes - 1;
                     for (j, pj) in probs[n * classes..(n + 1) * classes].iter().enumerate() {
@@ -314,14 +303,6 @@ impl MlpCurvature {
         self.layers
             .iter()
             .all(|l| matches!(l.activation, Activation::Identity | Activation::Relu))
-    }
-
-    fn gaussian(&self) -> f64 {
-        let (u1, u2) = (
-            self.next_uniform().max(f64::MIN_POSITIVE),
-            self.next_uniform(),
-        );
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
 }
 

@@ -7,6 +7,7 @@ mod eigen;
 mod finite_difference;
 mod hutchinson;
 mod mlp;
+pub(crate) mod random;
 
 pub use base::{CurvatureSource, DiagonalKind};
 pub use eigen::{EigenEstimate, Target, lanczos, lanczos_for, power_iteration};

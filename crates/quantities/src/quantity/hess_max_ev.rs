@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 
 use super::base::{Quantity, StepContext};
+use crate::curvature::random::SplitMix;
 use crate::curvature::{EigenEstimate, Target, lanczos_for, power_iteration};
 use crate::{ParamEntry, QuantityError, Schedule, Snapshot, Value};
 
@@ -53,7 +54,7 @@ pub struct HessMaxEV {
     schedule: Schedule,
     name: String,
     method: EigenMethod,
-    state: u64,
+    rng: SplitMix,
     start_vectors: BTreeMap<usize, Vec<f64>>,
     warnings: Vec<String>,
 }
@@ -69,7 +70,7 @@ impl HessMaxEV {
                 atol: 1e-6,
                 max_products: 100,
             },
-            state: 0x5EED_CAFE,
+            rng: SplitMix::new(0x5EED_CAFE),
             start_vectors: BTreeMap::new(),
             warnings: Vec::new(),
         }
@@ -83,7 +84,7 @@ impl HessMaxEV {
 
     /// Seeds the start vectors' generator.
     pub fn with_seed(mut self, seed: u64) -> Self {
-        self.state = seed;
+        self.rng = SplitMix::new(seed);
         self
     }
 
@@ -100,15 +101,6 @@ impl HessMaxEV {
         self
     }
 
-    fn uniform(&mut self) -> f64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.state;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^= x >> 31;
-        (x >> 11) as f64 / (1u64 << 53) as f64
-    }
-
     fn start(&mut self, params: &Snapshot, step: usize) -> Result<Snapshot, QuantityError> {
         let numel = params.numel();
         let values = match self.start_vectors.get(&step) {
@@ -119,7 +111,7 @@ impl HessMaxEV {
                     v.len()
                 )));
             }
-            None => (0..numel).map(|_| self.uniform()).collect(),
+            None => (0..numel).map(|_| self.rng.uniform()).collect(),
         };
         let mut offset = 0;
         let mut entries = Vec::with_capacity(params.len());

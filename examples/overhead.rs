@@ -228,6 +228,18 @@ fn run<M: Net>(
         }
         model = optim.step(LR, model, grads);
     }
+    if let Some(cockpit) = &cockpit {
+        let unconverged = cockpit
+            .warnings()
+            .iter()
+            .filter(|w| w.contains("did not converge"))
+            .count();
+        if unconverged > 0 {
+            eprintln!(
+                "note: HessMaxEV did not converge within its budget at {unconverged} of {steps} steps"
+            );
+        }
+    }
     // Wait for the device: read the loss of one more forward pass.
     let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
         .sum()

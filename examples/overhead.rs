@@ -24,13 +24,11 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
 use burn_cockpit::curvature::{
-    Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
-    MlpLayer, MlpLoss,
+    Activation, CurvatureSource, FiniteDifferenceHvp, Hutchinson, MlpCurvature, MlpLayer, MlpLoss,
 };
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
 use burn_cockpit::{
-    Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
-    StepInfo, backend,
+    Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
 };
 
 const BATCH: usize = 128;
@@ -60,22 +58,6 @@ fn curvature<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Box<dyn Curvature
     match model.exact_curvature(x, y) {
         Some(exact) => Box::new(exact.with_hvp(hvp())),
         None => Box::new(Hutchinson::new(hvp(), 10, 1)),
-    }
-}
-
-#[derive(Debug)]
-struct Boxed(Box<dyn CurvatureSource>);
-
-impl CurvatureSource for Boxed {
-    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
-        self.0.hvp(params, v)
-    }
-    fn diagonal(
-        &self,
-        params: &Snapshot,
-        kind: DiagonalKind,
-    ) -> Result<Vec<Tensor<1>>, QuantityError> {
-        self.0.diagonal(params, kind)
     }
 }
 
@@ -203,7 +185,7 @@ fn run<M: Net>(
                 .with_individual_losses(per_sample.detach())
                 .with_optimizer(OptimizerInfo::sgd(LR));
             if let Some(curvature) = curvature {
-                info = info.with_curvature(Boxed(curvature));
+                info = info.with_curvature(curvature);
             }
             match factors {
                 Some(Ok(factors)) => info = info.with_per_sample(factors),

@@ -106,20 +106,20 @@ impl Cockpit {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::NotImplemented`] naming a quantity of the configuration that is not
-    /// built yet.
+    /// None in practice: a configuration names each quantity once (the signature matches
+    /// [`Cockpit::new`]).
     pub fn from_configuration(
         configuration: Configuration,
         schedule: &Schedule,
     ) -> Result<Self, CockpitError> {
-        Self::new(configuration.build(schedule)?)
+        Self::new(configuration.build(schedule))
     }
 
     /// A Cockpit with the given quantities by kind, all on `schedule`.
     ///
     /// # Errors
     ///
-    /// [`CockpitError::NotImplemented`] naming the first kind that is not built yet.
+    /// [`CockpitError::DuplicateQuantity`] if a kind is given twice.
     pub fn from_kinds(
         kinds: impl IntoIterator<Item = crate::QuantityKind>,
         schedule: &Schedule,
@@ -128,7 +128,7 @@ impl Cockpit {
             kinds
                 .into_iter()
                 .map(|kind| kind.build(schedule.clone()))
-                .collect::<Result<_, _>>()?,
+                .collect(),
         )
     }
 

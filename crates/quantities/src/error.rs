@@ -8,12 +8,6 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CockpitError {
-    /// A quantity that this version of burn-cockpit does not compute yet was requested.
-    #[error("the quantity `{quantity}` is not implemented yet in burn-cockpit")]
-    NotImplemented {
-        /// Cockpit's class name of the quantity.
-        quantity: String,
-    },
     /// A name that is not one of Cockpit's 19 quantities or 3 configurations.
     #[error("unknown {what} `{name}`; expected one of: {expected}")]
     Unknown {

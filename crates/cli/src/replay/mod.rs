@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Device, Tensor};
-use cockpit_quantities::curvature::{CurvatureSource, DiagonalKind, FiniteDifferenceHvp};
+use cockpit_quantities::curvature::{CurvatureSource, FiniteDifferenceHvp};
 use cockpit_quantities::persample::Recorder;
 use cockpit_quantities::quantity::{HessMaxEV, Parameters};
 use cockpit_quantities::{
@@ -119,17 +119,16 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         .map(|&kind| match kind {
             // Per-parameter arrays in PyTorch's layout: FixtureNet's only 2-d parameters are
             // Linear weights, stored transposed in burn.
-            QuantityKind::Parameters => Ok(Box::new(
+            QuantityKind::Parameters => Box::new(
                 Parameters::new(Schedule::every_step()).with_view(|_, array| array.transposed()),
-            ) as Box<dyn Quantity>),
-            QuantityKind::HessMaxEV if options.recorded_start_vectors => Ok(Box::new(
+            ) as Box<dyn Quantity>,
+            QuantityKind::HessMaxEV if options.recorded_start_vectors => Box::new(
                 HessMaxEV::new(Schedule::every_step())
                     .with_start_vectors(recorded_start_vectors(fixture)),
-            )
-                as Box<dyn Quantity>),
+            ),
             other => other.build(Schedule::every_step()),
         })
-        .collect::<Result<_, _>>()?;
+        .collect();
     let mut skipped_variants = Vec::new();
     if options.variants {
         let (built, skipped) = variants::build(&fixture.variants)?;
@@ -190,7 +189,7 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             info = info.with_per_sample(factors);
         }
         if let Some(curvature) = curvature {
-            info = info.with_curvature(BoxedCurvature(curvature));
+            info = info.with_curvature(curvature);
         }
         match cockpit.track(step.step, &model, &grads, info) {
             Ok(()) => {}
@@ -214,28 +213,6 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         refused,
         skipped_variants,
     })
-}
-
-/// A boxed curvature source as a `CurvatureSource`.
-#[derive(Debug)]
-struct BoxedCurvature(Box<dyn CurvatureSource>);
-
-impl CurvatureSource for BoxedCurvature {
-    fn hvp(
-        &self,
-        params: &Snapshot,
-        v: &Snapshot,
-    ) -> Result<Snapshot, cockpit_quantities::QuantityError> {
-        self.0.hvp(params, v)
-    }
-
-    fn diagonal(
-        &self,
-        params: &Snapshot,
-        kind: DiagonalKind,
-    ) -> Result<Vec<Tensor<1>>, cockpit_quantities::QuantityError> {
-        self.0.diagonal(params, kind)
-    }
 }
 
 /// The fixture's recorded HessMaxEV start vectors, converted from PyTorch's parameter layout

@@ -58,3 +58,19 @@ pub trait CurvatureSource: Send + Sync + Debug {
         )))
     }
 }
+
+/// A boxed source is a source, so a choice made at run time (exact diagonals or not) can be
+/// handed to [`StepInfo::with_curvature`](crate::StepInfo::with_curvature).
+impl CurvatureSource for Box<dyn CurvatureSource> {
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
+        self.as_ref().hvp(params, v)
+    }
+
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        self.as_ref().diagonal(params, kind)
+    }
+}

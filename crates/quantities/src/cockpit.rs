@@ -69,6 +69,7 @@ pub struct Cockpit {
     stream: Option<JsonLinesWriter>,
     warnings: Vec<String>,
     optimizer: Option<String>,
+    latest: Output,
 }
 
 impl std::fmt::Debug for Cockpit {
@@ -95,6 +96,7 @@ impl Cockpit {
             stream: None,
             warnings: Vec::new(),
             optimizer: None,
+            latest: Output::new(),
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -200,6 +202,7 @@ impl Cockpit {
         let params = Snapshot::of_params(model);
         self.check_param_set(step, &params)?;
         self.last_step = Some(step);
+        self.latest = Output::new();
         if let Some(optimizer) = info.optimizer() {
             self.optimizer = Some(optimizer.name().to_string());
         }
@@ -259,6 +262,7 @@ impl Cockpit {
             self.warn(warning);
         }
         self.output.merge(computed.clone());
+        self.latest = computed.clone();
         if let Some(stream) = &mut self.stream
             && !computed.is_empty()
         {
@@ -365,6 +369,13 @@ impl Cockpit {
     /// Everything tracked so far: `output[step][name]`.
     pub fn output(&self) -> &Output {
         &self.output
+    }
+
+    /// The values the latest [`Cockpit::track`] call computed, under the steps they are stored
+    /// at (a two-step quantity's value computed at step t belongs to t − 1). Empty when that
+    /// step had no work. Metric adapters report these as the step's values.
+    pub fn latest(&self) -> &Output {
+        &self.latest
     }
 
     /// Takes the output, leaving an empty one.

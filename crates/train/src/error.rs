@@ -1,0 +1,49 @@
+//! Errors of the burn-train adapter.
+
+use cockpit_quantities::CockpitError;
+
+/// Why a Cockpit cannot be attached to a burn-train run. Every variant is raised before
+/// training starts, by [`CockpitLearner`](crate::CockpitLearner)'s constructors and
+/// [`CockpitLearner::instrument`](crate::CockpitLearner::instrument).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrainError {
+    /// A quantity cannot run with the declared optimizer (CABS and EarlyStopping assume plain
+    /// SGD, as in Cockpit).
+    #[error("{quantity} cannot run with {optimizer}: {reason}")]
+    UnsupportedForOptimizer {
+        /// The quantity's Cockpit name.
+        quantity: String,
+        /// The declared optimizer.
+        optimizer: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The configuration has curvature quantities but the model was instrumented without a
+    /// way to replay its batch.
+    #[error(
+        "{quantities:?} need Hessian-vector products on the step's batch: instrument the model \
+         with `CockpitLearner::instrument_with_curvature` (its train input must be `Clone`)"
+    )]
+    CurvatureNeedsReplay {
+        /// The curvature quantities configured.
+        quantities: Vec<String>,
+    },
+    /// [`CockpitLearner::write`](crate::CockpitLearner::write) without an artifact directory.
+    #[error("no artifact directory to write the Cockpit log to (CockpitLearner::with_artifact_dir)")]
+    NoArtifactDir,
+    /// No quantity was configured.
+    #[error("no Cockpit quantity configured")]
+    NoQuantities,
+    /// The Cockpit itself refused the configuration or could not write its log.
+    #[error(transparent)]
+    Cockpit(#[from] CockpitError),
+    /// The artifact directory could not be created.
+    #[error("cannot create the artifact directory `{path}`: {source}")]
+    ArtifactDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,115 @@
+//! How a Cockpit value becomes a metric entry.
+
+use cockpit_quantities::{QuantityKind, Value};
+
+/// How a quantity is shown in burn's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricForm {
+    /// A number per step: scalars as they are, layer-wise lists by their norm over layers.
+    Numeric,
+    /// A line of text per step: histograms.
+    Text,
+}
+
+impl MetricForm {
+    /// The form burn shows `kind` in.
+    pub fn of(kind: QuantityKind) -> Self {
+        match kind {
+            QuantityKind::GradHist1d | QuantityKind::GradHist2d | QuantityKind::Parameters => {
+                Self::Text
+            }
+            _ => Self::Numeric,
+        }
+    }
+}
+
+/// The metric's name in burn (unique among a run's metrics; `Cockpit Loss` does not collide
+/// with burn's `Loss`). burn's file logger writes it as `Cockpit_<Name>.log`.
+pub fn metric_name(key: &str) -> String {
+    format!("Cockpit {key}")
+}
+
+/// The number a value shows as: scalars as they are, layer-wise lists (GradNorm, Distance,
+/// UpdateSize, HessTrace) as the Euclidean norm over layers — the network-wide value
+/// Cockpit's instruments draw; `None` for histograms and arrays.
+pub fn numeric_value(value: &Value) -> Option<f64> {
+    match value {
+        Value::Int(v) => Some(*v as f64),
+        Value::Float(v) => Some(*v),
+        Value::List(values) => Some(values.iter().map(|v| v * v).sum::<f64>().sqrt()),
+        _ => None,
+    }
+}
+
+const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// One line describing a histogram (or any value): range, total and a bar per bin.
+pub fn text_value(value: &Value) -> String {
+    match value {
+        Value::Hist1d(h) => {
+            let total: f64 = h.hist.iter().sum();
+            let (lo, hi) = (
+                h.edges.first().copied().unwrap_or(f64::NAN),
+                h.edges.last().copied().unwrap_or(f64::NAN),
+            );
+            format!(
+                "[{lo:.3e}, {hi:.3e}] n={total} {}",
+                bars(h.hist.iter().copied())
+            )
+        }
+        Value::Hist2d(h) => {
+            // The marginal over gradient elements (x), as the 2d instrument's top panel.
+            let (nx, ny) = h.bins;
+            let marginal = (0..nx).map(|i| {
+                h.hist[i * ny..(i + 1) * ny]
+                    .iter()
+                    .map(|&c| c as f64)
+                    .sum::<f64>()
+            });
+            format!("{nx}x{ny} bins, gradient marginal {}", bars(marginal))
+        }
+        Value::Arrays(arrays) => format!("{} arrays", arrays.len()),
+        other => numeric_value(other).map_or_else(|| "n/a".into(), |v| format!("{v}")),
+    }
+}
+
+fn bars(counts: impl Iterator<Item = f64> + Clone) -> String {
+    let max = counts.clone().fold(0.0_f64, f64::max);
+    counts
+        .map(|c| {
+            if max <= 0.0 || c <= 0.0 {
+                ' '
+            } else {
+                let level = ((c / max) * (BARS.len() - 1) as f64).round() as usize;
+                BARS[level.min(BARS.len() - 1)]
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cockpit_quantities::Histogram1d;
+
+    #[test]
+    fn lists_show_their_norm_over_layers() {
+        assert_eq!(numeric_value(&Value::List(vec![3.0, 4.0])), Some(5.0));
+        assert_eq!(numeric_value(&Value::Float(-1.0)), Some(-1.0));
+        assert_eq!(numeric_value(&Value::Int(2)), Some(2.0));
+    }
+
+    #[test]
+    fn histograms_are_text() {
+        let h = Value::Hist1d(Histogram1d {
+            hist: vec![0.0, 2.0, 4.0],
+            edges: vec![-1.0, 0.0, 1.0, 2.0],
+        });
+        assert_eq!(numeric_value(&h), None);
+        let text = text_value(&h);
+        assert!(text.ends_with(" ▅█"), "{text}"); // 2/4 of the tallest: level round(3.5) = 4
+        assert!(text.contains("n=6"), "{text}");
+        assert_eq!(MetricForm::of(QuantityKind::GradHist1d), MetricForm::Text);
+        assert_eq!(MetricForm::of(QuantityKind::Alpha), MetricForm::Numeric);
+    }
+}

@@ -1,0 +1,9 @@
+//! burn-train metrics that report the Cockpit's values.
+
+mod base;
+mod numeric;
+mod text;
+
+pub use base::{MetricForm, metric_name, numeric_value, text_value};
+pub use numeric::CockpitMetric;
+pub use text::CockpitTextMetric;

@@ -1,0 +1,76 @@
+//! A text metric per Cockpit histogram.
+
+use std::sync::Arc;
+
+use burn::tensor::TensorReadError;
+use burn::train::metric::{Metric, MetricMetadata, MetricName, SerializedEntry};
+
+use super::base::{metric_name, text_value};
+use crate::CockpitLearner;
+
+/// A Cockpit histogram (GradHist1d, GradHist2d) as a text burn-train metric: one line per
+/// tracked step with the range, the count and a bar per bin. The histogram itself is in the
+/// Cockpit log.
+///
+/// Made only by [`CockpitLearner::register`], which registers it on the training split.
+#[derive(Clone)]
+pub struct CockpitTextMetric {
+    key: String,
+    name: MetricName,
+    cockpit: CockpitLearner,
+    updates: usize,
+    last: Option<String>,
+}
+
+impl CockpitTextMetric {
+    pub(crate) fn new(key: String, cockpit: CockpitLearner) -> Self {
+        Self {
+            name: Arc::new(metric_name(&key)),
+            key,
+            cockpit,
+            updates: 0,
+            last: None,
+        }
+    }
+}
+
+impl Metric for CockpitTextMetric {
+    type Input = ();
+
+    fn name(&self) -> MetricName {
+        self.name.clone()
+    }
+
+    fn description(&self) -> Option<String> {
+        Some(format!("Cockpit's {} (the histogram is in the Cockpit log)", self.key))
+    }
+
+    fn update(
+        &mut self,
+        _item: &(),
+        _metadata: &MetricMetadata,
+    ) -> Result<SerializedEntry, TensorReadError> {
+        self.updates += 1;
+        Ok(
+            match self.cockpit.take_value(self.updates, &self.key) {
+                Some((step, value)) => {
+                    let text = format!("step {step} {}", text_value(&value));
+                    self.last = Some(text.clone());
+                    SerializedEntry::new(text.clone(), text)
+                }
+                None => SerializedEntry::not_available(None),
+            },
+        )
+    }
+
+    fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
+        Ok(match &self.last {
+            Some(text) => SerializedEntry::new(text.clone(), text.clone()),
+            None => SerializedEntry::not_available(None),
+        })
+    }
+
+    fn clear(&mut self) {
+        self.last = None;
+    }
+}

@@ -1,0 +1,182 @@
+//! [`Instrumented`]: the user's model, watched by a Cockpit through burn-train's own hooks.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::{GradientsParams, ModuleOptimizer, MultiGradientsParams};
+use burn::optim::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
+use burn::tensor::Tensor;
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
+use cockpit_quantities::curvature::CurvatureSource;
+use cockpit_quantities::persample::Recorder;
+
+use crate::CockpitLearner;
+use crate::learner::Pending;
+use crate::step;
+
+/// Builds the step's curvature source from the model and a copy of its batch.
+pub(crate) type Replay<M> =
+    Arc<dyn Fn(&M, &<M as TrainStep>::Input) -> Box<dyn CurvatureSource> + Send + Sync>;
+
+/// The user's model with a Cockpit attached: a [`Module`] with the same parameters (and the
+/// same record), whose [`TrainStep`] and [`InferenceStep`] delegate to the model's own, with
+/// the same input and output types, so the user's `Adaptor` impls and metrics keep working.
+///
+/// - `step` starts the per-sample recorder when a quantity needs it, then runs the model's
+///   step, whose [`train_output`](crate::train_output) call hands over the loss and the
+///   per-sample layers' records;
+/// - `optimize` tracks the step on θ_t and the gradient the optimizer applies, then runs the
+///   optimizer.
+///
+/// Made by [`CockpitLearner::instrument`]; [`Instrumented::into_inner`] gives the model back.
+#[derive(Module, Debug)]
+pub struct Instrumented<M: Module> {
+    inner: M,
+    #[module(skip)]
+    watch: Watch,
+}
+
+/// The non-module part of [`Instrumented`]: the Cockpit handle and, type-erased (a module's
+/// skipped field cannot name the module's generic), the curvature replay.
+#[derive(Clone)]
+pub struct Watch {
+    cockpit: CockpitLearner,
+    replay: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("cockpit", &self.cockpit)
+            .field("curvature", &self.replay.is_some())
+            .finish()
+    }
+}
+
+impl<M: Module + TrainStep + 'static> Instrumented<M> {
+    pub(crate) fn new(inner: M, cockpit: CockpitLearner, replay: Option<Replay<M>>) -> Self {
+        Self {
+            inner,
+            watch: Watch {
+                cockpit,
+                replay: replay.map(|r| Arc::new(r) as Arc<dyn Any + Send + Sync>),
+            },
+        }
+    }
+
+    /// The wrapped model.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// The wrapped model, for inference or saving after training.
+    pub fn into_inner(self) -> M {
+        self.inner
+    }
+
+    /// The Cockpit watching this model.
+    pub fn cockpit(&self) -> &CockpitLearner {
+        &self.watch.cockpit
+    }
+
+    fn replay(&self) -> Option<&Replay<M>> {
+        self.watch.replay.as_ref()?.downcast_ref::<Replay<M>>()
+    }
+}
+
+impl<M> TrainStep for Instrumented<M>
+where
+    M: Module + TrainStep + 'static,
+{
+    type Input = M::Input;
+    type Output = M::Output;
+
+    fn step(&self, item: Self::Input) -> TrainOutput<Self::Output> {
+        let cockpit = &self.watch.cockpit;
+        let recorder =
+            (cockpit.needs_per_sample_kind() && cockpit.wants_per_sample()).then(Recorder::start);
+        let curvature = match self.replay() {
+            Some(replay) if cockpit.wants_curvature() => Some(replay(&self.inner, &item)),
+            _ => None,
+        };
+        step::begin(recorder);
+        let output = self.inner.step(item);
+        let capture = step::end();
+        cockpit.push_step(Pending { capture, curvature });
+        output
+    }
+
+    fn optimize(
+        self,
+        optim: &mut ModuleOptimizer,
+        lr: ModuleLearningRate,
+        grads: GradientsParams,
+    ) -> Self {
+        self.watch.cockpit.track(&self.inner, &grads, lr.base(), 1);
+        let Self { inner, watch } = self;
+        Self {
+            inner: inner.optimize(optim, lr, grads),
+            watch,
+        }
+    }
+
+    fn optimize_multi(
+        self,
+        optim: &mut ModuleOptimizer,
+        lr: ModuleLearningRate,
+        grads: MultiGradientsParams,
+    ) -> Self {
+        let summed = sum_gradients(&self.inner, &grads);
+        self.watch
+            .cockpit
+            .track(&self.inner, &summed, lr.base(), grads.grads.len().max(1));
+        let Self { inner, watch } = self;
+        Self {
+            inner: inner.optimize_multi(optim, lr, grads),
+            watch,
+        }
+    }
+}
+
+impl<M> InferenceStep for Instrumented<M>
+where
+    M: Module + InferenceStep,
+{
+    type Input = M::Input;
+    type Output = M::Output;
+
+    fn step(&self, item: Self::Input) -> Self::Output {
+        self.inner.step(item)
+    }
+}
+
+/// The gradient a multi-device optimizer step applies: per parameter, the sum of every
+/// device's gradient, on the parameter's device.
+pub(crate) fn sum_gradients<M: Module>(model: &M, grads: &MultiGradientsParams) -> GradientsParams {
+    struct Sum<'a> {
+        grads: &'a MultiGradientsParams,
+        out: GradientsParams,
+    }
+    impl ModuleVisitor for Sum<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let device = param.val().device();
+            let total = self
+                .grads
+                .grads
+                .iter()
+                .filter_map(|(g, _)| g.get::<D>(param.id))
+                .map(|g| g.to_device(&device))
+                .reduce(|a, b| a + b);
+            if let Some(total) = total {
+                self.out.register(param.id, total);
+            }
+        }
+    }
+    let mut sum = Sum {
+        grads,
+        out: GradientsParams::new(),
+    };
+    model.visit(&mut sum);
+    sum.out
+}

@@ -1,0 +1,106 @@
+//! The one line a `TrainStep` changes: [`train_output`] instead of `TrainOutput::new`.
+//!
+//! burn turns the backward pass's `Gradients` into `GradientsParams` inside
+//! `TrainOutput::new`, dropping the gradients of the zero-valued leaves the per-sample layers
+//! add. [`train_output`] runs the backward pass itself, hands those leaves (and the loss) to
+//! the [`Instrumented`](crate::Instrumented) model that called the step, then builds the same
+//! `TrainOutput`.
+
+use std::cell::RefCell;
+
+use burn::module::Module;
+use burn::tensor::Tensor;
+use burn::train::TrainOutput;
+use cockpit_quantities::QuantityError;
+use cockpit_quantities::persample::{LinearFactors, Recorder};
+
+/// The thread-local capture of one call of the user's `TrainStep::step`.
+#[derive(Debug, Default)]
+struct StepCapture {
+    /// The recorder the wrapper started for this step, until `train_output` finishes it.
+    recorder: Option<Recorder>,
+    captured: Captured,
+}
+
+/// What one call of the user's `TrainStep::step` left for the wrapper.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    /// Whether `train_output` ran.
+    pub(crate) seen: bool,
+    /// The mean mini-batch loss (detached).
+    pub(crate) loss: Option<Tensor<1>>,
+    /// The per-sample losses `[B]` (detached), when given.
+    pub(crate) losses: Option<Tensor<1>>,
+    /// The per-sample factors of the instrumented layers.
+    pub(crate) factors: Option<Result<LinearFactors, QuantityError>>,
+}
+
+thread_local! {
+    static CAPTURE: RefCell<Option<StepCapture>> = const { RefCell::new(None) };
+}
+
+/// Opens a capture on this thread (the wrapper, before delegating the step).
+pub(crate) fn begin(recorder: Option<Recorder>) {
+    CAPTURE.with(|c| {
+        *c.borrow_mut() = Some(StepCapture {
+            recorder,
+            ..StepCapture::default()
+        })
+    });
+}
+
+/// Closes the capture and returns what the step left (the recorder, if never finished, is
+/// dropped here, which stops recording).
+pub(crate) fn end() -> Captured {
+    CAPTURE
+        .with(|c| c.borrow_mut().take())
+        .map(|capture| capture.captured)
+        .unwrap_or_default()
+}
+
+/// Builds the step's [`TrainOutput`] from its mean mini-batch `loss` (shape `[1]`): runs the
+/// backward pass and lets an [`Instrumented`](crate::Instrumented) model see the loss and the
+/// per-sample layers' records. Outside an instrumented step it is exactly
+/// `TrainOutput::new(model, loss.backward(), item)`.
+///
+/// ```ignore
+/// fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+///     let item = self.forward_classification(batch);
+///     cockpit_train::train_output(self, item.loss.clone(), item) // was: TrainOutput::new(self, item.loss.backward(), item)
+/// }
+/// ```
+pub fn train_output<M: Module, T>(model: &M, loss: Tensor<1>, item: T) -> TrainOutput<T> {
+    capture(model, loss, None, item)
+}
+
+/// Like [`train_output`], from the per-sample losses `[B]` (the loss is their mean). Alpha,
+/// which fits a parabola with the losses' variance, needs this form.
+pub fn train_output_per_sample<M: Module, T>(
+    model: &M,
+    losses: Tensor<1>,
+    item: T,
+) -> TrainOutput<T> {
+    let loss = losses.clone().mean();
+    capture(model, loss, Some(losses), item)
+}
+
+fn capture<M: Module, T>(
+    model: &M,
+    loss: Tensor<1>,
+    losses: Option<Tensor<1>>,
+    item: T,
+) -> TrainOutput<T> {
+    let grads = loss.backward();
+    CAPTURE.with(|c| {
+        if let Some(capture) = c.borrow_mut().as_mut() {
+            let factors = capture.recorder.take().map(|r| r.finish(&grads));
+            capture.captured = Captured {
+                seen: true,
+                loss: Some(loss.detach()),
+                losses: losses.map(Tensor::detach),
+                factors,
+            };
+        }
+    });
+    TrainOutput::new(model, grads, item)
+}

@@ -1,0 +1,341 @@
+//! The burn-train adapter against the hand-written loop: same seed, data and optimizer, the
+//! same values step for step — in the Cockpit output and in burn's metric log.
+
+use std::sync::{Arc, Mutex};
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::InMemDataset;
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::train::logger::{FileMetricLogger, InMemoryMetricLogger, MetricLogger};
+use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
+use burn::train::metric::{MetricDefinition, NumericEntry};
+use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep};
+use cockpit_quantities::persample::{Linear, Recorder};
+use cockpit_quantities::{
+    Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, StepInfo, Value,
+};
+use cockpit_train::metric::numeric_value;
+use cockpit_train::{CockpitLearner, TrainError};
+
+const LR: f64 = 0.1;
+const BATCH: usize = 8;
+const SAMPLES: usize = 40;
+const EPOCHS: usize = 2;
+
+#[derive(Module, Debug)]
+struct Net {
+    hidden: Linear,
+    out: Linear,
+}
+
+impl Net {
+    fn new(device: &Device) -> Self {
+        Self {
+            hidden: LinearConfig::new(3, 6).init(device).into(),
+            out: LinearConfig::new(6, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.out.forward(relu(self.hidden.forward(x)))
+    }
+
+    /// Per-sample cross-entropy `[B]` and the logits.
+    fn losses(&self, batch: &Batch) -> (Tensor<1>, Tensor<2>) {
+        let logits = self.forward(batch.x.clone());
+        let [b, _] = logits.dims();
+        let losses = log_softmax(logits.clone(), 1)
+            .gather(1, batch.y.clone().reshape([b, 1]))
+            .reshape([b])
+            .neg();
+        (losses, logits)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Batch {
+    x: Tensor<2>,
+    y: Tensor<1, Int>,
+}
+
+impl TrainStep for Net {
+    type Input = Batch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+        let (losses, logits) = self.losses(&batch);
+        let item = ClassificationOutput {
+            loss: losses.clone().mean(),
+            output: logits,
+            targets: batch.y,
+        };
+        cockpit_train::train_output_per_sample(self, losses, item)
+    }
+}
+
+impl InferenceStep for Net {
+    type Input = Batch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: Batch) -> ClassificationOutput {
+        let (losses, logits) = self.losses(&batch);
+        ClassificationOutput {
+            loss: losses.mean(),
+            output: logits,
+            targets: batch.y,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Item {
+    x: [f32; 3],
+    y: i64,
+}
+
+#[derive(Clone)]
+struct ItemBatcher;
+
+impl Batcher<Item, Batch> for ItemBatcher {
+    fn batch(&self, items: Vec<Item>, device: &Device) -> Batch {
+        let n = items.len();
+        let x: Vec<f32> = items.iter().flat_map(|i| i.x).collect();
+        let y: Vec<i64> = items.iter().map(|i| i.y).collect();
+        Batch {
+            x: Tensor::from_data(TensorData::new(x, [n, 3]), device),
+            y: Tensor::from_data(TensorData::new(y, [n]), device),
+        }
+    }
+}
+
+/// A deterministic three-class problem.
+fn items() -> Vec<Item> {
+    (0..SAMPLES)
+        .map(|i| {
+            let t = i as f32 * 0.37;
+            Item {
+                x: [t.sin(), (1.3 * t).cos(), ((i % 5) as f32 - 2.0) * 0.4],
+                y: (i % 3) as i64,
+            }
+        })
+        .collect()
+}
+
+fn loader(device: &Device) -> Arc<dyn DataLoader<Batch>> {
+    DataLoaderBuilder::new(ItemBatcher)
+        .batch_size(BATCH)
+        .set_device(device.clone())
+        .build(InMemDataset::new(items()))
+}
+
+/// burn's in-memory logger, shared so the test can read it after training.
+#[derive(Clone, Default)]
+struct SharedLogger(Arc<Mutex<InMemoryMetricLogger>>);
+
+impl MetricLogger for SharedLogger {
+    fn log(&mut self, update: MetricsUpdate, epoch: usize, split: &Split) {
+        self.0.lock().unwrap().log(update, epoch, split);
+    }
+    fn read_numeric(
+        &mut self,
+        name: &str,
+        epoch: usize,
+        split: &Split,
+    ) -> Result<Vec<NumericEntry>, String> {
+        self.0.lock().unwrap().read_numeric(name, epoch, split)
+    }
+    fn log_metric_definition(&mut self, definition: MetricDefinition) {
+        self.0.lock().unwrap().log_metric_definition(definition);
+    }
+    fn log_epoch_summary(&mut self, summary: EpochSummary) {
+        self.0.lock().unwrap().log_epoch_summary(summary);
+    }
+}
+
+/// The hand-written loop: the Cockpit's output and, per step, what that step's `track`
+/// computed.
+fn custom_loop(model: Net, kinds: &[QuantityKind], device: &Device) -> (Output, Vec<Output>) {
+    let mut cockpit = Cockpit::from_kinds(kinds.iter().copied(), &Schedule::every_step()).unwrap();
+    let mut optimizer = SgdConfig::new().init();
+    let mut model = model;
+    let mut latest = Vec::new();
+    let mut step = 0;
+    for _ in 0..EPOCHS {
+        for batch in loader(device).iter() {
+            let batch = batch.unwrap();
+            let recorder = cockpit.needs_per_sample(step).then(Recorder::start);
+            let (losses, _) = model.losses(&batch);
+            let loss = losses.clone().mean();
+            let grads = loss.backward();
+            let factors = recorder.map(|r| r.finish(&grads)).transpose().unwrap();
+            let grads = GradientsParams::from_grads(grads, &model);
+            let mut info = StepInfo::new(loss.detach())
+                .with_individual_losses(losses.detach())
+                .with_optimizer(OptimizerInfo::sgd(LR));
+            if let Some(factors) = factors {
+                info = info
+                    .with_batch_size(batch.x.dims()[0])
+                    .with_per_sample(factors);
+            }
+            cockpit.track(step, &model, &grads, info).unwrap();
+            latest.push(cockpit.latest().clone());
+            model = optimizer.step(LR, model, grads);
+            step += 1;
+        }
+    }
+    (cockpit.output().clone(), latest)
+}
+
+fn assert_close(a: &Value, b: &Value, what: &str) {
+    let (x, y) = (numbers(a), numbers(b));
+    assert_eq!(x.len(), y.len(), "{what}: {a:?} vs {b:?}");
+    for (x, y) in x.iter().zip(&y) {
+        let tol = 1e-12 * x.abs().max(y.abs()).max(1.0);
+        assert!(
+            (x - y).abs() <= tol || (x.is_nan() && y.is_nan()),
+            "{what}: {x} vs {y}"
+        );
+    }
+}
+
+fn numbers(v: &Value) -> Vec<f64> {
+    match v {
+        Value::Int(i) => vec![*i as f64],
+        Value::Float(f) => vec![*f],
+        Value::List(l) => l.clone(),
+        Value::Hist1d(h) => h.hist.iter().chain(&h.edges).copied().collect(),
+        other => panic!("unexpected value {other:?}"),
+    }
+}
+
+#[test]
+fn learner_matches_the_custom_loop_step_for_step() {
+    let device = Device::flex().autodiff();
+    let model = Net::new(&device);
+    let mut kinds = Configuration::Economy.kinds();
+    kinds.extend([QuantityKind::MeanGSNR, QuantityKind::CABS, QuantityKind::EarlyStopping]);
+
+    let (expected, latest) = custom_loop(model.clone(), &kinds, &device);
+
+    let dir = std::env::temp_dir().join(format!("cockpit-train-test-{}", std::process::id()));
+    let cockpit = CockpitLearner::from_kinds(kinds.clone(), Schedule::every_step(), OptimizerInfo::sgd(LR))
+        .unwrap()
+        .with_artifact_dir(&dir)
+        .unwrap();
+    let logger = SharedLogger::default();
+    let learner = Learner::new(cockpit.instrument(model).unwrap(), SgdConfig::new().init(), LR);
+    let training = cockpit
+        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .with_metric_logger(logger.clone())
+        .with_metric_logger(FileMetricLogger::new(&dir))
+        .with_application_logger(None)
+        .num_epochs(EPOCHS);
+    let _result = training.launch(learner);
+    assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
+
+    // The Cockpit output: every step, every quantity, the same values.
+    let steps_per_epoch = SAMPLES / BATCH;
+    assert_eq!(cockpit.steps(), EPOCHS * steps_per_epoch);
+    let got = cockpit.output();
+    let mut compared = 0;
+    for (step, name, value) in expected.iter() {
+        let other = got
+            .get(step, name)
+            .unwrap_or_else(|| panic!("Learner run lacks {name} at step {step}"));
+        assert_close(value, other, &format!("{name} at step {step}"));
+        compared += 1;
+    }
+    let tracked: usize = got.iter().filter(|(_, n, _)| !n.contains("epoch") && *n != "train_loss" && *n != "learning_rate").count();
+    assert_eq!(compared, tracked, "the Learner run has values the custom loop has not");
+    assert!(compared > 10 * EPOCHS * steps_per_epoch, "{compared}");
+
+    // burn's metric log: per epoch, one entry per iteration that computed a value, equal to
+    // the custom loop's value of that iteration (lists by their norm over layers).
+    let mut logger = logger;
+    for kind in &kinds {
+        if cockpit_train::metric::MetricForm::of(*kind) != cockpit_train::metric::MetricForm::Numeric {
+            continue;
+        }
+        for epoch in 1..=EPOCHS {
+            let logged: Vec<f64> = logger
+                .read_numeric(&format!("Cockpit {}", kind.name()), epoch, &Split::Train)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| match e {
+                    NumericEntry::Value(v) => Some(v),
+                    NumericEntry::Aggregated { aggregated_value, .. } => Some(aggregated_value),
+                    NumericEntry::Final(_) => None,
+                })
+                .collect();
+            let wanted: Vec<f64> = latest[(epoch - 1) * steps_per_epoch..epoch * steps_per_epoch]
+                .iter()
+                .filter_map(|out| {
+                    out.iter()
+                        .find(|(_, n, _)| *n == kind.name())
+                        .and_then(|(_, _, v)| numeric_value(v))
+                })
+                .collect();
+            assert!(!wanted.is_empty(), "{} epoch {epoch}", kind.name());
+            assert_eq!(logged.len(), wanted.len(), "{} epoch {epoch}", kind.name());
+            // burn's own metric file: one line per logged value.
+            let file = dir
+                .join("train")
+                .join(format!("epoch-{epoch}"))
+                .join(format!("Cockpit_{}.log", kind.name()));
+            let lines = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let per_step: Vec<f64> = lines
+                .lines()
+                .filter(|l| !l.ends_with(",final")) // the epoch value
+                .map(|l| l.split(',').next().unwrap().parse().unwrap())
+                .collect();
+            assert_eq!(per_step, logged, "{}", file.display());
+            for (a, b) in logged.iter().zip(&wanted) {
+                assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{}: {a} vs {b}", kind.name());
+            }
+        }
+    }
+
+    // Cockpit's log and stream in the artifact directory.
+    let path = cockpit.write().unwrap();
+    let read = cockpit_quantities::log::read_log(&path).unwrap();
+    assert_eq!(read.get(3, "Loss"), got.get(3, "Loss"));
+    assert!(read.get(steps_per_epoch - 1, "epoch_count").is_some(), "epoch entry");
+    assert!(dir.join(cockpit_train::STREAM_FILE).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_configurations_fail_before_training() {
+    let err = CockpitLearner::from_kinds(
+        [QuantityKind::GradNorm, QuantityKind::CABS],
+        Schedule::every_step(),
+        OptimizerInfo::sgd_momentum(0.1, 0.9),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, TrainError::UnsupportedForOptimizer { quantity, .. } if quantity == "CABS"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("plain SGD"), "{err}");
+
+    let cockpit =
+        CockpitLearner::from_kinds([QuantityKind::HessMaxEV], Schedule::every_step(), OptimizerInfo::sgd(0.1))
+            .unwrap();
+    let err = cockpit.instrument(Net::new(&Device::flex().autodiff())).unwrap_err();
+    assert!(matches!(err, TrainError::CurvatureNeedsReplay { .. }), "{err}");
+    assert!(err.to_string().contains("instrument_with_curvature"), "{err}");
+
+    let err = CockpitLearner::from_kinds([], Schedule::every_step(), OptimizerInfo::sgd(0.1)).unwrap_err();
+    assert!(matches!(err, TrainError::NoQuantities));
+
+    let cockpit =
+        CockpitLearner::from_kinds([QuantityKind::GradNorm], Schedule::every_step(), OptimizerInfo::sgd(0.1))
+            .unwrap();
+    assert!(matches!(cockpit.write(), Err(TrainError::NoArtifactDir)));
+}

@@ -180,3 +180,38 @@ pub(crate) fn sum_gradients<M: Module>(model: &M, grads: &MultiGradientsParams) 
     model.visit(&mut sum);
     sum.out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::nn::LinearConfig;
+    use burn::tensor::{Device, TensorData};
+
+    #[test]
+    fn multi_device_gradients_are_summed_per_parameter() {
+        let device = Device::flex();
+        let linear = LinearConfig::new(2, 1).init(&device);
+        let bias = linear.bias.as_ref().map(|b| b.id);
+        let grads_on = |w: [f32; 2], b: f32| {
+            let mut g = GradientsParams::new();
+            g.register(
+                linear.weight.id,
+                Tensor::<2>::from_data(TensorData::new(w.to_vec(), [2, 1]), &device),
+            );
+            if let Some(id) = bias {
+                g.register(id, Tensor::<1>::from_data(TensorData::new(vec![b], [1]), &device));
+            }
+            (g, device.clone())
+        };
+        let multi = MultiGradientsParams {
+            grads: vec![grads_on([1.0, 2.0], 0.5), grads_on([10.0, 20.0], -2.0)],
+        };
+        let summed = sum_gradients(&linear, &multi);
+        let w = summed.get::<2>(linear.weight.id).map(|t| t.into_data().to_vec::<f32>());
+        assert_eq!(w.and_then(Result::ok), Some(vec![11.0, 22.0]));
+        let b = bias
+            .and_then(|id| summed.get::<1>(id))
+            .map(|t| t.into_data().to_vec::<f32>());
+        assert_eq!(b.and_then(Result::ok), Some(vec![-1.5]));
+    }
+}

@@ -15,6 +15,7 @@ use burn::train::logger::{FileMetricLogger, InMemoryMetricLogger, MetricLogger};
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, NumericEntry};
 use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep};
+use cockpit_quantities::curvature::{FiniteDifferenceHvp, Hutchinson};
 use cockpit_quantities::persample::{Linear, Recorder};
 use cockpit_quantities::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, StepInfo, Value,
@@ -160,6 +161,17 @@ impl MetricLogger for SharedLogger {
 /// The hand-written loop: the Cockpit's output and, per step, what that step's `track`
 /// computed.
 fn custom_loop(model: Net, kinds: &[QuantityKind], device: &Device) -> (Output, Vec<Output>) {
+    custom_loop_with(model, kinds, device, None)
+}
+
+/// The hand-written loop, with the curvature source `instrument_with_curvature(_, probes)`
+/// documents when `probes` is given.
+fn custom_loop_with(
+    model: Net,
+    kinds: &[QuantityKind],
+    device: &Device,
+    probes: Option<usize>,
+) -> (Output, Vec<Output>) {
     let mut cockpit = Cockpit::from_kinds(kinds.iter().copied(), &Schedule::every_step()).unwrap();
     let mut optimizer = SgdConfig::new().init();
     let mut model = model;
@@ -181,6 +193,14 @@ fn custom_loop(model: Net, kinds: &[QuantityKind], device: &Device) -> (Output, 
                 info = info
                     .with_batch_size(batch.x.dims()[0])
                     .with_per_sample(factors);
+            }
+            if let Some(probes) = probes {
+                let replay = batch.clone();
+                let hvp = FiniteDifferenceHvp::new(&model, move |m: &Net| {
+                    let (l, _) = m.losses(&replay);
+                    Ok(GradientsParams::from_grads(l.mean().backward(), m))
+                });
+                info = info.with_curvature(Hutchinson::new(hvp, probes, 0x5eed));
             }
             cockpit.track(step, &model, &grads, info).unwrap();
             latest.push(cockpit.latest().clone());
@@ -338,4 +358,203 @@ fn bad_configurations_fail_before_training() {
         CockpitLearner::from_kinds([QuantityKind::GradNorm], Schedule::every_step(), OptimizerInfo::sgd(0.1))
             .unwrap();
     assert!(matches!(cockpit.write(), Err(TrainError::NoArtifactDir)));
+}
+
+/// Host copies of a model's gradients, one vector per parameter in visit order.
+fn host_grads(model: &Net, grads: &GradientsParams) -> Vec<Vec<f64>> {
+    struct Collect<'a>(&'a GradientsParams, Vec<Vec<f64>>);
+    impl burn::module::ModuleVisitor for Collect<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            let g = self.0.get::<D>(param.id).unwrap();
+            self.1.push(g.into_data().convert::<f64>().to_vec::<f64>().unwrap());
+        }
+    }
+    let mut c = Collect(grads, Vec::new());
+    model.visit(&mut c);
+    c.1
+}
+
+#[test]
+fn gradient_accumulation_tracks_the_applied_gradient() {
+    let device = Device::flex().autodiff();
+    let model = Net::new(&device);
+    const ACCUMULATE: usize = 2;
+
+    // Brute force: per optimizer step, the sum of the micro-batches' gradients (burn's
+    // accumulation) and the mean of their losses; steps after 2, 4 and 5 batches per epoch.
+    let mut optimizer = SgdConfig::new().init();
+    let mut reference = model.clone();
+    let mut expected: Vec<(f64, Vec<f64>, usize)> = Vec::new();
+    for _ in 0..EPOCHS {
+        let batches: Vec<Batch> = loader(&device).iter().map(|b| b.unwrap()).collect();
+        for group in batches.chunks(ACCUMULATE) {
+            let mut sum: Option<Vec<Vec<f64>>> = None;
+            let mut losses = Vec::new();
+            let mut applied = GradientsParams::new();
+            for batch in group {
+                let (l, _) = reference.losses(batch);
+                let loss = l.mean();
+                losses.push(loss.clone().into_scalar::<f64>());
+                let grads = GradientsParams::from_grads(loss.backward(), &reference);
+                let host = host_grads(&reference, &grads);
+                sum = Some(match sum {
+                    None => host,
+                    Some(acc) => acc
+                        .iter()
+                        .zip(&host)
+                        .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x + y).collect())
+                        .collect(),
+                });
+                applied = merge(&reference, applied, grads);
+            }
+            let norms = sum
+                .unwrap()
+                .iter()
+                .map(|g| g.iter().map(|x| x * x).sum::<f64>().sqrt())
+                .collect();
+            expected.push((losses.iter().sum::<f64>() / losses.len() as f64, norms, group.len()));
+            reference = optimizer.step(LR, reference, applied);
+        }
+    }
+
+    let cockpit = CockpitLearner::from_kinds(
+        [QuantityKind::Loss, QuantityKind::GradNorm, QuantityKind::NormTest],
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )
+    .unwrap();
+    let learner = Learner::new(cockpit.instrument(model).unwrap(), SgdConfig::new().init(), LR);
+    let dir = std::env::temp_dir().join(format!("cockpit-train-accum-{}", std::process::id()));
+    let _ = cockpit
+        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .with_metric_logger(SharedLogger::default())
+        .with_application_logger(None)
+        .grads_accumulation(ACCUMULATE)
+        .num_epochs(EPOCHS)
+        .launch(learner);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    assert_eq!(cockpit.steps(), expected.len());
+    let out = cockpit.output();
+    for (step, (loss, norms, batches)) in expected.iter().enumerate() {
+        let got_loss = out.get(step, "Loss").and_then(Value::as_f64).unwrap();
+        assert!((got_loss - loss).abs() < 1e-6 * loss.abs().max(1.0), "step {step}: {got_loss} vs {loss}");
+        let got = out.get(step, "GradNorm").and_then(Value::as_list).unwrap();
+        for (a, b) in got.iter().zip(norms) {
+            assert!((a - b).abs() < 1e-5 * b.max(1e-3), "step {step}: {a} vs {b}");
+        }
+        // Per-sample quantities are refused where the applied gradient spans several batches
+        // (and computed on an epoch's last, single batch).
+        assert_eq!(out.get(step, "NormTest").is_none(), *batches > 1, "step {step}");
+    }
+    let warnings = cockpit.warnings();
+    assert!(
+        warnings.iter().any(|w| w.contains("gradient accumulation")),
+        "{warnings:?}"
+    );
+}
+
+/// Adds `grads` into `acc` parameter by parameter (what burn's accumulator does).
+fn merge(model: &Net, acc: GradientsParams, grads: GradientsParams) -> GradientsParams {
+    struct Merge {
+        acc: GradientsParams,
+        grads: GradientsParams,
+    }
+    impl burn::module::ModuleVisitor for Merge {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+            let g = self.grads.remove::<D>(param.id).unwrap();
+            let total = match self.acc.remove::<D>(param.id) {
+                Some(a) => a + g,
+                None => g,
+            };
+            self.acc.register(param.id, total);
+        }
+    }
+    let mut m = Merge { acc, grads };
+    model.visit(&mut m);
+    m.acc
+}
+
+#[test]
+fn curvature_quantities_replay_the_batch() {
+    let device = Device::flex().autodiff();
+    let model = Net::new(&device);
+    let kinds = [QuantityKind::HessMaxEV, QuantityKind::HessTrace];
+    let (expected, _) = custom_loop_with(model.clone(), &kinds, &device, Some(3));
+
+    let cockpit = CockpitLearner::from_kinds(kinds, Schedule::every_step(), OptimizerInfo::sgd(LR)).unwrap();
+    let learner = Learner::new(
+        cockpit.instrument_with_curvature(model, 3),
+        SgdConfig::new().init(),
+        LR,
+    );
+    let dir = std::env::temp_dir().join(format!("cockpit-train-curv-{}", std::process::id()));
+    let _ = cockpit
+        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .with_metric_logger(SharedLogger::default())
+        .with_application_logger(None)
+        .num_epochs(EPOCHS)
+        .launch(learner);
+    let _ = std::fs::remove_dir_all(&dir);
+    let got = cockpit.output();
+    let mut compared = 0;
+    for (step, name, value) in expected.iter() {
+        assert_close(value, got.get(step, name).unwrap(), &format!("{name} at {step}"));
+        compared += 1;
+    }
+    assert_eq!(compared, 2 * EPOCHS * SAMPLES / BATCH);
+}
+
+/// A model whose step still uses `TrainOutput::new`.
+#[derive(Module, Debug)]
+struct Plain {
+    net: Net,
+}
+
+impl TrainStep for Plain {
+    type Input = Batch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+        let (losses, logits) = self.net.losses(&batch);
+        let loss = losses.mean();
+        let item = ClassificationOutput {
+            loss: loss.clone(),
+            output: logits,
+            targets: batch.y,
+        };
+        TrainOutput::new(self, loss.backward(), item)
+    }
+}
+
+impl InferenceStep for Plain {
+    type Input = Batch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: Batch) -> ClassificationOutput {
+        InferenceStep::step(&self.net, batch)
+    }
+}
+
+#[test]
+fn a_step_without_train_output_is_reported_and_training_goes_on() {
+    let device = Device::flex().autodiff();
+    let cockpit =
+        CockpitLearner::from_kinds([QuantityKind::GradNorm], Schedule::every_step(), OptimizerInfo::sgd(LR))
+            .unwrap();
+    let model = Plain { net: Net::new(&device) };
+    let learner = Learner::new(cockpit.instrument(model).unwrap(), SgdConfig::new().init(), LR);
+    let dir = std::env::temp_dir().join(format!("cockpit-train-plain-{}", std::process::id()));
+    let result = cockpit
+        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .with_metric_logger(SharedLogger::default())
+        .with_application_logger(None)
+        .launch(learner);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(cockpit.steps(), SAMPLES / BATCH, "training ran every step");
+    assert!(cockpit.output().series("GradNorm").is_empty(), "nothing tracked");
+    let warnings = cockpit.warnings();
+    assert_eq!(warnings.len(), 1, "reported once: {warnings:?}");
+    assert!(warnings[0].contains("cockpit_train::train_output"), "{warnings:?}");
+    let _ = result.model.into_inner();
 }

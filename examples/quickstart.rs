@@ -23,6 +23,10 @@ use burn_cockpit::{
 };
 use indicatif::{ProgressBar, ProgressStyle};
 
+#[path = "common/iris.rs"]
+mod iris;
+use iris::load_iris;
+
 const EPOCHS: usize = 40;
 const BATCH: usize = 16;
 const LR: f64 = 0.05;
@@ -43,54 +47,6 @@ impl Classifier {
 
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         self.out.forward(relu(self.hidden.forward(x)))
-    }
-}
-
-/// Iris as standardised features and one-hot labels, shuffled with a fixed seed and split
-/// 120 / 30.
-struct Data {
-    train: (Vec<[f64; 4]>, Vec<usize>),
-    test: (Vec<[f64; 4]>, Vec<usize>),
-}
-
-fn load_iris() -> Data {
-    let iris = linfa_datasets::iris();
-    let records: Vec<f64> = iris.records().iter().copied().collect();
-    let labels: Vec<usize> = iris.targets().iter().copied().collect();
-    let n = labels.len();
-    let mut rows: Vec<[f64; 4]> = (0..n)
-        .map(|i| {
-            [
-                records[4 * i],
-                records[4 * i + 1],
-                records[4 * i + 2],
-                records[4 * i + 3],
-            ]
-        })
-        .collect();
-    for j in 0..4 {
-        let mean = rows.iter().map(|r| r[j]).sum::<f64>() / n as f64;
-        let sd = (rows.iter().map(|r| (r[j] - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
-        rows.iter_mut().for_each(|r| r[j] = (r[j] - mean) / sd);
-    }
-    // Fisher–Yates with a small LCG: the same split on every run and backend.
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut state: u64 = 0x5eed;
-    for i in (1..n).rev() {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        order.swap(i, (state >> 33) as usize % (i + 1));
-    }
-    let pick = |idx: &[usize]| -> (Vec<[f64; 4]>, Vec<usize>) {
-        (
-            idx.iter().map(|&i| rows[i]).collect(),
-            idx.iter().map(|&i| labels[i]).collect(),
-        )
-    };
-    Data {
-        train: pick(&order[..120]),
-        test: pick(&order[120..]),
     }
 }
 

@@ -7,6 +7,9 @@
 //! `backward` and before the optimizer step; write Cockpit's JSON log with [`Cockpit::write`].
 //! Everything is re-exported from [`cockpit_quantities`].
 //!
+//! With burn-train's `Learner`, [`train::CockpitLearner`] instruments the model and registers
+//! one metric per quantity (re-exported from [`cockpit_train`]).
+//!
 //! ## Backends (cargo features)
 //!
 //! | feature | backend | device |
@@ -19,5 +22,7 @@
 //! `BURN_COCKPIT_DEVICE` environment variable.
 
 pub use cockpit_quantities::*;
+/// Cockpit quantities as burn-train metrics (the `cockpit-train` crate).
+pub use cockpit_train as train;
 
 pub mod backend;

@@ -102,10 +102,19 @@ pub(crate) struct State {
 ///   per-sample and curvature quantities are refused likewise.
 ///
 /// Cloning gives another handle to the same Cockpit.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CockpitLearner {
     state: Arc<Mutex<State>>,
     kinds: Vec<QuantityKind>,
+}
+
+impl std::fmt::Debug for CockpitLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CockpitLearner")
+            .field("quantities", &self.kinds)
+            .field("steps", &self.steps())
+            .finish_non_exhaustive()
+    }
 }
 
 impl CockpitLearner {

@@ -47,8 +47,8 @@ pub struct Watch {
 
 impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watch")
-            .field("cockpit", &self.cockpit)
+        f.debug_struct("Cockpit")
+            .field("quantities", &self.cockpit.kinds())
             .field("curvature", &self.replay.is_some())
             .finish()
     }

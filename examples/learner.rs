@@ -1,0 +1,172 @@
+//! The quickstart's task — iris, a 4-16-3 classifier, SGD — trained by burn-train's `Learner`
+//! with Cockpit's `economy` quantities as metrics.
+//!
+//! ```text
+//! cargo run --example learner                        # flex; headless when piped (CI)
+//! cargo run --example learner --features tui         # burn's terminal dashboard
+//! cargo run --example learner --features wgpu        # GPU through wgpu
+//! ```
+//!
+//! Everything lands in `cockpit-logs/learner/`: burn's metric logs
+//! (`train/epoch-N/Cockpit_<Quantity>.log`, next to `Loss.log`), Cockpit's log `cockpit.json`
+//! (readable by the Python `CockpitPlotter` and by `cockpit plot`) and the stream
+//! `cockpit.jsonl`.
+
+use std::sync::Arc;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::InMemDataset;
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::optim::SgdConfig;
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::train::metric::{AccuracyMetric, LossMetric};
+use burn::train::{
+    ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
+};
+use burn_cockpit::persample::Linear;
+use burn_cockpit::train::{CockpitLearner, train_output_per_sample};
+use burn_cockpit::{Configuration, OptimizerInfo, Schedule, backend};
+
+#[path = "common/iris.rs"]
+mod iris;
+
+const EPOCHS: usize = 10;
+const BATCH: usize = 16;
+const LR: f64 = 0.05;
+const DIR: &str = "cockpit-logs/learner";
+
+#[derive(Module, Debug)]
+struct Classifier {
+    hidden: Linear,
+    out: Linear,
+}
+
+impl Classifier {
+    fn new(device: &Device) -> Self {
+        Self {
+            hidden: LinearConfig::new(4, 16).init(device).into(),
+            out: LinearConfig::new(16, 3).init(device).into(),
+        }
+    }
+
+    /// Logits and per-sample cross-entropy losses `[B]`.
+    fn forward(&self, batch: IrisBatch) -> (ClassificationOutput, Tensor<1>) {
+        let logits = self.out.forward(relu(self.hidden.forward(batch.x)));
+        let [b, _] = logits.dims();
+        let losses = log_softmax(logits.clone(), 1)
+            .gather(1, batch.y.clone().reshape([b, 1]))
+            .reshape([b])
+            .neg();
+        let output = ClassificationOutput {
+            loss: losses.clone().mean(),
+            output: logits,
+            targets: batch.y,
+        };
+        (output, losses)
+    }
+}
+
+impl TrainStep for Classifier {
+    type Input = IrisBatch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: IrisBatch) -> TrainOutput<ClassificationOutput> {
+        let (item, losses) = self.forward(batch);
+        // The one line Cockpit needs (instead of `TrainOutput::new(self, item.loss.backward(), item)`).
+        train_output_per_sample(self, losses, item)
+    }
+}
+
+impl InferenceStep for Classifier {
+    type Input = IrisBatch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: IrisBatch) -> ClassificationOutput {
+        self.forward(batch).0
+    }
+}
+
+#[derive(Debug, Clone)]
+struct IrisBatch {
+    x: Tensor<2>,
+    y: Tensor<1, Int>,
+}
+
+#[derive(Clone)]
+struct IrisBatcher;
+
+impl Batcher<([f64; 4], usize), IrisBatch> for IrisBatcher {
+    fn batch(&self, items: Vec<([f64; 4], usize)>, device: &Device) -> IrisBatch {
+        let n = items.len();
+        let x: Vec<f32> = items.iter().flat_map(|(x, _)| x.map(|v| v as f32)).collect();
+        let y: Vec<i64> = items.iter().map(|(_, y)| *y as i64).collect();
+        IrisBatch {
+            x: Tensor::from_data(TensorData::new(x, [n, 4]), device),
+            y: Tensor::from_data(TensorData::new(y, [n]), device),
+        }
+    }
+}
+
+fn loader(
+    (x, y): &(Vec<[f64; 4]>, Vec<usize>),
+    device: &Device,
+) -> Arc<dyn DataLoader<IrisBatch>> {
+    let items: Vec<([f64; 4], usize)> = x.iter().copied().zip(y.iter().copied()).collect();
+    DataLoaderBuilder::new(IrisBatcher)
+        .batch_size(BATCH)
+        .set_device(device.clone())
+        .build(InMemDataset::new(items))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (backend_name, device) = backend::device()?;
+    let device = device.autodiff();
+    let data = iris::load_iris();
+    println!("training on {backend_name}; logs in {DIR}/");
+
+    let cockpit = CockpitLearner::new(
+        Configuration::Economy,
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )?
+    .with_artifact_dir(DIR)?;
+    let learner = Learner::new(
+        cockpit.instrument(Classifier::new(&device))?,
+        SgdConfig::new().init(),
+        LR,
+    );
+    let training = cockpit
+        .register(SupervisedTraining::new(
+            DIR,
+            loader(&data.train, &device),
+            loader(&data.test, &device),
+        ))
+        .metric_train_numeric(LossMetric::new())
+        .metric_valid_numeric(LossMetric::new())
+        .metric_valid_numeric(AccuracyMetric::new())
+        .num_epochs(EPOCHS)
+        .summary();
+    let result = training.launch(learner);
+
+    let log = cockpit.write()?;
+    for warning in cockpit.warnings() {
+        eprintln!("cockpit warning: {warning}");
+    }
+    let out = cockpit.output();
+    let alphas: Vec<f64> = out
+        .series("Alpha")
+        .iter()
+        .filter_map(|(_, v)| v.as_f64())
+        .collect();
+    println!(
+        "{} steps tracked; mean α {:.3}; Cockpit log {}",
+        cockpit.steps(),
+        alphas.iter().sum::<f64>() / alphas.len().max(1) as f64,
+        log.display()
+    );
+    let _model = result.model.into_inner();
+    Ok(())
+}

@@ -10,10 +10,16 @@ use std::process::ExitCode;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
 
 const USAGE: &str = "\
-usage: cockpit diagnose LOG.json|LOG.jsonl
+usage: cockpit plot LOG.json|LOG.jsonl -o OUT.png|OUT.svg [--secondary] [--size WxH] [--title T]
+                  [--watch [--interval-ms N] [--idle-exit SECONDS]]
+       cockpit diagnose LOG.json|LOG.jsonl
        cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants] [--fresh-start]
 
-Replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
+plot draws Cockpit's dashboard (the secondary screen with --secondary) from a log of ours or
+of the Python Cockpit; --watch redraws it whenever the log (e.g. the JSON-lines stream of a
+running training) changes, until the log has been idle for --idle-exit seconds.
+diagnose says in words what the log shows (exit status 1 when something is flagged).
+replay replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
 CPU, tracking every quantity burn-cockpit implements at every step, and writes a
 Cockpit-format log. --variants also tracks the fixture's non-default settings that
 burn-cockpit computes, under the fixture's keys. HessMaxEV starts from the fixture's recorded
@@ -35,6 +41,7 @@ fn run(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("replay") => replay_command(&args[1..]),
         Some("diagnose") => diagnose_command(&args[1..]),
+        Some("plot") => plot_command(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");
             Ok(())
@@ -129,6 +136,76 @@ fn diagnose_command(args: &[String]) -> Result<(), String> {
     } else {
         Err(FLAGGED.into())
     }
+}
+
+fn plot_command(args: &[String]) -> Result<(), String> {
+    use cockpit_plot::{PlotOptions, Screen, WatchEvent, WatchOptions};
+    let mut log = None;
+    let mut out = None;
+    let mut options = PlotOptions::default();
+    let mut live: Option<WatchOptions> = None;
+    let mut interval = None;
+    let mut idle = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--out" | "-o" => out = Some(PathBuf::from(value(&mut iter, arg)?)),
+            "--secondary" => options.screen = Screen::Secondary,
+            "--title" => options.title = value(&mut iter, arg)?.to_string(),
+            "--size" => {
+                let size = value(&mut iter, arg)?;
+                let (w, h) = size
+                    .split_once('x')
+                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
+                    .ok_or_else(|| format!("--size takes WIDTHxHEIGHT, not `{size}`"))?;
+                (options.width, options.height) = (w, h);
+            }
+            "--watch" => live = Some(WatchOptions::default()),
+            "--interval-ms" => {
+                let v = value(&mut iter, arg)?;
+                interval = Some(v.parse::<u64>().map_err(|_| format!("--interval-ms takes milliseconds, not `{v}`"))?);
+            }
+            "--idle-exit" => {
+                let v = value(&mut iter, arg)?;
+                idle = Some(v.parse::<f64>().ok().filter(|s| *s >= 0.0).ok_or_else(|| format!("--idle-exit takes seconds, not `{v}`"))?);
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            flag if flag.starts_with('-') => {
+                return Err(format!("unknown option `{flag}`\n\n{USAGE}"));
+            }
+            path if log.is_none() => log = Some(PathBuf::from(path)),
+            extra => return Err(format!("unexpected argument `{extra}`\n\n{USAGE}")),
+        }
+    }
+    let log = log.ok_or_else(|| format!("missing LOG.json\n\n{USAGE}"))?;
+    let out = out.ok_or_else(|| format!("missing -o OUT.png|OUT.svg\n\n{USAGE}"))?;
+    let Some(mut live) = live else {
+        let rendered = cockpit_plot::plot_file(&log, &out, &options).map_err(|e| e.to_string())?;
+        let missing: Vec<&str> = rendered
+            .panels
+            .iter()
+            .filter(|p| !p.drawn)
+            .map(|p| p.name.as_str())
+            .collect();
+        println!("wrote {}", out.display());
+        if !missing.is_empty() {
+            println!("left out (no data in the log): {}", missing.join(", "));
+        }
+        return Ok(());
+    };
+    if let Some(ms) = interval {
+        live.interval = std::time::Duration::from_millis(ms.max(10));
+    }
+    live.idle_exit = idle.map(std::time::Duration::from_secs_f64);
+    println!("watching {} (Ctrl-C to stop)", log.display());
+    cockpit_plot::watch(&log, &out, &options, &live, |event| match event {
+        WatchEvent::Drawn { steps, .. } => println!("drew {steps} steps into {}", out.display()),
+        WatchEvent::Skipped(err) => eprintln!("waiting for a readable log: {err}"),
+    })
+    .map_err(|e| e.to_string())
 }
 
 fn value<'a>(iter: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result<&'a str, String> {

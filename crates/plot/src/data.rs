@@ -1,0 +1,204 @@
+//! What the dashboard draws, pulled out of a Cockpit [`Output`] once.
+
+use cockpit_quantities::{Histogram1d, Histogram2d, Output, Value};
+
+/// One number per step (non-finite values are dropped: they cannot be drawn).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Series {
+    /// Steps (x).
+    pub steps: Vec<f64>,
+    /// Values (y).
+    pub values: Vec<f64>,
+}
+
+impl Series {
+    /// Whether nothing can be drawn.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// The last value.
+    pub fn last(&self) -> Option<f64> {
+        self.values.last().copied()
+    }
+
+    fn of(output: &Output, name: &str, reduce: fn(&Value) -> Option<f64>) -> Self {
+        let mut series = Self::default();
+        for (step, value) in output.series(name) {
+            if let Some(v) = reduce(value).filter(|v| v.is_finite()) {
+                series.steps.push(step as f64);
+                series.values.push(v);
+            }
+        }
+        series
+    }
+
+    /// Cockpit's exponential moving average, `ewm(alpha=0.2, adjust=False)`.
+    pub fn ema(&self) -> Vec<f64> {
+        let mut out = Vec::with_capacity(self.values.len());
+        let mut prev: Option<f64> = None;
+        for &v in &self.values {
+            let next = prev.map_or(v, |p| 0.8 * p + 0.2 * v);
+            out.push(next);
+            prev = Some(next);
+        }
+        out
+    }
+}
+
+fn scalar(value: &Value) -> Option<f64> {
+    value.as_f64()
+}
+
+/// Root-sum-of-squares of a layer-wise list (Distance, UpdateSize, GradNorm).
+fn rss(value: &Value) -> Option<f64> {
+    match value {
+        Value::List(l) => Some(l.iter().map(|v| v * v).sum::<f64>().sqrt()),
+        other => other.as_f64(),
+    }
+}
+
+/// Sum of a layer-wise list (HessTrace).
+fn sum(value: &Value) -> Option<f64> {
+    match value {
+        Value::List(l) => Some(l.iter().sum()),
+        other => other.as_f64(),
+    }
+}
+
+/// Everything the primary and secondary screens draw.
+#[derive(Debug, Clone, Default)]
+pub struct DashboardData {
+    /// Alpha.
+    pub alpha: Series,
+    /// Distance (root-sum-of-squares over layers).
+    pub distance: Series,
+    /// UpdateSize (root-sum-of-squares over layers).
+    pub update_size: Series,
+    /// GradNorm (root-sum-of-squares over layers).
+    pub grad_norm: Series,
+    /// NormTest.
+    pub norm_test: Series,
+    /// InnerTest.
+    pub inner_test: Series,
+    /// OrthoTest.
+    pub ortho_test: Series,
+    /// The last GradHist1d and its step.
+    pub hist1d: Option<(usize, Histogram1d)>,
+    /// The last GradHist2d and its step.
+    pub hist2d: Option<(usize, Histogram2d)>,
+    /// HessMaxEV.
+    pub max_ev: Series,
+    /// HessTrace (summed over layers).
+    pub trace: Series,
+    /// TICDiag.
+    pub tic_diag: Series,
+    /// TICTrace.
+    pub tic_trace: Series,
+    /// `learning_rate` from `log()`.
+    pub learning_rate: Series,
+    /// Loss.
+    pub loss: Series,
+    /// `train_accuracy` from `log()`.
+    pub train_accuracy: Series,
+    /// `valid_accuracy` from `log()`.
+    pub valid_accuracy: Series,
+    /// MeanGSNR.
+    pub mean_gsnr: Series,
+    /// CABS.
+    pub cabs: Series,
+    /// EarlyStopping.
+    pub early_stopping: Series,
+    /// Steps in the log.
+    pub steps: usize,
+}
+
+impl DashboardData {
+    /// Reads every instrument's data from `output` (a log of ours or of the Python Cockpit).
+    pub fn from_output(output: &Output) -> Self {
+        let last = |name: &str| {
+            output
+                .series(name)
+                .into_iter()
+                .rev()
+                .find_map(|(step, value)| Some((step, value)))
+        };
+        let hist1d = last("GradHist1d").and_then(|(step, v)| match v {
+            Value::Hist1d(h) => Some((step, h.clone())),
+            _ => None,
+        });
+        let mut hist2d = last("GradHist2d").and_then(|(step, v)| match v {
+            Value::Hist2d(h) => Some((step, h.clone())),
+            _ => None,
+        });
+        // Per-layer histograms may come from a variant (`GradHist2d[keep_individual=True]`).
+        if hist2d.as_ref().is_none_or(|(_, h)| h.individual.is_empty())
+            && let Some((step, h)) = output
+                .iter()
+                .filter(|(_, name, _)| name.starts_with("GradHist2d"))
+                .filter_map(|(step, _, v)| match v {
+                    Value::Hist2d(h) if !h.individual.is_empty() => Some((step, h)),
+                    _ => None,
+                })
+                .last()
+        {
+            hist2d = Some((step, h.clone()));
+        }
+        Self {
+            alpha: Series::of(output, "Alpha", scalar),
+            distance: Series::of(output, "Distance", rss),
+            update_size: Series::of(output, "UpdateSize", rss),
+            grad_norm: Series::of(output, "GradNorm", rss),
+            norm_test: Series::of(output, "NormTest", scalar),
+            inner_test: Series::of(output, "InnerTest", scalar),
+            ortho_test: Series::of(output, "OrthoTest", scalar),
+            hist1d,
+            hist2d,
+            max_ev: Series::of(output, "HessMaxEV", scalar),
+            trace: Series::of(output, "HessTrace", sum),
+            tic_diag: Series::of(output, "TICDiag", scalar),
+            tic_trace: Series::of(output, "TICTrace", scalar),
+            learning_rate: Series::of(output, "learning_rate", scalar),
+            loss: Series::of(output, "Loss", scalar),
+            train_accuracy: Series::of(output, "train_accuracy", scalar),
+            valid_accuracy: Series::of(output, "valid_accuracy", scalar),
+            mean_gsnr: Series::of(output, "MeanGSNR", scalar),
+            cabs: Series::of(output, "CABS", scalar),
+            early_stopping: Series::of(output, "EarlyStopping", scalar),
+            steps: output.steps().count(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ema_follows_pandas_ewm_without_adjustment() {
+        let s = Series {
+            steps: vec![0.0, 1.0, 2.0],
+            values: vec![1.0, 2.0, 4.0],
+        };
+        // y0 = 1, y1 = 0.8·1 + 0.2·2 = 1.2, y2 = 0.8·1.2 + 0.2·4 = 1.76
+        let ema = s.ema();
+        assert!((ema[1] - 1.2).abs() < 1e-12 && (ema[2] - 1.76).abs() < 1e-12, "{ema:?}");
+    }
+
+    #[test]
+    fn layerwise_lists_are_reduced_as_cockpit_draws_them() {
+        let mut out = Output::new();
+        out.insert(0, "GradNorm", Value::List(vec![3.0, 4.0]));
+        out.insert(0, "HessTrace", Value::List(vec![3.0, 4.0]));
+        out.insert(1, "GradNorm", Value::Float(f64::NAN));
+        let d = DashboardData::from_output(&out);
+        assert_eq!(d.grad_norm.values, vec![5.0]);
+        assert_eq!(d.trace.values, vec![7.0]);
+        assert_eq!(d.steps, 2);
+    }
+}

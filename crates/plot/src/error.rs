@@ -1,0 +1,44 @@
+//! Errors of the dashboard.
+
+use std::path::PathBuf;
+
+use cockpit_quantities::log::LogError;
+
+/// Why a dashboard could not be drawn or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlotError {
+    /// The log could not be read or parsed.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The log holds no step.
+    #[error("the log has no steps: nothing to draw")]
+    Empty,
+    /// The output file's extension is neither `.png` nor `.svg`.
+    #[error("cannot tell the image format of `{}`: use a .png or .svg file name", .0.display())]
+    Format(PathBuf),
+    /// A size too small to lay the dashboard out.
+    #[error("a dashboard needs at least 600x300 pixels, not {width}x{height}")]
+    Size {
+        /// Requested width.
+        width: u32,
+        /// Requested height.
+        height: u32,
+    },
+    /// Drawing failed (the backend's message).
+    #[error("drawing failed: {0}")]
+    Draw(String),
+    /// The image could not be written.
+    #[error("cannot write `{}`: {reason}", path.display())]
+    Write {
+        /// The output file.
+        path: PathBuf,
+        /// The backend's or the file system's message.
+        reason: String,
+    },
+}
+
+/// Maps any plotters error into [`PlotError::Draw`].
+pub(crate) fn draw_err<E: std::fmt::Debug>(err: E) -> PlotError {
+    PlotError::Draw(format!("{err:?}"))
+}

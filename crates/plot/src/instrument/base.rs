@@ -1,0 +1,262 @@
+//! What instruments share: ranges, number formats, and the scatter-plus-moving-average chart
+//! most of Cockpit's instruments are.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::data::Series;
+use crate::error::{PlotError, draw_err};
+use crate::style::{INK, PANEL, cool, viridis};
+
+/// A drawing area of any plotters backend.
+pub type Area<DB> = DrawingArea<DB, Shift>;
+
+/// Sizes that scale with the image.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale(pub f64);
+
+impl Scale {
+    /// A length of `px` pixels at the reference height of 1200 pixels.
+    pub fn px(self, px: f64) -> u32 {
+        (px * self.0).round().max(1.0) as u32
+    }
+
+    /// A font of `px` pixels at the reference height.
+    pub fn font(self, px: f64) -> TextStyle<'static> {
+        ("sans-serif", (px * self.0).max(6.0))
+            .into_font()
+            .color(&INK)
+    }
+}
+
+/// The padded range of the finite values, or `None` when there is none.
+pub fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.into_iter().filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo > hi {
+        return None;
+    }
+    let span = hi - lo;
+    let pad = if span > 0.0 {
+        0.05 * span
+    } else {
+        0.1 * lo.abs().max(1e-12)
+    };
+    Some((lo - pad, hi + pad))
+}
+
+/// A compact number: fixed for moderate magnitudes, scientific otherwise.
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".into()
+    } else if !(1e-2..1e4).contains(&a) {
+        format!("{v:.1e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// A tick label with as many decimals as an axis spanning `span` needs to tell ticks apart.
+pub fn tick(v: f64, span: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        return "0".into();
+    }
+    if !(1e-3..1e5).contains(&a) || !(span > 0.0) {
+        return format!("{v:.2e}");
+    }
+    let decimals = (1.0 - span.log10().floor()).clamp(0.0, 6.0) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// How many tick labels fit along `pixels` (one per ~30 reference pixels, 2 to 6).
+pub fn label_count(pixels: u32, scale: Scale) -> usize {
+    (pixels as f64 / (30.0 * scale.0)).clamp(2.0, 6.0) as usize
+}
+
+/// One series of a scatter chart.
+#[derive(Debug, Clone, Copy)]
+pub struct Plot<'a> {
+    /// The data.
+    pub series: &'a Series,
+    /// The axis label.
+    pub label: &'a str,
+    /// Draw on a log axis (non-positive values are left out).
+    pub log: bool,
+}
+
+impl Plot<'_> {
+    /// The drawable points (log10 of the values on a log axis) and their moving average.
+    fn points(&self) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+        let keep = |v: f64| !self.log || v > 0.0;
+        let map = |v: f64| if self.log { v.log10() } else { v };
+        let ema = self.series.ema();
+        let mut points = Vec::with_capacity(self.series.len());
+        let mut smooth = Vec::with_capacity(self.series.len());
+        for ((&x, &y), &e) in self.series.steps.iter().zip(&self.series.values).zip(&ema) {
+            if keep(y) {
+                points.push((x, map(y)));
+            }
+            if keep(e) {
+                smooth.push((x, map(e)));
+            }
+        }
+        (points, smooth)
+    }
+
+    fn label_of(&self, v: f64, span: f64) -> String {
+        if self.log {
+            number(10f64.powf(v))
+        } else {
+            tick(v, span)
+        }
+    }
+}
+
+/// Points coloured by iteration (viridis, reversed for a twin series).
+fn scatter<'a>(
+    points: &'a [(f64, f64)],
+    reversed: bool,
+    radius: u32,
+) -> impl Iterator<Item = Circle<(f64, f64), u32>> + 'a {
+    let n = points.len().max(2) as f64 - 1.0;
+    points.iter().enumerate().map(move |(i, &p)| {
+        let t = i as f64 / n;
+        let t = if reversed { 1.0 - t } else { t };
+        Circle::new(p, radius, viridis(t).filled())
+    })
+}
+
+/// The moving average as a line coloured along the "cool" map.
+fn ema_line(
+    points: &[(f64, f64)],
+    reversed: bool,
+    width: u32,
+) -> impl Iterator<Item = PathElement<(f64, f64)>> + '_ {
+    let n = points.len().max(2) as f64 - 1.0;
+    points.windows(2).enumerate().map(move |(i, w)| {
+        let t = i as f64 / n;
+        let t = if reversed { 1.0 - t } else { t };
+        PathElement::new(vec![w[0], w[1]], cool(t).stroke_width(width))
+    })
+}
+
+/// Cockpit's most common instrument: the values as points coloured by iteration plus their
+/// exponential moving average, optionally a second series on a twin axis. Returns `false`
+/// (drawing nothing) when the main series is empty.
+pub fn scatter_ema<DB: DrawingBackend>(
+    area: &Area<DB>,
+    scale: Scale,
+    title: &str,
+    main: Plot<'_>,
+    twin: Option<Plot<'_>>,
+) -> Result<bool, PlotError> {
+    let (points, smooth) = main.points();
+    let twin = twin.map(|t| (t, t.points())).filter(|(_, (p, _))| !p.is_empty());
+    let xs = points
+        .iter()
+        .chain(twin.iter().flat_map(|(_, (p, _))| p.iter()))
+        .map(|p| p.0);
+    let (Some((x0, x1)), Some((y0, y1))) = (
+        bounds(xs),
+        bounds(points.iter().chain(&smooth).map(|p| p.1)),
+    ) else {
+        return Ok(false);
+    };
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(title, scale.font(17.0))
+        .margin(scale.px(6.0))
+        .x_label_area_size(scale.px(30.0))
+        .y_label_area_size(scale.px(56.0));
+    if twin.is_some() {
+        builder.right_y_label_area_size(scale.px(70.0));
+    }
+    let mut chart = builder
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(draw_err)?;
+    chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
+    let y_label = |v: &f64| main.label_of(*v, y1 - y0);
+    let x_label = |v: &f64| tick(*v, x1 - x0);
+    let (_, h) = area.dim_in_pixel();
+    let y_count = label_count(h, scale);
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("iteration")
+        .y_desc(main.label)
+        .label_style(scale.font(12.0))
+        .axis_desc_style(scale.font(13.0))
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .x_labels(6)
+        .y_labels(y_count)
+        .draw()
+        .map_err(draw_err)?;
+    let radius = scale.px(3.0);
+    chart
+        .draw_series(scatter(&points, false, radius))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(ema_line(&smooth, false, scale.px(2.0)))
+        .map_err(draw_err)?;
+    if let Some((plot, (points, smooth))) = twin {
+        let Some((t0, t1)) = bounds(points.iter().chain(&smooth).map(|p| p.1)) else {
+            return Ok(true);
+        };
+        let mut chart = chart.set_secondary_coord(x0..x1, t0..t1);
+        let twin_label = |v: &f64| plot.label_of(*v, t1 - t0);
+        chart
+            .configure_secondary_axes()
+            .y_desc(plot.label)
+            .label_style(scale.font(12.0))
+            .axis_desc_style(scale.font(13.0))
+            .y_label_formatter(&twin_label)
+            .y_labels(y_count)
+            .draw()
+            .map_err(draw_err)?;
+        chart
+            .draw_secondary_series(scatter(&points, true, radius))
+            .map_err(draw_err)?;
+        chart
+            .draw_secondary_series(ema_line(&smooth, true, scale.px(2.0)))
+            .map_err(draw_err)?;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_pad_and_skip_non_finite() {
+        assert_eq!(bounds([f64::NAN]), None);
+        let (lo, hi) = bounds([0.0, 10.0, f64::INFINITY]).unwrap_or_default();
+        assert!((lo + 0.5).abs() < 1e-12 && (hi - 10.5).abs() < 1e-12);
+        let (lo, hi) = bounds([2.0]).unwrap_or_default();
+        assert!(lo < 2.0 && hi > 2.0);
+    }
+
+    #[test]
+    fn ticks_tell_close_values_apart() {
+        assert_ne!(tick(0.061, 0.02), tick(0.064, 0.02));
+        assert_eq!(tick(150.0, 100.0), "150");
+        assert_eq!(tick(2.5e-7, 1e-7), "2.50e-7");
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(number(0.5), "0.5");
+        assert_eq!(number(1.25e-5), "1.2e-5");
+        assert_eq!(number(250.0), "250");
+        assert_eq!(number(0.0), "0");
+    }
+}

@@ -1,0 +1,68 @@
+//! Cockpit's `hyperparameter_gauge`: the learning rate over time.
+
+use plotters::prelude::*;
+
+use super::base::{Area, Scale, bounds, number};
+use crate::PlotError;
+use crate::data::DashboardData;
+use crate::error::draw_err;
+use crate::style::{BLUE, PANEL};
+
+/// The learning rate `log()` recorded, as a line; the legend shows the last value.
+pub fn draw<DB: DrawingBackend>(
+    area: &Area<DB>,
+    scale: Scale,
+    data: &DashboardData,
+) -> Result<bool, PlotError> {
+    let lr = &data.learning_rate;
+    let (Some((x0, x1)), Some((y0, y1)), Some(last)) = (
+        bounds(lr.steps.iter().copied()),
+        bounds(lr.values.iter().copied()),
+        lr.last(),
+    ) else {
+        return Ok(false);
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption("Hyperparameters", scale.font(17.0))
+        .margin(scale.px(6.0))
+        .x_label_area_size(scale.px(30.0))
+        .y_label_area_size(scale.px(56.0))
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(draw_err)?;
+    chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("iteration")
+        .y_desc("learning rate")
+        .label_style(scale.font(12.0))
+        .axis_desc_style(scale.font(13.0))
+        .x_label_formatter(&|v| number(*v))
+        .y_label_formatter(&|v| number(*v))
+        .y_labels(4)
+        .draw()
+        .map_err(draw_err)?;
+    chart
+        .draw_series(LineSeries::new(
+            lr.steps.iter().copied().zip(lr.values.iter().copied()),
+            BLUE.stroke_width(scale.px(2.0)),
+        ))
+        .map_err(draw_err)?
+        .label(format!("lr = {}", number(last)))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(
+            lr.steps
+                .iter()
+                .zip(&lr.values)
+                .map(|(&x, &y)| Circle::new((x, y), scale.px(3.0), BLUE.filled())),
+        )
+        .map_err(draw_err)?;
+    chart
+        .configure_series_labels()
+        .label_font(scale.font(12.0))
+        .background_style(PANEL.mix(0.8))
+        .draw()
+        .map_err(draw_err)?;
+    Ok(true)
+}

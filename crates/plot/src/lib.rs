@@ -1,0 +1,158 @@
+//! # cockpit-plot
+//!
+//! Cockpit's dashboard (`CockpitPlotter`) drawn in Rust with [plotters]: PNG or SVG from a
+//! Cockpit log — ours or one the Python Cockpit wrote — with no Python, display or system
+//! font (DejaVu Sans is embedded).
+//!
+//! ```no_run
+//! use cockpit_plot::{PlotOptions, plot_file};
+//! let rendered = plot_file("cockpit_log.json", "dashboard.png", &PlotOptions::default())?;
+//! assert!(rendered.panel("alpha_gauge").is_some());
+//! # Ok::<(), cockpit_plot::PlotError>(())
+//! ```
+//!
+//! The primary screen has three columns — STEP SIZE (blue), GRADIENTS (orange), CURVATURE
+//! (green) — of three instruments each, then the hyperparameter and performance row; the
+//! secondary screen has MeanGSNR, CABS, EarlyStopping and the per-layer 2d histograms. An
+//! instrument whose data is missing is left blank (and reported in [`Rendered`]).
+//!
+//! Drawing only reads the log: it never touches a model or a backend.
+
+pub mod dashboard;
+pub mod data;
+mod error;
+mod font;
+pub mod instrument;
+pub mod style;
+mod watch;
+
+use std::path::Path;
+
+use cockpit_quantities::Output;
+use cockpit_quantities::log::{read_log, read_stream};
+use plotters::prelude::*;
+
+pub use dashboard::{Header, Panel, Rect, Rendered, Screen};
+pub use data::{DashboardData, Series};
+pub use error::PlotError;
+pub use watch::{WatchEvent, WatchOptions, watch};
+
+/// Size, screen and title of a dashboard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlotOptions {
+    /// Width in pixels (default 2400; Cockpit's figure is 30 × 15 inches).
+    pub width: u32,
+    /// Height in pixels (default 1200).
+    pub height: u32,
+    /// Primary or secondary screen.
+    pub screen: Screen,
+    /// The title (default "Cockpit").
+    pub title: String,
+}
+
+impl Default for PlotOptions {
+    fn default() -> Self {
+        Self {
+            width: 2400,
+            height: 1200,
+            screen: Screen::Primary,
+            title: "Cockpit".into(),
+        }
+    }
+}
+
+fn checked(output: &Output) -> Result<DashboardData, PlotError> {
+    if output.is_empty() {
+        return Err(PlotError::Empty);
+    }
+    Ok(DashboardData::from_output(output))
+}
+
+/// Draws into an RGB buffer (`width · height · 3` bytes, row-major).
+///
+/// # Errors
+///
+/// [`PlotError::Empty`] for an empty output, [`PlotError::Size`], [`PlotError::Draw`].
+pub fn render_rgb(output: &Output, options: &PlotOptions) -> Result<(Vec<u8>, Rendered), PlotError> {
+    let data = checked(output)?;
+    let mut buffer = vec![0u8; options.width as usize * options.height as usize * 3];
+    let rendered = {
+        let root =
+            BitMapBackend::with_buffer(&mut buffer, (options.width, options.height)).into_drawing_area();
+        let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
+        root.present().map_err(error::draw_err)?;
+        rendered
+    };
+    Ok((buffer, rendered))
+}
+
+/// Draws an SVG document.
+///
+/// # Errors
+///
+/// As [`render_rgb`].
+pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Rendered), PlotError> {
+    let data = checked(output)?;
+    let mut svg = String::new();
+    let rendered = {
+        let root = SVGBackend::with_string(&mut svg, (options.width, options.height)).into_drawing_area();
+        let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
+        root.present().map_err(error::draw_err)?;
+        rendered
+    };
+    Ok((svg, rendered))
+}
+
+/// Draws `output` into `path`, PNG or SVG by its extension.
+///
+/// # Errors
+///
+/// [`PlotError::Format`] for another extension, [`PlotError::Write`] if the file cannot be
+/// written, and those of [`render_rgb`].
+pub fn save(output: &Output, path: impl AsRef<Path>, options: &PlotOptions) -> Result<Rendered, PlotError> {
+    let path = path.as_ref();
+    let write_err = |reason: String| PlotError::Write {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+        Some("svg") => {
+            let (svg, rendered) = render_svg(output, options)?;
+            std::fs::write(path, svg).map_err(|e| write_err(e.to_string()))?;
+            Ok(rendered)
+        }
+        Some("png") => {
+            let data = checked(output)?;
+            let root = BitMapBackend::new(path, (options.width, options.height)).into_drawing_area();
+            let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
+            root.present().map_err(|e| write_err(format!("{e}")))?;
+            Ok(rendered)
+        }
+        _ => Err(PlotError::Format(path.to_path_buf())),
+    }
+}
+
+/// Reads a log (`.jsonl`: the JSON-lines stream; anything else: Cockpit's JSON log) and
+/// draws it into `out`.
+///
+/// # Errors
+///
+/// [`PlotError::Log`] if the log cannot be read, and those of [`save`].
+pub fn plot_file(log: impl AsRef<Path>, out: impl AsRef<Path>, options: &PlotOptions) -> Result<Rendered, PlotError> {
+    let output = read_any(log)?;
+    save(&output, out, options)
+}
+
+/// Reads a Cockpit JSON log, or a JSON-lines stream when the name ends in `.jsonl`.
+///
+/// # Errors
+///
+/// [`PlotError::Log`] if the file cannot be read or parsed.
+pub fn read_any(log: impl AsRef<Path>) -> Result<Output, PlotError> {
+    let log = log.as_ref();
+    Ok(if log.extension().is_some_and(|e| e == "jsonl") {
+        read_stream(log)?
+    } else {
+        read_log(log)?
+    })
+}

@@ -1,0 +1,106 @@
+//! Live view: redraw the dashboard whenever the log grows.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::{PlotError, PlotOptions, Rendered, read_any, save};
+
+/// How [`watch`] polls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchOptions {
+    /// Time between checks of the log.
+    pub interval: Duration,
+    /// Stop once the log has not changed for this long (`None`: run until interrupted).
+    pub idle_exit: Option<Duration>,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_millis(500),
+            idle_exit: None,
+        }
+    }
+}
+
+/// One redraw, reported to the caller.
+#[derive(Debug)]
+pub enum WatchEvent<'a> {
+    /// The dashboard was redrawn from a log with `steps` steps.
+    Drawn {
+        /// Steps in the log.
+        steps: usize,
+        /// What was drawn.
+        rendered: &'a Rendered,
+    },
+    /// The log could not be read or drawn this time (it may be mid-write); the last image
+    /// stays, and the next change is tried again.
+    Skipped(&'a PlotError),
+}
+
+/// Redraws `out` from `log` (a JSON-lines stream as training writes it, or a JSON log) each
+/// time the file changes. The image is written to a temporary file and renamed, so a viewer
+/// never sees half an image.
+///
+/// # Errors
+///
+/// [`PlotError::Write`] if the image cannot be written; read errors are reported through
+/// `on_event` and retried.
+pub fn watch(
+    log: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: &PlotOptions,
+    watch: &WatchOptions,
+    mut on_event: impl FnMut(WatchEvent<'_>),
+) -> Result<(), PlotError> {
+    let (log, out) = (log.as_ref(), out.as_ref());
+    let temp = temporary(out);
+    let mut seen: Option<(u64, Option<SystemTime>)> = None;
+    let mut last_change = Instant::now();
+    loop {
+        let stamp = std::fs::metadata(log)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
+        if stamp.is_some() && stamp != seen {
+            seen = stamp;
+            last_change = Instant::now();
+            match read_any(log).and_then(|output| {
+                let steps = output.steps().count();
+                save(&output, &temp, options).map(|r| (steps, r))
+            }) {
+                Ok((steps, rendered)) => {
+                    std::fs::rename(&temp, out).map_err(|e| PlotError::Write {
+                        path: out.to_path_buf(),
+                        reason: e.to_string(),
+                    })?;
+                    on_event(WatchEvent::Drawn {
+                        steps,
+                        rendered: &rendered,
+                    });
+                }
+                Err(err @ PlotError::Write { .. }) => return Err(err),
+                Err(err) => on_event(WatchEvent::Skipped(&err)),
+            }
+        }
+        if watch
+            .idle_exit
+            .is_some_and(|idle| last_change.elapsed() >= idle)
+        {
+            return Ok(());
+        }
+        std::thread::sleep(watch.interval);
+    }
+}
+
+/// `dir/.name.partial.ext` next to `out` (same file system, same extension).
+fn temporary(out: &Path) -> PathBuf {
+    let name = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = out
+        .extension()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    out.with_file_name(format!(".{name}.partial.{ext}"))
+}

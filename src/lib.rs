@@ -8,7 +8,8 @@
 //! Everything is re-exported from [`cockpit_quantities`].
 //!
 //! With burn-train's `Learner`, [`train::CockpitLearner`] instruments the model and registers
-//! one metric per quantity (re-exported from [`cockpit_train`]).
+//! one metric per quantity (re-exported from [`cockpit_train`]); [`plot::save`] draws Cockpit's
+//! dashboard from the output or a log (re-exported from [`cockpit_plot`]).
 //!
 //! ## Backends (cargo features)
 //!
@@ -24,5 +25,7 @@
 pub use cockpit_quantities::*;
 /// Cockpit quantities as burn-train metrics (the `cockpit-train` crate).
 pub use cockpit_train as train;
+/// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
+pub use cockpit_plot as plot;
 
 pub mod backend;

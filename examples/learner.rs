@@ -9,8 +9,8 @@
 //!
 //! Everything lands in `cockpit-logs/learner/`: burn's metric logs
 //! (`train/epoch-N/Cockpit_<Quantity>.log`, next to `Loss.log`), Cockpit's log `cockpit.json`
-//! (readable by the Python `CockpitPlotter` and by `cockpit plot`) and the stream
-//! `cockpit.jsonl`.
+//! (readable by the Python `CockpitPlotter` and by `cockpit plot`), the stream
+//! `cockpit.jsonl` and the dashboard `dashboard.png`.
 
 use std::sync::Arc;
 
@@ -152,6 +152,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let result = training.launch(learner);
 
     let log = cockpit.write()?;
+    let dashboard = format!("{DIR}/dashboard.png");
+    let options = burn_cockpit::plot::PlotOptions {
+        title: format!("Cockpit for SGD (burn-train Learner, {backend_name})"),
+        ..Default::default()
+    };
+    burn_cockpit::plot::save(&cockpit.output(), &dashboard, &options)?;
     for warning in cockpit.warnings() {
         eprintln!("cockpit warning: {warning}");
     }
@@ -162,7 +168,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .filter_map(|(_, v)| v.as_f64())
         .collect();
     println!(
-        "{} steps tracked; mean α {:.3}; Cockpit log {}",
+        "{} steps tracked; mean α {:.3}; Cockpit log {}; dashboard {dashboard}",
         cockpit.steps(),
         alphas.iter().sum::<f64>() / alphas.len().max(1) as f64,
         log.display()

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Writes `cockpit-logs/quickstart.json` (Cockpit's log format, readable by the Python
-//! `CockpitPlotter`) and `cockpit-logs/quickstart.jsonl` (one line per tracked step).
+//! `CockpitPlotter`), `cockpit-logs/quickstart.jsonl` (one line per tracked step) and the
+//! dashboard `cockpit-logs/quickstart.png`.
 
 use burn::module::Module;
 use burn::nn::LinearConfig;
@@ -151,6 +152,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     progress.finish();
     cockpit.write("cockpit-logs/quickstart.json")?;
+    let options = burn_cockpit::plot::PlotOptions {
+        title: format!("Cockpit for SGD ({backend_name})"),
+        ..Default::default()
+    };
+    burn_cockpit::plot::save(cockpit.output(), "cockpit-logs/quickstart.png", &options)?;
 
     let out = cockpit.output();
     let global = |name: &str, step: usize| -> f64 {
@@ -218,6 +224,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for warning in cockpit.warnings() {
         println!("  warning: {warning}");
     }
-    println!("wrote cockpit-logs/quickstart.json and cockpit-logs/quickstart.jsonl");
+    println!("wrote cockpit-logs/quickstart.json, cockpit-logs/quickstart.jsonl and the dashboard cockpit-logs/quickstart.png");
     Ok(())
 }

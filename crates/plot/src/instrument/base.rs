@@ -2,6 +2,7 @@
 //! most of Cockpit's instruments are.
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::data::Series;
@@ -148,6 +149,44 @@ fn ema_line(
     })
 }
 
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The primary axes, points and moving average of [`scatter_ema`].
+fn primary<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    scale: Scale,
+    main: Plot<'_>,
+    points: &[(f64, f64)],
+    smooth: &[(f64, f64)],
+    y_count: usize,
+) -> Result<(), PlotError> {
+    let x_range = chart.x_range();
+    let y_range = chart.y_range();
+    chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
+    let y_label = |v: &f64| main.label_of(*v, y_range.end - y_range.start);
+    let x_label = |v: &f64| tick(*v, x_range.end - x_range.start);
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("iteration")
+        .y_desc(main.label)
+        .label_style(scale.font(12.0))
+        .axis_desc_style(scale.font(13.0))
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
+        .x_labels(6)
+        .y_labels(y_count)
+        .draw()
+        .map_err(draw_err)?;
+    chart
+        .draw_series(scatter(points, false, scale.px(3.0)))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(ema_line(smooth, false, scale.px(2.0)))
+        .map_err(draw_err)?;
+    Ok(())
+}
+
 /// Cockpit's most common instrument: the values as points coloured by iteration plus their
 /// exponential moving average, optionally a second series on a twin axis. Returns `false`
 /// (drawing nothing) when the main series is empty.
@@ -179,56 +218,39 @@ pub fn scatter_ema<DB: DrawingBackend>(
     if twin.is_some() {
         builder.right_y_label_area_size(scale.px(70.0));
     }
-    let mut chart = builder
+    let chart = builder
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(draw_err)?;
-    chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
-    let y_label = |v: &f64| main.label_of(*v, y1 - y0);
-    let x_label = |v: &f64| tick(*v, x1 - x0);
+    let radius = scale.px(3.0);
     let (_, h) = area.dim_in_pixel();
     let y_count = label_count(h, scale);
+    let twin = twin.and_then(|(plot, (points, smooth))| {
+        bounds(points.iter().chain(&smooth).map(|p| p.1)).map(|b| (plot, points, smooth, b))
+    });
+    let Some((plot, twin_points, twin_smooth, (t0, t1))) = twin else {
+        let mut chart = chart;
+        primary(&mut chart, scale, main, &points, &smooth, y_count)?;
+        return Ok(true);
+    };
+    // The secondary axis takes the right label area: set it up before the primary mesh.
+    let mut chart = chart.set_secondary_coord(x0..x1, t0..t1);
+    primary(&mut chart, scale, main, &points, &smooth, y_count)?;
+    let twin_label = |v: &f64| plot.label_of(*v, t1 - t0);
     chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc("iteration")
-        .y_desc(main.label)
+        .configure_secondary_axes()
+        .y_desc(plot.label)
         .label_style(scale.font(12.0))
         .axis_desc_style(scale.font(13.0))
-        .x_label_formatter(&x_label)
-        .y_label_formatter(&y_label)
-        .x_labels(6)
+        .y_label_formatter(&twin_label)
         .y_labels(y_count)
         .draw()
         .map_err(draw_err)?;
-    let radius = scale.px(3.0);
     chart
-        .draw_series(scatter(&points, false, radius))
+        .draw_secondary_series(scatter(&twin_points, true, radius))
         .map_err(draw_err)?;
     chart
-        .draw_series(ema_line(&smooth, false, scale.px(2.0)))
+        .draw_secondary_series(ema_line(&twin_smooth, true, scale.px(2.0)))
         .map_err(draw_err)?;
-    if let Some((plot, (points, smooth))) = twin {
-        let Some((t0, t1)) = bounds(points.iter().chain(&smooth).map(|p| p.1)) else {
-            return Ok(true);
-        };
-        let mut chart = chart.set_secondary_coord(x0..x1, t0..t1);
-        let twin_label = |v: &f64| plot.label_of(*v, t1 - t0);
-        chart
-            .configure_secondary_axes()
-            .y_desc(plot.label)
-            .label_style(scale.font(12.0))
-            .axis_desc_style(scale.font(13.0))
-            .y_label_formatter(&twin_label)
-            .y_labels(y_count)
-            .draw()
-            .map_err(draw_err)?;
-        chart
-            .draw_secondary_series(scatter(&points, true, radius))
-            .map_err(draw_err)?;
-        chart
-            .draw_secondary_series(ema_line(&smooth, true, scale.px(2.0)))
-            .map_err(draw_err)?;
-    }
     Ok(true)
 }
 

@@ -277,7 +277,7 @@ mod tests {
     #[test]
     fn numbers_read_well() {
         assert_eq!(number(0.5), "0.5");
-        assert_eq!(number(1.25e-5), "1.2e-5");
+        assert_eq!(number(1.5e-5), "1.5e-5");
         assert_eq!(number(250.0), "250");
         assert_eq!(number(0.0), "0");
     }

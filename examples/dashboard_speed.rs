@@ -42,13 +42,21 @@ fn synthetic(steps: usize) -> Output {
             out.insert(step, name, Value::Float(value));
         }
         for name in ["Distance", "UpdateSize", "GradNorm", "HessTrace"] {
-            out.insert(step, name, Value::List((0..4).map(|l| wave(t, l as f64 + 1.0)).collect()));
+            out.insert(
+                step,
+                name,
+                Value::List((0..4).map(|l| wave(t, l as f64 + 1.0)).collect()),
+            );
         }
         let edges: Vec<f64> = (0..=60).map(|i| -1.0 + i as f64 / 30.0).collect();
         let hist: Vec<f64> = (0..60)
             .map(|i| (1000.0 * (-((i as f64 - 30.0) / 8.0).powi(2)).exp()).round())
             .collect();
-        out.insert(step, "GradHist1d", Value::Hist1d(Histogram1d { hist, edges }));
+        out.insert(
+            step,
+            "GradHist1d",
+            Value::Hist1d(Histogram1d { hist, edges }),
+        );
         if step % 10 == 0 {
             let counts: Vec<i64> = (0..400).map(|i| ((i * 7 + step) % 13) as i64).collect();
             let e: Vec<f64> = (0..=20).map(|i| -1.0 + i as f64 / 10.0).collect();
@@ -90,7 +98,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     render_rgb(&output, &PlotOptions::default())?;
     let draw = start.elapsed().as_secs_f64();
     println!("read {read:.3} s, draw 2400x1200 in memory {draw:.3} s");
-    for (screen, file) in [(Screen::Primary, "primary.png"), (Screen::Secondary, "secondary.png"), (Screen::Primary, "primary.svg")] {
+    for (screen, file) in [
+        (Screen::Primary, "primary.png"),
+        (Screen::Secondary, "secondary.png"),
+        (Screen::Primary, "primary.svg"),
+    ] {
         let options = PlotOptions {
             screen,
             ..PlotOptions::default()

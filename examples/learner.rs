@@ -101,7 +101,10 @@ struct IrisBatcher;
 impl Batcher<([f64; 4], usize), IrisBatch> for IrisBatcher {
     fn batch(&self, items: Vec<([f64; 4], usize)>, device: &Device) -> IrisBatch {
         let n = items.len();
-        let x: Vec<f32> = items.iter().flat_map(|(x, _)| x.map(|v| v as f32)).collect();
+        let x: Vec<f32> = items
+            .iter()
+            .flat_map(|(x, _)| x.map(|v| v as f32))
+            .collect();
         let y: Vec<i64> = items.iter().map(|(_, y)| *y as i64).collect();
         IrisBatch {
             x: Tensor::from_data(TensorData::new(x, [n, 4]), device),
@@ -110,10 +113,7 @@ impl Batcher<([f64; 4], usize), IrisBatch> for IrisBatcher {
     }
 }
 
-fn loader(
-    (x, y): &(Vec<[f64; 4]>, Vec<usize>),
-    device: &Device,
-) -> Arc<dyn DataLoader<IrisBatch>> {
+fn loader((x, y): &(Vec<[f64; 4]>, Vec<usize>), device: &Device) -> Arc<dyn DataLoader<IrisBatch>> {
     let items: Vec<([f64; 4], usize)> = x.iter().copied().zip(y.iter().copied()).collect();
     DataLoaderBuilder::new(IrisBatcher)
         .batch_size(BATCH)

@@ -166,8 +166,12 @@ fn run(
     match cockpit {
         None => {
             let learner = Learner::new(model, SgdConfig::new().init(), LR);
-            let _ = training(SupervisedTraining::new(&dir, loader(train, device), loader(valid, device)))
-                .launch(learner);
+            let _ = training(SupervisedTraining::new(
+                &dir,
+                loader(train, device),
+                loader(valid, device),
+            ))
+            .launch(learner);
         }
         Some(cockpit) => {
             let learner = Learner::new(cockpit.instrument(model)?, SgdConfig::new().init(), LR);
@@ -215,8 +219,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!(
         "backend {backend_name}; Learner, mlp 784-256-128-10, batch {BATCH}, {steps} steps x {repeats} repeats, median"
     );
-    eprintln!("plain Learner epoch: {:.3} ms/step", plain * 1e3 / steps as f64);
-    for (name, times) in [("economy every step", every), ("economy every 16th step", sixteenth)] {
+    eprintln!(
+        "plain Learner epoch: {:.3} ms/step",
+        plain * 1e3 / steps as f64
+    );
+    for (name, times) in [
+        ("economy every step", every),
+        ("economy every 16th step", sixteenth),
+    ] {
         let t = median(times);
         eprintln!(
             "overhead learner {name} {:.3}   ({:.3} ms/step)",

@@ -224,6 +224,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for warning in cockpit.warnings() {
         println!("  warning: {warning}");
     }
-    println!("wrote cockpit-logs/quickstart.json, cockpit-logs/quickstart.jsonl and the dashboard cockpit-logs/quickstart.png");
+    println!(
+        "wrote cockpit-logs/quickstart.json, cockpit-logs/quickstart.jsonl and the dashboard cockpit-logs/quickstart.png"
+    );
     Ok(())
 }

@@ -22,10 +22,10 @@
 //! [`backend::device`] picks one at run time from the enabled features, or from the
 //! `BURN_COCKPIT_DEVICE` environment variable.
 
+/// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
+pub use cockpit_plot as plot;
 pub use cockpit_quantities::*;
 /// Cockpit quantities as burn-train metrics (the `cockpit-train` crate).
 pub use cockpit_train as train;
-/// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
-pub use cockpit_plot as plot;
 
 pub mod backend;

@@ -27,7 +27,9 @@ const PRIMARY: [&str; 11] = [
 ];
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn small() -> PlotOptions {
@@ -104,7 +106,10 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
     let (rgb, rendered) = render_rgb(&output, &options).unwrap();
     assert_eq!(rgb.len(), 1200 * 600 * 3);
     assert_eq!((rendered.width, rendered.height), (1200, 600));
-    let image = Image { rgb: &rgb, width: 1200 };
+    let image = Image {
+        rgb: &rgb,
+        width: 1200,
+    };
     check_headers(
         &image,
         &rendered,
@@ -117,7 +122,9 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
         ],
     );
     for name in PRIMARY {
-        let panel = rendered.panel(name).unwrap_or_else(|| panic!("{name} missing"));
+        let panel = rendered
+            .panel(name)
+            .unwrap_or_else(|| panic!("{name} missing"));
         // A replay has no `log()` entries, so no learning rate: that panel stays blank.
         let has_data = name != "hyperparameter_gauge";
         assert_eq!(panel.drawn, has_data, "{name}");
@@ -133,14 +140,20 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
     let alpha = rendered.panel("alpha_gauge").unwrap().rect;
     assert!(image.count(alpha, |p| near(p, c(BLUE))) > 20, "blue α bars");
     let hist = rendered.panel("histogram_1d_gauge").unwrap().rect;
-    assert!(image.count(hist, |p| p == c(ORANGE)) > 200, "orange histogram bars");
+    assert!(
+        image.count(hist, |p| p == c(ORANGE)) > 200,
+        "orange histogram bars"
+    );
 }
 
 #[test]
 fn the_python_written_log_draws_every_instrument_to_png_and_svg() {
     let output = read_log(fixture("cockpit_write_example.json")).unwrap();
     let (rgb, rendered) = render_rgb(&output, &small()).unwrap();
-    let image = Image { rgb: &rgb, width: 1200 };
+    let image = Image {
+        rgb: &rgb,
+        width: 1200,
+    };
     for name in PRIMARY {
         let panel = rendered.panel(name).unwrap();
         assert!(panel.drawn, "{name}");
@@ -166,7 +179,10 @@ fn missing_data_leaves_panels_blank_and_one_step_still_draws() {
     output.insert(0, "Loss", Value::Float(1.5));
     output.insert(0, "GradNorm", Value::List(vec![0.3, 0.4]));
     let (rgb, rendered) = render_rgb(&output, &small()).unwrap();
-    let image = Image { rgb: &rgb, width: 1200 };
+    let image = Image {
+        rgb: &rgb,
+        width: 1200,
+    };
     for name in PRIMARY {
         let panel = rendered.panel(name).unwrap();
         let expected = matches!(name, "performance_gauge" | "grad_norm_gauge");
@@ -187,7 +203,10 @@ fn the_secondary_screen_draws_auxiliary_and_per_layer_histograms() {
         ..small()
     };
     let (rgb, rendered) = render_rgb(&output, &options).unwrap();
-    let image = Image { rgb: &rgb, width: 1200 };
+    let image = Image {
+        rgb: &rgb,
+        width: 1200,
+    };
     let labels: Vec<&str> = rendered.headers.iter().map(|h| h.label).collect();
     assert_eq!(labels, ["AUXILIARY", "LAYERWISE"]);
     let gsnr = rendered.panel("mean_gsnr_gauge").unwrap();
@@ -203,14 +222,21 @@ fn the_secondary_screen_draws_auxiliary_and_per_layer_histograms() {
         .collect();
     assert!(layers.len() >= 2, "{layers:?}");
     for panel in layers {
-        assert!(panel.drawn && image.marks(panel.rect) > 300, "{}", panel.name);
+        assert!(
+            panel.drawn && image.marks(panel.rect) > 300,
+            "{}",
+            panel.name
+        );
     }
 }
 
 #[test]
 fn bad_logs_and_paths_give_clear_errors() {
     let dir = tempdir("errors");
-    assert!(matches!(render_rgb(&Output::new(), &small()), Err(PlotError::Empty)));
+    assert!(matches!(
+        render_rgb(&Output::new(), &small()),
+        Err(PlotError::Empty)
+    ));
     let bad = dir.join("bad.json");
     std::fs::write(&bad, "{\"0\": {\"Loss\": ").unwrap();
     let err = burn_cockpit::plot::plot_file(&bad, dir.join("x.png"), &small()).unwrap_err();
@@ -233,7 +259,10 @@ fn bad_logs_and_paths_give_clear_errors() {
         height: 100,
         ..small()
     };
-    assert!(matches!(render_rgb(&output, &tiny), Err(PlotError::Size { .. })));
+    assert!(matches!(
+        render_rgb(&output, &tiny),
+        Err(PlotError::Size { .. })
+    ));
 }
 
 #[test]

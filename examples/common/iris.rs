@@ -47,4 +47,3 @@ pub fn load_iris() -> Data {
         test: pick(&order[120..]),
     }
 }
-

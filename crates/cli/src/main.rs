@@ -163,11 +163,19 @@ fn plot_command(args: &[String]) -> Result<(), String> {
             "--watch" => live = Some(WatchOptions::default()),
             "--interval-ms" => {
                 let v = value(&mut iter, arg)?;
-                interval = Some(v.parse::<u64>().map_err(|_| format!("--interval-ms takes milliseconds, not `{v}`"))?);
+                interval = Some(
+                    v.parse::<u64>()
+                        .map_err(|_| format!("--interval-ms takes milliseconds, not `{v}`"))?,
+                );
             }
             "--idle-exit" => {
                 let v = value(&mut iter, arg)?;
-                idle = Some(v.parse::<f64>().ok().filter(|s| *s >= 0.0).ok_or_else(|| format!("--idle-exit takes seconds, not `{v}`"))?);
+                idle = Some(
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|s| *s >= 0.0)
+                        .ok_or_else(|| format!("--idle-exit takes seconds, not `{v}`"))?,
+                );
             }
             "-h" | "--help" => {
                 println!("{USAGE}");

@@ -102,12 +102,10 @@ pub fn draw<DB: DrawingBackend>(
     root.draw(&Text::new(
         title.to_string(),
         ((width / 2) as i32, (title_h / 3) as i32),
-        scale
-            .font(30.0)
-            .pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Top,
-            )),
+        scale.font(30.0).pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Top,
+        )),
     ))
     .map_err(draw_err)?;
     let mut rendered = Rendered {
@@ -159,10 +157,30 @@ pub fn draw<DB: DrawingBackend>(
             ];
             for (c, (label, colour, instruments)) in columns.into_iter().enumerate() {
                 let x = col_x(c as u32);
-                let cell = Rect { x, y: top, w: col_w, h: top_h };
-                column(root, scale, data, &mut rendered, cell, header_h, label, colour, &instruments)?;
+                let cell = Rect {
+                    x,
+                    y: top,
+                    w: col_w,
+                    h: top_h,
+                };
+                column(
+                    root,
+                    scale,
+                    data,
+                    &mut rendered,
+                    cell,
+                    header_h,
+                    label,
+                    colour,
+                    &instruments,
+                )?;
             }
-            let hyper = Rect { x: col_x(0), y: bottom_y, w: col_w, h: bottom_h };
+            let hyper = Rect {
+                x: col_x(0),
+                y: bottom_y,
+                w: col_w,
+                h: bottom_h,
+            };
             column(
                 root,
                 scale,
@@ -174,7 +192,12 @@ pub fn draw<DB: DrawingBackend>(
                 GREY,
                 &[("hyperparameter_gauge", hyperparameter_gauge::draw::<DB>)],
             )?;
-            let perf = Rect { x: col_x(1), y: bottom_y, w: 2 * col_w + gap, h: bottom_h };
+            let perf = Rect {
+                x: col_x(1),
+                y: bottom_y,
+                w: 2 * col_w + gap,
+                h: bottom_h,
+            };
             column(
                 root,
                 scale,
@@ -188,7 +211,12 @@ pub fn draw<DB: DrawingBackend>(
             )?;
         }
         Screen::Secondary => {
-            let aux = Rect { x: col_x(0), y: top, w: col_w, h: body_h };
+            let aux = Rect {
+                x: col_x(0),
+                y: top,
+                w: col_w,
+                h: body_h,
+            };
             column(
                 root,
                 scale,
@@ -204,7 +232,12 @@ pub fn draw<DB: DrawingBackend>(
                     ("early_stopping_gauge", early_stopping_gauge::draw::<DB>),
                 ],
             )?;
-            let layer = Rect { x: col_x(1), y: top, w: 2 * col_w + gap, h: body_h };
+            let layer = Rect {
+                x: col_x(1),
+                y: top,
+                w: 2 * col_w + gap,
+                h: body_h,
+            };
             layerwise(root, scale, data, &mut rendered, layer, header_h)?;
         }
     }
@@ -228,10 +261,13 @@ fn header<DB: DrawingBackend>(
     area.draw(&Text::new(
         label,
         ((rect.w / 2) as i32, (rect.h / 2) as i32),
-        scale.font(18.0).color(&PAGE).pos(plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Center,
-        )),
+        scale
+            .font(18.0)
+            .color(&PAGE)
+            .pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Center,
+            )),
     ))
     .map_err(draw_err)?;
     rendered.headers.push(Header {
@@ -255,7 +291,17 @@ fn column<DB: DrawingBackend>(
     colour: RGBColor,
     instruments: &[(&str, Instrument<DB>)],
 ) -> Result<(), PlotError> {
-    header(root, scale, rendered, Rect { h: header_h, ..cell }, label, colour)?;
+    header(
+        root,
+        scale,
+        rendered,
+        Rect {
+            h: header_h,
+            ..cell
+        },
+        label,
+        colour,
+    )?;
     let n = instruments.len() as u32;
     let body_y = cell.y + header_h;
     let each = (cell.h - header_h) / n.max(1);
@@ -286,7 +332,17 @@ fn layerwise<DB: DrawingBackend>(
     cell: Rect,
     header_h: u32,
 ) -> Result<(), PlotError> {
-    header(root, scale, rendered, Rect { h: header_h, ..cell }, "LAYERWISE", GREY)?;
+    header(
+        root,
+        scale,
+        rendered,
+        Rect {
+            h: header_h,
+            ..cell
+        },
+        "LAYERWISE",
+        GREY,
+    )?;
     let individual = data
         .hist2d
         .as_ref()
@@ -316,7 +372,14 @@ fn layerwise<DB: DrawingBackend>(
         });
     }
     if individual.is_empty() {
-        let area = sub(root, Rect { y: cell.y + header_h, h: cell.h - header_h, ..cell });
+        let area = sub(
+            root,
+            Rect {
+                y: cell.y + header_h,
+                h: cell.h - header_h,
+                ..cell
+            },
+        );
         area.draw(&Text::new(
             "no per-layer histograms (GradHist2d with keep_individual)",
             (scale.px(20.0) as i32, scale.px(30.0) as i32),

@@ -73,12 +73,15 @@ fn checked(output: &Output) -> Result<DashboardData, PlotError> {
 /// # Errors
 ///
 /// [`PlotError::Empty`] for an empty output, [`PlotError::Size`], [`PlotError::Draw`].
-pub fn render_rgb(output: &Output, options: &PlotOptions) -> Result<(Vec<u8>, Rendered), PlotError> {
+pub fn render_rgb(
+    output: &Output,
+    options: &PlotOptions,
+) -> Result<(Vec<u8>, Rendered), PlotError> {
     let data = checked(output)?;
     let mut buffer = vec![0u8; options.width as usize * options.height as usize * 3];
     let rendered = {
-        let root =
-            BitMapBackend::with_buffer(&mut buffer, (options.width, options.height)).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut buffer, (options.width, options.height))
+            .into_drawing_area();
         let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
         root.present().map_err(error::draw_err)?;
         rendered
@@ -95,7 +98,8 @@ pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Ren
     let data = checked(output)?;
     let mut svg = String::new();
     let rendered = {
-        let root = SVGBackend::with_string(&mut svg, (options.width, options.height)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut svg, (options.width, options.height)).into_drawing_area();
         let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
         root.present().map_err(error::draw_err)?;
         rendered
@@ -109,13 +113,22 @@ pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Ren
 ///
 /// [`PlotError::Format`] for another extension, [`PlotError::Write`] if the file cannot be
 /// written, and those of [`render_rgb`].
-pub fn save(output: &Output, path: impl AsRef<Path>, options: &PlotOptions) -> Result<Rendered, PlotError> {
+pub fn save(
+    output: &Output,
+    path: impl AsRef<Path>,
+    options: &PlotOptions,
+) -> Result<Rendered, PlotError> {
     let path = path.as_ref();
     let write_err = |reason: String| PlotError::Write {
         path: path.to_path_buf(),
         reason,
     };
-    match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         Some("svg") => {
             let (svg, rendered) = render_svg(output, options)?;
             std::fs::write(path, svg).map_err(|e| write_err(e.to_string()))?;
@@ -123,7 +136,8 @@ pub fn save(output: &Output, path: impl AsRef<Path>, options: &PlotOptions) -> R
         }
         Some("png") => {
             let data = checked(output)?;
-            let root = BitMapBackend::new(path, (options.width, options.height)).into_drawing_area();
+            let root =
+                BitMapBackend::new(path, (options.width, options.height)).into_drawing_area();
             let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
             root.present().map_err(|e| write_err(format!("{e}")))?;
             Ok(rendered)
@@ -138,7 +152,11 @@ pub fn save(output: &Output, path: impl AsRef<Path>, options: &PlotOptions) -> R
 /// # Errors
 ///
 /// [`PlotError::Log`] if the log cannot be read, and those of [`save`].
-pub fn plot_file(log: impl AsRef<Path>, out: impl AsRef<Path>, options: &PlotOptions) -> Result<Rendered, PlotError> {
+pub fn plot_file(
+    log: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: &PlotOptions,
+) -> Result<Rendered, PlotError> {
     let output = read_any(log)?;
     save(&output, out, options)
 }

@@ -45,7 +45,11 @@ pub fn cool(t: f64) -> RGBColor {
 }
 
 fn interpolate(stops: &[(u8, u8, u8)], t: f64) -> RGBColor {
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let x = t * (stops.len() - 1) as f64;
     let i = (x.floor() as usize).min(stops.len() - 2);
     let f = x - i as f64;

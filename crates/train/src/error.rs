@@ -30,7 +30,9 @@ pub enum TrainError {
         quantities: Vec<String>,
     },
     /// [`CockpitLearner::write`](crate::CockpitLearner::write) without an artifact directory.
-    #[error("no artifact directory to write the Cockpit log to (CockpitLearner::with_artifact_dir)")]
+    #[error(
+        "no artifact directory to write the Cockpit log to (CockpitLearner::with_artifact_dir)"
+    )]
     NoArtifactDir,
     /// No quantity was configured.
     #[error("no Cockpit quantity configured")]

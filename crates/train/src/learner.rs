@@ -14,10 +14,10 @@ use cockpit_quantities::{
     StepInfo, Value,
 };
 
+use crate::TrainError;
 use crate::metric::{CockpitMetric, CockpitTextMetric, MetricForm};
 use crate::model::{Instrumented, Replay};
 use crate::step::Captured;
-use crate::TrainError;
 
 /// File names the adapter writes in its artifact directory.
 pub const LOG_FILE: &str = "cockpit.json";
@@ -219,7 +219,10 @@ impl CockpitLearner {
     ///
     /// [`TrainError::CurvatureNeedsReplay`] if curvature quantities are configured: use
     /// [`CockpitLearner::instrument_with_curvature`].
-    pub fn instrument<M: TrainStep + Module + 'static>(&self, model: M) -> Result<Instrumented<M>, TrainError> {
+    pub fn instrument<M: TrainStep + Module + 'static>(
+        &self,
+        model: M,
+    ) -> Result<Instrumented<M>, TrainError> {
         let curvature: Vec<String> = self
             .kinds
             .iter()
@@ -255,8 +258,9 @@ impl CockpitLearner {
                 Ok(moved.step(item.clone()).grads)
             };
             let hvp = cockpit_quantities::curvature::FiniteDifferenceHvp::new(&model, grads_of);
-            Box::new(cockpit_quantities::curvature::Hutchinson::new(hvp, probes, 0x5eed))
-                as Box<dyn CurvatureSource>
+            Box::new(cockpit_quantities::curvature::Hutchinson::new(
+                hvp, probes, 0x5eed,
+            )) as Box<dyn CurvatureSource>
         });
         Instrumented::new(model, self.clone(), Some(replay))
     }
@@ -265,7 +269,10 @@ impl CockpitLearner {
     /// numbers and layer-wise lists (their norm over layers) as numeric metrics, histograms
     /// as text metrics. The metrics are made here only, so they cannot be registered on the
     /// validation split, where no gradient exists.
-    pub fn register<M: LearnerModel>(&self, training: SupervisedTraining<M>) -> SupervisedTraining<M> {
+    pub fn register<M: LearnerModel>(
+        &self,
+        training: SupervisedTraining<M>,
+    ) -> SupervisedTraining<M> {
         let mut training = training;
         for kind in &self.kinds {
             self.lock().readers += 1;
@@ -274,7 +281,9 @@ impl CockpitLearner {
                 MetricForm::Numeric => {
                     training.metric_train_numeric(CockpitMetric::new(key, self.clone()))
                 }
-                MetricForm::Text => training.metric_train(CockpitTextMetric::new(key, self.clone())),
+                MetricForm::Text => {
+                    training.metric_train(CockpitTextMetric::new(key, self.clone()))
+                }
             };
         }
         training
@@ -325,7 +334,9 @@ impl CockpitLearner {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent data (every update is a single
         // assignment), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|poison| poison.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 
     pub(crate) fn wants_per_sample(&self) -> bool {
@@ -350,7 +361,13 @@ impl CockpitLearner {
     }
 
     /// The optimizer is about to apply `grads` to `model`: track the step.
-    pub(crate) fn track<M: Module>(&self, model: &M, grads: &GradientsParams, lr: f64, devices: usize) {
+    pub(crate) fn track<M: Module>(
+        &self,
+        model: &M,
+        grads: &GradientsParams,
+        lr: f64,
+        devices: usize,
+    ) {
         let mut state = self.lock();
         state.track(model, grads, lr, devices);
     }

@@ -4,8 +4,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::{GradientsParams, ModuleOptimizer, MultiGradientsParams};
 use burn::optim::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
+use burn::optim::{GradientsParams, ModuleOptimizer, MultiGradientsParams};
 use burn::tensor::Tensor;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use cockpit_quantities::curvature::CurvatureSource;
@@ -199,7 +199,10 @@ mod tests {
                 Tensor::<2>::from_data(TensorData::new(w.to_vec(), [2, 1]), &device),
             );
             if let Some(id) = bias {
-                g.register(id, Tensor::<1>::from_data(TensorData::new(vec![b], [1]), &device));
+                g.register(
+                    id,
+                    Tensor::<1>::from_data(TensorData::new(vec![b], [1]), &device),
+                );
             }
             (g, device.clone())
         };
@@ -207,7 +210,9 @@ mod tests {
             grads: vec![grads_on([1.0, 2.0], 0.5), grads_on([10.0, 20.0], -2.0)],
         };
         let summed = sum_gradients(&linear, &multi);
-        let w = summed.get::<2>(linear.weight.id).map(|t| t.into_data().to_vec::<f32>());
+        let w = summed
+            .get::<2>(linear.weight.id)
+            .map(|t| t.into_data().to_vec::<f32>());
         assert_eq!(w.and_then(Result::ok), Some(vec![11.0, 22.0]));
         let b = bias
             .and_then(|id| summed.get::<1>(id))

@@ -14,7 +14,9 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::logger::{FileMetricLogger, InMemoryMetricLogger, MetricLogger};
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, NumericEntry};
-use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep};
+use burn::train::{
+    ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
+};
 use cockpit_quantities::curvature::{FiniteDifferenceHvp, Hutchinson};
 use cockpit_quantities::persample::{Linear, Recorder};
 use cockpit_quantities::{
@@ -238,19 +240,35 @@ fn learner_matches_the_custom_loop_step_for_step() {
     let device = Device::flex().autodiff();
     let model = Net::new(&device);
     let mut kinds = Configuration::Economy.kinds();
-    kinds.extend([QuantityKind::MeanGSNR, QuantityKind::CABS, QuantityKind::EarlyStopping]);
+    kinds.extend([
+        QuantityKind::MeanGSNR,
+        QuantityKind::CABS,
+        QuantityKind::EarlyStopping,
+    ]);
 
     let (expected, latest) = custom_loop(model.clone(), &kinds, &device);
 
     let dir = std::env::temp_dir().join(format!("cockpit-train-test-{}", std::process::id()));
-    let cockpit = CockpitLearner::from_kinds(kinds.clone(), Schedule::every_step(), OptimizerInfo::sgd(LR))
-        .unwrap()
-        .with_artifact_dir(&dir)
-        .unwrap();
+    let cockpit = CockpitLearner::from_kinds(
+        kinds.clone(),
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )
+    .unwrap()
+    .with_artifact_dir(&dir)
+    .unwrap();
     let logger = SharedLogger::default();
-    let learner = Learner::new(cockpit.instrument(model).unwrap(), SgdConfig::new().init(), LR);
+    let learner = Learner::new(
+        cockpit.instrument(model).unwrap(),
+        SgdConfig::new().init(),
+        LR,
+    );
     let training = cockpit
-        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .register(SupervisedTraining::new(
+            &dir,
+            loader(&device),
+            loader(&device),
+        ))
         .with_metric_logger(logger.clone())
         .with_metric_logger(FileMetricLogger::new(&dir))
         .with_application_logger(None)
@@ -270,15 +288,23 @@ fn learner_matches_the_custom_loop_step_for_step() {
         assert_close(value, other, &format!("{name} at step {step}"));
         compared += 1;
     }
-    let tracked: usize = got.iter().filter(|(_, n, _)| !n.contains("epoch") && *n != "train_loss" && *n != "learning_rate").count();
-    assert_eq!(compared, tracked, "the Learner run has values the custom loop has not");
+    let tracked: usize = got
+        .iter()
+        .filter(|(_, n, _)| !n.contains("epoch") && *n != "train_loss" && *n != "learning_rate")
+        .count();
+    assert_eq!(
+        compared, tracked,
+        "the Learner run has values the custom loop has not"
+    );
     assert!(compared > 10 * EPOCHS * steps_per_epoch, "{compared}");
 
     // burn's metric log: per epoch, one entry per iteration that computed a value, equal to
     // the custom loop's value of that iteration (lists by their norm over layers).
     let mut logger = logger;
     for kind in &kinds {
-        if cockpit_train::metric::MetricForm::of(*kind) != cockpit_train::metric::MetricForm::Numeric {
+        if cockpit_train::metric::MetricForm::of(*kind)
+            != cockpit_train::metric::MetricForm::Numeric
+        {
             continue;
         }
         for epoch in 1..=EPOCHS {
@@ -288,7 +314,9 @@ fn learner_matches_the_custom_loop_step_for_step() {
                 .into_iter()
                 .filter_map(|e| match e {
                     NumericEntry::Value(v) => Some(v),
-                    NumericEntry::Aggregated { aggregated_value, .. } => Some(aggregated_value),
+                    NumericEntry::Aggregated {
+                        aggregated_value, ..
+                    } => Some(aggregated_value),
                     NumericEntry::Final(_) => None,
                 })
                 .collect();
@@ -316,7 +344,11 @@ fn learner_matches_the_custom_loop_step_for_step() {
                 .collect();
             assert_eq!(per_step, logged, "{}", file.display());
             for (a, b) in logged.iter().zip(&wanted) {
-                assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{}: {a} vs {b}", kind.name());
+                assert!(
+                    (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+                    "{}: {a} vs {b}",
+                    kind.name()
+                );
             }
         }
     }
@@ -325,7 +357,10 @@ fn learner_matches_the_custom_loop_step_for_step() {
     let path = cockpit.write().unwrap();
     let read = cockpit_quantities::log::read_log(&path).unwrap();
     assert_eq!(read.get(3, "Loss"), got.get(3, "Loss"));
-    assert!(read.get(steps_per_epoch - 1, "epoch_count").is_some(), "epoch entry");
+    assert!(
+        read.get(steps_per_epoch - 1, "epoch_count").is_some(),
+        "epoch entry"
+    );
     assert!(dir.join(cockpit_train::STREAM_FILE).exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -344,19 +379,34 @@ fn bad_configurations_fail_before_training() {
     );
     assert!(err.to_string().contains("plain SGD"), "{err}");
 
-    let cockpit =
-        CockpitLearner::from_kinds([QuantityKind::HessMaxEV], Schedule::every_step(), OptimizerInfo::sgd(0.1))
-            .unwrap();
-    let err = cockpit.instrument(Net::new(&Device::flex().autodiff())).unwrap_err();
-    assert!(matches!(err, TrainError::CurvatureNeedsReplay { .. }), "{err}");
-    assert!(err.to_string().contains("instrument_with_curvature"), "{err}");
+    let cockpit = CockpitLearner::from_kinds(
+        [QuantityKind::HessMaxEV],
+        Schedule::every_step(),
+        OptimizerInfo::sgd(0.1),
+    )
+    .unwrap();
+    let err = cockpit
+        .instrument(Net::new(&Device::flex().autodiff()))
+        .unwrap_err();
+    assert!(
+        matches!(err, TrainError::CurvatureNeedsReplay { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("instrument_with_curvature"),
+        "{err}"
+    );
 
-    let err = CockpitLearner::from_kinds([], Schedule::every_step(), OptimizerInfo::sgd(0.1)).unwrap_err();
+    let err = CockpitLearner::from_kinds([], Schedule::every_step(), OptimizerInfo::sgd(0.1))
+        .unwrap_err();
     assert!(matches!(err, TrainError::NoQuantities));
 
-    let cockpit =
-        CockpitLearner::from_kinds([QuantityKind::GradNorm], Schedule::every_step(), OptimizerInfo::sgd(0.1))
-            .unwrap();
+    let cockpit = CockpitLearner::from_kinds(
+        [QuantityKind::GradNorm],
+        Schedule::every_step(),
+        OptimizerInfo::sgd(0.1),
+    )
+    .unwrap();
     assert!(matches!(cockpit.write(), Err(TrainError::NoArtifactDir)));
 }
 
@@ -366,7 +416,8 @@ fn host_grads(model: &Net, grads: &GradientsParams) -> Vec<Vec<f64>> {
     impl burn::module::ModuleVisitor for Collect<'_> {
         fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
             let g = self.0.get::<D>(param.id).unwrap();
-            self.1.push(g.into_data().convert::<f64>().to_vec::<f64>().unwrap());
+            self.1
+                .push(g.into_data().convert::<f64>().to_vec::<f64>().unwrap());
         }
     }
     let mut c = Collect(grads, Vec::new());
@@ -412,21 +463,37 @@ fn gradient_accumulation_tracks_the_applied_gradient() {
                 .iter()
                 .map(|g| g.iter().map(|x| x * x).sum::<f64>().sqrt())
                 .collect();
-            expected.push((losses.iter().sum::<f64>() / losses.len() as f64, norms, group.len()));
+            expected.push((
+                losses.iter().sum::<f64>() / losses.len() as f64,
+                norms,
+                group.len(),
+            ));
             reference = optimizer.step(LR, reference, applied);
         }
     }
 
     let cockpit = CockpitLearner::from_kinds(
-        [QuantityKind::Loss, QuantityKind::GradNorm, QuantityKind::NormTest],
+        [
+            QuantityKind::Loss,
+            QuantityKind::GradNorm,
+            QuantityKind::NormTest,
+        ],
         Schedule::every_step(),
         OptimizerInfo::sgd(LR),
     )
     .unwrap();
-    let learner = Learner::new(cockpit.instrument(model).unwrap(), SgdConfig::new().init(), LR);
+    let learner = Learner::new(
+        cockpit.instrument(model).unwrap(),
+        SgdConfig::new().init(),
+        LR,
+    );
     let dir = std::env::temp_dir().join(format!("cockpit-train-accum-{}", std::process::id()));
     let _ = cockpit
-        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .register(SupervisedTraining::new(
+            &dir,
+            loader(&device),
+            loader(&device),
+        ))
         .with_metric_logger(SharedLogger::default())
         .with_application_logger(None)
         .grads_accumulation(ACCUMULATE)
@@ -438,14 +505,24 @@ fn gradient_accumulation_tracks_the_applied_gradient() {
     let out = cockpit.output();
     for (step, (loss, norms, batches)) in expected.iter().enumerate() {
         let got_loss = out.get(step, "Loss").and_then(Value::as_f64).unwrap();
-        assert!((got_loss - loss).abs() < 1e-6 * loss.abs().max(1.0), "step {step}: {got_loss} vs {loss}");
+        assert!(
+            (got_loss - loss).abs() < 1e-6 * loss.abs().max(1.0),
+            "step {step}: {got_loss} vs {loss}"
+        );
         let got = out.get(step, "GradNorm").and_then(Value::as_list).unwrap();
         for (a, b) in got.iter().zip(norms) {
-            assert!((a - b).abs() < 1e-5 * b.max(1e-3), "step {step}: {a} vs {b}");
+            assert!(
+                (a - b).abs() < 1e-5 * b.max(1e-3),
+                "step {step}: {a} vs {b}"
+            );
         }
         // Per-sample quantities are refused where the applied gradient spans several batches
         // (and computed on an epoch's last, single batch).
-        assert_eq!(out.get(step, "NormTest").is_none(), *batches > 1, "step {step}");
+        assert_eq!(
+            out.get(step, "NormTest").is_none(),
+            *batches > 1,
+            "step {step}"
+        );
     }
     let warnings = cockpit.warnings();
     assert!(
@@ -482,7 +559,8 @@ fn curvature_quantities_replay_the_batch() {
     let kinds = [QuantityKind::HessMaxEV, QuantityKind::HessTrace];
     let (expected, _) = custom_loop_with(model.clone(), &kinds, &device, Some(3));
 
-    let cockpit = CockpitLearner::from_kinds(kinds, Schedule::every_step(), OptimizerInfo::sgd(LR)).unwrap();
+    let cockpit =
+        CockpitLearner::from_kinds(kinds, Schedule::every_step(), OptimizerInfo::sgd(LR)).unwrap();
     let learner = Learner::new(
         cockpit.instrument_with_curvature(model, 3),
         SgdConfig::new().init(),
@@ -490,7 +568,11 @@ fn curvature_quantities_replay_the_batch() {
     );
     let dir = std::env::temp_dir().join(format!("cockpit-train-curv-{}", std::process::id()));
     let _ = cockpit
-        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .register(SupervisedTraining::new(
+            &dir,
+            loader(&device),
+            loader(&device),
+        ))
         .with_metric_logger(SharedLogger::default())
         .with_application_logger(None)
         .num_epochs(EPOCHS)
@@ -499,7 +581,11 @@ fn curvature_quantities_replay_the_batch() {
     let got = cockpit.output();
     let mut compared = 0;
     for (step, name, value) in expected.iter() {
-        assert_close(value, got.get(step, name).unwrap(), &format!("{name} at {step}"));
+        assert_close(
+            value,
+            got.get(step, name).unwrap(),
+            &format!("{name} at {step}"),
+        );
         compared += 1;
     }
     assert_eq!(compared, 2 * EPOCHS * SAMPLES / BATCH);
@@ -539,22 +625,41 @@ impl InferenceStep for Plain {
 #[test]
 fn a_step_without_train_output_is_reported_and_training_goes_on() {
     let device = Device::flex().autodiff();
-    let cockpit =
-        CockpitLearner::from_kinds([QuantityKind::GradNorm], Schedule::every_step(), OptimizerInfo::sgd(LR))
-            .unwrap();
-    let model = Plain { net: Net::new(&device) };
-    let learner = Learner::new(cockpit.instrument(model).unwrap(), SgdConfig::new().init(), LR);
+    let cockpit = CockpitLearner::from_kinds(
+        [QuantityKind::GradNorm],
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )
+    .unwrap();
+    let model = Plain {
+        net: Net::new(&device),
+    };
+    let learner = Learner::new(
+        cockpit.instrument(model).unwrap(),
+        SgdConfig::new().init(),
+        LR,
+    );
     let dir = std::env::temp_dir().join(format!("cockpit-train-plain-{}", std::process::id()));
     let result = cockpit
-        .register(SupervisedTraining::new(&dir, loader(&device), loader(&device)))
+        .register(SupervisedTraining::new(
+            &dir,
+            loader(&device),
+            loader(&device),
+        ))
         .with_metric_logger(SharedLogger::default())
         .with_application_logger(None)
         .launch(learner);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(cockpit.steps(), SAMPLES / BATCH, "training ran every step");
-    assert!(cockpit.output().series("GradNorm").is_empty(), "nothing tracked");
+    assert!(
+        cockpit.output().series("GradNorm").is_empty(),
+        "nothing tracked"
+    );
     let warnings = cockpit.warnings();
     assert_eq!(warnings.len(), 1, "reported once: {warnings:?}");
-    assert!(warnings[0].contains("cockpit_train::train_output"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("cockpit_train::train_output"),
+        "{warnings:?}"
+    );
     let _ = result.model.into_inner();
 }

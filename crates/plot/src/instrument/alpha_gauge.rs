@@ -50,14 +50,20 @@ pub fn draw<DB: DrawingBackend>(
     for (counts, colour, share) in [(&all, BAR_GREY, 1.0), (&last, BLUE, 0.6)] {
         let max = counts.iter().copied().max().unwrap_or(0).max(1) as f64;
         chart
-            .draw_series(counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &c)| {
-                let x = -X + i as f64 * width;
-                let pad = width * (1.0 - share) / 2.0;
-                Rectangle::new(
-                    [(x + pad, 0.0), (x + width - pad, 1.5 * c as f64 / max)],
-                    colour.mix(0.75).filled(),
-                )
-            }))
+            .draw_series(
+                counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(i, &c)| {
+                        let x = -X + i as f64 * width;
+                        let pad = width * (1.0 - share) / 2.0;
+                        Rectangle::new(
+                            [(x + pad, 0.0), (x + width - pad, 1.5 * c as f64 / max)],
+                            colour.mix(0.75).filled(),
+                        )
+                    }),
+            )
             .map_err(draw_err)?;
     }
     let parabola: Vec<(f64, f64)> = (0..=120)
@@ -83,9 +89,10 @@ pub fn draw<DB: DrawingBackend>(
     for (i, (text, colour)) in legend.iter().enumerate() {
         let y = Y * (0.93 - 0.09 * i as f64);
         chart
-            .draw_series([
-                Rectangle::new([(-1.46, y - 0.03), (-1.36, y + 0.04)], colour.filled()),
-            ])
+            .draw_series([Rectangle::new(
+                [(-1.46, y - 0.03), (-1.36, y + 0.04)],
+                colour.filled(),
+            )])
             .map_err(draw_err)?;
         chart
             .draw_series([Text::new(text.clone(), (-1.3, y + 0.06), scale.font(12.0))])

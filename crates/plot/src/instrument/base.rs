@@ -198,7 +198,9 @@ pub fn scatter_ema<DB: DrawingBackend>(
     twin: Option<Plot<'_>>,
 ) -> Result<bool, PlotError> {
     let (points, smooth) = main.points();
-    let twin = twin.map(|t| (t, t.points())).filter(|(_, (p, _))| !p.is_empty());
+    let twin = twin
+        .map(|t| (t, t.points()))
+        .filter(|(_, (p, _))| !p.is_empty());
     let xs = points
         .iter()
         .chain(twin.iter().flat_map(|(_, (p, _))| p.iter()))

@@ -11,6 +11,10 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let main = Plot { series: &data.cabs, label: "batch size", log: false };
+    let main = Plot {
+        series: &data.cabs,
+        label: "batch size",
+        log: false,
+    };
     scatter_ema(area, scale, "CABS", main, None)
 }

@@ -11,8 +11,16 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let distance = Plot { series: &data.distance, label: "distance", log: false };
-    let update = Plot { series: &data.update_size, label: "update size", log: false };
+    let distance = Plot {
+        series: &data.distance,
+        label: "distance",
+        log: false,
+    };
+    let update = Plot {
+        series: &data.update_size,
+        label: "update size",
+        log: false,
+    };
     if data.distance.is_empty() {
         return scatter_ema(area, scale, "Distance", update, None);
     }

@@ -11,6 +11,10 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let main = Plot { series: &data.early_stopping, label: "criterion", log: false };
+    let main = Plot {
+        series: &data.early_stopping,
+        label: "criterion",
+        log: false,
+    };
     scatter_ema(area, scale, "Early Stopping", main, None)
 }

@@ -11,6 +11,10 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let main = Plot { series: &data.grad_norm, label: "gradient norm", log: false };
+    let main = Plot {
+        series: &data.grad_norm,
+        label: "gradient norm",
+        log: false,
+    };
     scatter_ema(area, scale, "Gradient Norm", main, None)
 }

@@ -23,10 +23,17 @@ pub fn draw<DB: DrawingBackend>(
     if !(x0.is_finite() && x1.is_finite() && x1 > x0) || hist.hist.is_empty() {
         return Ok(false);
     }
-    let heights: Vec<f64> = hist.hist.iter().map(|c| (c.max(0.0) + 1.0).log10()).collect();
+    let heights: Vec<f64> = hist
+        .hist
+        .iter()
+        .map(|c| (c.max(0.0) + 1.0).log10())
+        .collect();
     let top = heights.iter().copied().fold(0.0, f64::max).max(1.0) * 1.05;
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("Gradient Element Histogram (step {step})"), scale.font(17.0))
+        .caption(
+            format!("Gradient Element Histogram (step {step})"),
+            scale.font(17.0),
+        )
         .margin(scale.px(6.0))
         .x_label_area_size(scale.px(30.0))
         .y_label_area_size(scale.px(56.0))

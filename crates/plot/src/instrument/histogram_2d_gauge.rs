@@ -16,7 +16,12 @@ pub fn draw<DB: DrawingBackend>(
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
     match &data.hist2d {
-        Some((step, hist)) => draw_histogram(area, scale, &format!("Gradient/Parameter Histogram (step {step})"), hist),
+        Some((step, hist)) => draw_histogram(
+            area,
+            scale,
+            &format!("Gradient/Parameter Histogram (step {step})"),
+            hist,
+        ),
         None => Ok(false),
     }
 }
@@ -73,21 +78,22 @@ pub fn draw_histogram<DB: DrawingBackend>(
         .draw()
         .map_err(draw_err)?;
     chart
-        .draw_series((0..nx).flat_map(|g| (0..ny).map(move |p| (g, p))).map(|(g, p)| {
-            let t = (count(g, p) + 1.0).log10() / max_log;
-            Rectangle::new(
-                [
-                    (hist.y_edges[p], hist.x_edges[g]),
-                    (hist.y_edges[p + 1], hist.x_edges[g + 1]),
-                ],
-                viridis(t).filled(),
-            )
-        }))
+        .draw_series(
+            (0..nx)
+                .flat_map(|g| (0..ny).map(move |p| (g, p)))
+                .map(|(g, p)| {
+                    let t = (count(g, p) + 1.0).log10() / max_log;
+                    Rectangle::new(
+                        [
+                            (hist.y_edges[p], hist.x_edges[g]),
+                            (hist.y_edges[p + 1], hist.x_edges[g + 1]),
+                        ],
+                        viridis(t).filled(),
+                    )
+                }),
+        )
         .map_err(draw_err)?;
-    for line in [
-        vec![(0.0, g0), (0.0, g1)],
-        vec![(p0, 0.0), (p1, 0.0)],
-    ] {
+    for line in [vec![(0.0, g0), (0.0, g1)], vec![(p0, 0.0), (p1, 0.0)]] {
         chart
             .draw_series(LineSeries::new(line, INK.mix(0.4)))
             .map_err(draw_err)?;
@@ -108,7 +114,10 @@ pub fn draw_histogram<DB: DrawingBackend>(
         .map_err(draw_err)?;
     marginal
         .draw_series(by_param.iter().enumerate().map(|(p, &v)| {
-            Rectangle::new([(hist.y_edges[p], 0.0), (hist.y_edges[p + 1], v)], ORANGE.filled())
+            Rectangle::new(
+                [(hist.y_edges[p], 0.0), (hist.y_edges[p + 1], v)],
+                ORANGE.filled(),
+            )
         }))
         .map_err(draw_err)?;
     let right = right.margin(scale.px(4.0), scale.px(30.0) + scale.px(4.0), 0, 0);
@@ -118,7 +127,10 @@ pub fn draw_histogram<DB: DrawingBackend>(
         .map_err(draw_err)?;
     marginal
         .draw_series(by_grad.iter().enumerate().map(|(g, &v)| {
-            Rectangle::new([(0.0, hist.x_edges[g]), (v, hist.x_edges[g + 1])], ORANGE.filled())
+            Rectangle::new(
+                [(0.0, hist.x_edges[g]), (v, hist.x_edges[g + 1])],
+                ORANGE.filled(),
+            )
         }))
         .map_err(draw_err)?;
     Ok(true)

@@ -11,6 +11,10 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let main = Plot { series: &data.max_ev, label: "max eigenvalue", log: true };
+    let main = Plot {
+        series: &data.max_ev,
+        label: "max eigenvalue",
+        log: true,
+    };
     scatter_ema(area, scale, "Max Eigenvalue", main, None)
 }

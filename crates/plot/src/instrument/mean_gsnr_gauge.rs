@@ -11,6 +11,10 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let main = Plot { series: &data.mean_gsnr, label: "mean GSNR", log: false };
+    let main = Plot {
+        series: &data.mean_gsnr,
+        label: "mean GSNR",
+        log: false,
+    };
     scatter_ema(area, scale, "Mean GSNR", main, None)
 }

@@ -11,8 +11,16 @@ pub fn draw<DB: DrawingBackend>(
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let diag = Plot { series: &data.tic_diag, label: "TIC (diag)", log: false };
-    let trace = Plot { series: &data.tic_trace, label: "TIC (trace)", log: false };
+    let diag = Plot {
+        series: &data.tic_diag,
+        label: "TIC (diag)",
+        log: false,
+    };
+    let trace = Plot {
+        series: &data.tic_trace,
+        label: "TIC (trace)",
+        log: false,
+    };
     if data.tic_diag.is_empty() {
         return scatter_ema(area, scale, "TIC", trace, None);
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use burn::tensor::TensorReadError;
 use burn::train::metric::state::{FormatOptions, NumericMetricState};
 use burn::train::metric::{
-    Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes,
-    NumericEntry, SerializedEntry,
+    Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes, NumericEntry,
+    SerializedEntry,
 };
 
 use super::base::{metric_name, numeric_value};
@@ -80,7 +80,8 @@ impl Metric for CockpitMetric {
     ) -> Result<SerializedEntry, TensorReadError> {
         self.updates += 1;
         if self.first {
-            self.cockpit.note_lr(metadata.lr.as_ref().map(|lr| lr.base()));
+            self.cockpit
+                .note_lr(metadata.lr.as_ref().map(|lr| lr.base()));
         }
         self.current = self
             .cockpit

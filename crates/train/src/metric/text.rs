@@ -42,7 +42,10 @@ impl Metric for CockpitTextMetric {
     }
 
     fn description(&self) -> Option<String> {
-        Some(format!("Cockpit's {} (the histogram is in the Cockpit log)", self.key))
+        Some(format!(
+            "Cockpit's {} (the histogram is in the Cockpit log)",
+            self.key
+        ))
     }
 
     fn update(
@@ -51,16 +54,14 @@ impl Metric for CockpitTextMetric {
         _metadata: &MetricMetadata,
     ) -> Result<SerializedEntry, TensorReadError> {
         self.updates += 1;
-        Ok(
-            match self.cockpit.take_value(self.updates, &self.key) {
-                Some((step, value)) => {
-                    let text = format!("step {step} {}", text_value(&value));
-                    self.last = Some(text.clone());
-                    SerializedEntry::new(text.clone(), text)
-                }
-                None => SerializedEntry::not_available(None),
-            },
-        )
+        Ok(match self.cockpit.take_value(self.updates, &self.key) {
+            Some((step, value)) => {
+                let text = format!("step {step} {}", text_value(&value));
+                self.last = Some(text.clone());
+                SerializedEntry::new(text.clone(), text)
+            }
+            None => SerializedEntry::not_available(None),
+        })
     }
 
     fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {

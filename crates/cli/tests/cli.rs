@@ -94,3 +94,78 @@ fn bad_input_gives_a_clear_error_and_exit_status_2() {
     assert_eq!(usage.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn plot_draws_png_and_svg_and_reports_bad_input() {
+    let dir = scratch("plot");
+    let cockpit = |args: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("plot")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let log = fixture("cockpit_write_example");
+    for (file, secondary) in [("d.png", false), ("d.svg", false), ("s.png", true)] {
+        let out = dir.join(file);
+        let mut args = vec![
+            log.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--size".as_ref(),
+            "1200x600".as_ref(),
+        ];
+        if secondary {
+            args.push("--secondary".as_ref());
+        }
+        let run = cockpit(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(std::fs::metadata(&out).unwrap().len() > 10_000, "{file}");
+    }
+    // Missing data is listed: the Python example has no CABS / EarlyStopping.
+    let run = cockpit(&[
+        log.as_os_str(),
+        "-o".as_ref(),
+        dir.join("t.png").as_os_str(),
+        "--secondary".as_ref(),
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("left out") && stdout.contains("cabs_gauge"),
+        "{stdout}"
+    );
+
+    for (content, what) in [
+        ("", "empty"),
+        ("{\"0\": {\"Loss\": 1.0", "truncated"),
+        ("[1, 2]", "not a log"),
+    ] {
+        let bad = dir.join(format!("{}.json", what.replace(' ', "_")));
+        std::fs::write(&bad, content).unwrap();
+        let run = cockpit(&[
+            bad.as_os_str(),
+            "-o".as_ref(),
+            dir.join("x.png").as_os_str(),
+        ]);
+        assert_eq!(run.status.code(), Some(2), "{what}");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            stderr.starts_with("error:") && stderr.contains(".json"),
+            "{what}: {stderr}"
+        );
+    }
+    let run = cockpit(&[
+        log.as_os_str(),
+        "-o".as_ref(),
+        dir.join("x.bmp").as_os_str(),
+    ]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains(".png or .svg"));
+    let run = cockpit(&[log.as_os_str()]);
+    assert_eq!(run.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("missing -o"));
+}

@@ -1,4 +1,6 @@
 //! The dashboard drawn into an image buffer, checked for structure: size, panels, the colour
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! of each column, marks where data exists and blank panels where it does not.
 
 use std::path::PathBuf;

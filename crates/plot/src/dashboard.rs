@@ -80,6 +80,9 @@ impl Rendered {
 
 type Instrument<DB> = fn(&Area<DB>, Scale, &DashboardData) -> Result<bool, PlotError>;
 
+/// A column: its header, colour and three named instruments.
+type Column<DB> = (&'static str, RGBColor, [(&'static str, Instrument<DB>); 3]);
+
 /// Draws `screen` of the dashboard onto `root` (any plotters backend).
 ///
 /// # Errors
@@ -126,7 +129,7 @@ pub fn draw<DB: DrawingBackend>(
             let top_h = (body_h - gap) * 3 / 4;
             let bottom_y = top + top_h + gap;
             let bottom_h = height - bottom_y - gap;
-            let columns: [(&'static str, RGBColor, [(&str, Instrument<DB>); 3]); 3] = [
+            let columns: [Column<DB>; 3] = [
                 (
                     "STEP SIZE",
                     BLUE,

@@ -121,13 +121,7 @@ pub struct DashboardData {
 impl DashboardData {
     /// Reads every instrument's data from `output` (a log of ours or of the Python Cockpit).
     pub fn from_output(output: &Output) -> Self {
-        let last = |name: &str| {
-            output
-                .series(name)
-                .into_iter()
-                .rev()
-                .find_map(|(step, value)| Some((step, value)))
-        };
+        let last = |name: &str| output.series(name).into_iter().next_back();
         let hist1d = last("GradHist1d").and_then(|(step, v)| match v {
             Value::Hist1d(h) => Some((step, h.clone())),
             _ => None,

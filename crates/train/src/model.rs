@@ -212,11 +212,11 @@ mod tests {
         let summed = sum_gradients(&linear, &multi);
         let w = summed
             .get::<2>(linear.weight.id)
-            .map(|t| t.into_data().to_vec::<f32>());
+            .map(|t| t.into_data().try_to_vec::<f32>());
         assert_eq!(w.and_then(Result::ok), Some(vec![11.0, 22.0]));
         let b = bias
             .and_then(|id| summed.get::<1>(id))
-            .map(|t| t.into_data().to_vec::<f32>());
+            .map(|t| t.into_data().try_to_vec::<f32>());
         assert_eq!(b.and_then(Result::ok), Some(vec![-1.5]));
     }
 }

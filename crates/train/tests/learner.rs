@@ -1,4 +1,6 @@
 //! The burn-train adapter against the hand-written loop: same seed, data and optimizer, the
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! same values step for step — in the Cockpit output and in burn's metric log.
 
 use std::sync::{Arc, Mutex};
@@ -417,7 +419,7 @@ fn host_grads(model: &Net, grads: &GradientsParams) -> Vec<Vec<f64>> {
         fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
             let g = self.0.get::<D>(param.id).unwrap();
             self.1
-                .push(g.into_data().convert::<f64>().to_vec::<f64>().unwrap());
+                .push(g.into_data().convert::<f64>().try_to_vec::<f64>().unwrap());
         }
     }
     let mut c = Collect(grads, Vec::new());

@@ -70,7 +70,7 @@ pub fn tick(v: f64, span: f64) -> String {
     if v == 0.0 {
         return "0".into();
     }
-    if !(1e-3..1e5).contains(&a) || !(span > 0.0) {
+    if !(1e-3..1e5).contains(&a) || span.is_nan() || span <= 0.0 {
         return format!("{v:.2e}");
     }
     let decimals = (1.0 - span.log10().floor()).clamp(0.0, 6.0) as usize;
@@ -81,6 +81,9 @@ pub fn tick(v: f64, span: f64) -> String {
 pub fn label_count(pixels: u32, scale: Scale) -> usize {
     (pixels as f64 / (30.0 * scale.0)).clamp(2.0, 6.0) as usize
 }
+
+/// `(x, y)` pairs in axis coordinates.
+type Points = Vec<(f64, f64)>;
 
 /// One series of a scatter chart.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +98,7 @@ pub struct Plot<'a> {
 
 impl Plot<'_> {
     /// The drawable points (log10 of the values on a log axis) and their moving average.
-    fn points(&self) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    fn points(&self) -> (Points, Points) {
         let keep = |v: f64| !self.log || v > 0.0;
         let map = |v: f64| if self.log { v.log10() } else { v };
         let ema = self.series.ema();

@@ -127,15 +127,10 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
         let panel = rendered
             .panel(name)
             .unwrap_or_else(|| panic!("{name} missing"));
-        // A replay has no `log()` entries, so no learning rate: that panel stays blank.
-        let has_data = name != "hyperparameter_gauge";
-        assert_eq!(panel.drawn, has_data, "{name}");
+        // Every instrument, the learning rate included (the replay logs its pass).
+        assert!(panel.drawn, "{name}");
         let marks = image.marks(panel.rect);
-        if has_data {
-            assert!(marks > 500, "{name}: only {marks} marked pixels");
-        } else {
-            assert_eq!(marks, 0, "{name} should be blank");
-        }
+        assert!(marks > 300, "{name}: only {marks} marked pixels");
     }
     // Column colours in the marks: blue "last 10 %" bars in the Alpha gauge, orange bars in the
     // 1d histogram.
@@ -310,7 +305,8 @@ fn watch_redraws_as_the_stream_grows() {
     writer.join().unwrap();
     assert!(drawn.len() >= 2, "{drawn:?}");
     assert_eq!(drawn.first(), Some(&half));
-    assert_eq!(drawn.last(), Some(&lines.len()));
+    let steps = burn_cockpit::log::read_stream(&full).unwrap().steps().count();
+    assert_eq!(drawn.last(), Some(&steps));
     assert!(out.exists());
 }
 

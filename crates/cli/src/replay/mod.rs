@@ -15,8 +15,8 @@ use cockpit_quantities::curvature::{CurvatureSource, FiniteDifferenceHvp};
 use cockpit_quantities::persample::Recorder;
 use cockpit_quantities::quantity::{HessMaxEV, Parameters};
 use cockpit_quantities::{
-    Cockpit, CockpitError, HostArray, OptimizerInfo, Output, Quantity, QuantityKind, Schedule,
-    Snapshot, StepInfo,
+    Cockpit, CockpitError, EpochLog, HostArray, OptimizerInfo, Output, Quantity, QuantityKind,
+    Schedule, Snapshot, StepInfo,
 };
 
 pub use fixture::{
@@ -202,6 +202,24 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             Err(err) => return Err(err.into()),
         }
         model = optimizer.step(model, grads);
+    }
+    // The recorded batches are one pass, logged as Cockpit's `log()` would at an epoch end
+    // (the dashboard's hyperparameter and performance rows read it).
+    if let Some(last) = fixture.steps.last() {
+        let losses: Vec<f64> = cockpit
+            .output()
+            .series("Loss")
+            .iter()
+            .filter_map(|(_, v)| v.as_f64())
+            .collect();
+        let entry = EpochLog {
+            epoch_count: 1,
+            train_loss: (!losses.is_empty())
+                .then(|| losses.iter().sum::<f64>() / losses.len() as f64),
+            learning_rate: Some(spec.lr),
+            ..EpochLog::default()
+        };
+        cockpit.log(last.step, &entry)?;
     }
     let final_params = to_torch_layout(&read_params(&model)?);
     let warnings = cockpit.warnings().to_vec();

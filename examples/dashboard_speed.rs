@@ -13,13 +13,9 @@ use burn_cockpit::log::write_log;
 use burn_cockpit::plot::{PlotOptions, Screen, plot_file, read_any, render_rgb};
 use burn_cockpit::{Histogram1d, Histogram2d, Output, Value};
 
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+#[path = "common/bench.rs"]
+mod bench;
+use bench::arg;
 
 fn synthetic(steps: usize) -> Output {
     let mut out = Output::new();

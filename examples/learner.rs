@@ -17,44 +17,30 @@ use std::sync::Arc;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
-use burn::module::Module;
-use burn::nn::LinearConfig;
 use burn::optim::SgdConfig;
-use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
-use burn_cockpit::persample::Linear;
 use burn_cockpit::train::{CockpitLearner, train_output_per_sample};
 use burn_cockpit::{Configuration, OptimizerInfo, Schedule, backend};
 
 #[path = "common/iris.rs"]
 mod iris;
+use iris::Classifier;
 
 const EPOCHS: usize = 10;
 const BATCH: usize = 16;
 const LR: f64 = 0.05;
 const DIR: &str = "cockpit-logs/learner";
 
-#[derive(Module, Debug)]
-struct Classifier {
-    hidden: Linear,
-    out: Linear,
-}
-
+/// The training and validation step of the shared classifier.
 impl Classifier {
-    fn new(device: &Device) -> Self {
-        Self {
-            hidden: LinearConfig::new(4, 16).init(device).into(),
-            out: LinearConfig::new(16, 3).init(device).into(),
-        }
-    }
-
     /// Logits and per-sample cross-entropy losses `[B]`.
-    fn forward(&self, batch: IrisBatch) -> (ClassificationOutput, Tensor<1>) {
-        let logits = self.out.forward(relu(self.hidden.forward(batch.x)));
+    fn classify(&self, batch: IrisBatch) -> (ClassificationOutput, Tensor<1>) {
+        let logits = self.forward(batch.x);
         let [b, _] = logits.dims();
         let losses = log_softmax(logits.clone(), 1)
             .gather(1, batch.y.clone().reshape([b, 1]))
@@ -74,7 +60,7 @@ impl TrainStep for Classifier {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: IrisBatch) -> TrainOutput<ClassificationOutput> {
-        let (item, losses) = self.forward(batch);
+        let (item, losses) = self.classify(batch);
         // The one line Cockpit needs (instead of `TrainOutput::new(self, item.loss.backward(), item)`).
         train_output_per_sample(self, losses, item)
     }
@@ -85,12 +71,13 @@ impl InferenceStep for Classifier {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: IrisBatch) -> ClassificationOutput {
-        self.forward(batch).0
+        self.classify(batch).0
     }
 }
 
+/// A batch of standardised features and class indices.
 #[derive(Debug, Clone)]
-struct IrisBatch {
+pub struct IrisBatch {
     x: Tensor<2>,
     y: Tensor<1, Int>,
 }

@@ -30,6 +30,10 @@ use burn_cockpit::persample::Linear;
 use burn_cockpit::train::{CockpitLearner, train_output_per_sample};
 use burn_cockpit::{Configuration, OptimizerInfo, Schedule, backend};
 
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{arg, median};
+
 const BATCH: usize = 128;
 const LR: f64 = 0.01;
 
@@ -135,14 +139,6 @@ fn loader(items: &[(Vec<f32>, i64)], device: &Device) -> Arc<dyn DataLoader<Batc
         .build(InMemDataset::new(items.to_vec()))
 }
 
-fn arg(name: &str, default: usize) -> usize {
-    std::env::args()
-        .skip_while(|a| a != name)
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The settings both runs share.
 fn training<M>(t: SupervisedTraining<M>) -> SupervisedTraining<M>
 where
@@ -187,11 +183,6 @@ fn run(
         }
     }
     Ok(start.elapsed().as_secs_f64())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -31,6 +31,10 @@ use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
 };
 
+#[path = "common/bench.rs"]
+mod bench;
+use bench::{arg, median};
+
 const BATCH: usize = 128;
 const LR: f64 = 0.01;
 
@@ -227,20 +231,6 @@ fn run<M: Net>(
         .sum()
         .into_scalar::<f32>();
     start.elapsed().as_secs_f64() / steps as f64
-}
-
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::Error>> {

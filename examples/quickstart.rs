@@ -13,12 +13,10 @@
 //! `CockpitPlotter`), `cockpit-logs/quickstart.jsonl` (one line per tracked step) and the
 //! dashboard `cockpit-logs/quickstart.png`.
 
-use burn::module::Module;
-use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
-use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_cockpit::persample::{Linear, Recorder};
+use burn_cockpit::persample::Recorder;
 use burn_cockpit::{
     Cockpit, Configuration, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
 };
@@ -26,30 +24,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 #[path = "common/iris.rs"]
 mod iris;
-use iris::load_iris;
+use iris::{Classifier, load_iris};
 
 const EPOCHS: usize = 40;
 const BATCH: usize = 16;
 const LR: f64 = 0.05;
-
-#[derive(Module, Debug)]
-struct Classifier {
-    hidden: Linear,
-    out: Linear,
-}
-
-impl Classifier {
-    fn new(device: &Device) -> Self {
-        Self {
-            hidden: LinearConfig::new(4, 16).init(device).into(),
-            out: LinearConfig::new(16, 3).init(device).into(),
-        }
-    }
-
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.out.forward(relu(self.hidden.forward(x)))
-    }
-}
 
 fn batch_tensors(x: &[[f64; 4]], y: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
     let inputs: Vec<f32> = x.iter().flatten().map(|v| *v as f32).collect();

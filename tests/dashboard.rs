@@ -82,6 +82,18 @@ fn near(c: (u8, u8, u8), target: (u8, u8, u8)) -> bool {
     d(c.0, target.0) + d(c.1, target.1) + d(c.2, target.2) <= 12
 }
 
+/// Every named panel is drawn and holds at least `min` marked pixels.
+fn assert_drawn(image: &Image<'_>, rendered: &Rendered, names: &[&str], min: usize) {
+    for name in names {
+        let panel = rendered
+            .panel(name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert!(panel.drawn, "{name}");
+        let marks = image.marks(panel.rect);
+        assert!(marks > min, "{name}: only {marks} marked pixels");
+    }
+}
+
 fn c(k: burn_cockpit::plot::style::Colour) -> (u8, u8, u8) {
     (k.0, k.1, k.2)
 }
@@ -123,15 +135,8 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
             ("PERFORMANCE", c(GREY)),
         ],
     );
-    for name in PRIMARY {
-        let panel = rendered
-            .panel(name)
-            .unwrap_or_else(|| panic!("{name} missing"));
-        // Every instrument, the learning rate included (the replay logs its pass).
-        assert!(panel.drawn, "{name}");
-        let marks = image.marks(panel.rect);
-        assert!(marks > 300, "{name}: only {marks} marked pixels");
-    }
+    // Every instrument, the learning rate included (the replay logs its pass).
+    assert_drawn(&image, &rendered, &PRIMARY, 300);
     // Column colours in the marks: blue "last 10 %" bars in the Alpha gauge, orange bars in the
     // 1d histogram.
     let alpha = rendered.panel("alpha_gauge").unwrap().rect;
@@ -151,11 +156,7 @@ fn the_python_written_log_draws_every_instrument_to_png_and_svg() {
         rgb: &rgb,
         width: 1200,
     };
-    for name in PRIMARY {
-        let panel = rendered.panel(name).unwrap();
-        assert!(panel.drawn, "{name}");
-        assert!(image.marks(panel.rect) > 300, "{name}");
-    }
+    assert_drawn(&image, &rendered, &PRIMARY, 300);
     let (svg, rendered_svg) = render_svg(&output, &small()).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("STEP SIZE") && svg.contains("CURVATURE"));
     assert_eq!(rendered_svg, rendered, "same layout in both formats");
@@ -305,7 +306,10 @@ fn watch_redraws_as_the_stream_grows() {
     writer.join().unwrap();
     assert!(drawn.len() >= 2, "{drawn:?}");
     assert_eq!(drawn.first(), Some(&half));
-    let steps = burn_cockpit::log::read_stream(&full).unwrap().steps().count();
+    let steps = burn_cockpit::log::read_stream(&full)
+        .unwrap()
+        .steps()
+        .count();
     assert_eq!(drawn.last(), Some(&steps));
     assert!(out.exists());
 }

@@ -1,4 +1,11 @@
-//! Iris (shipped inside the `linfa-datasets` crate, no download), shared by the examples.
+//! Iris (shipped inside the `linfa-datasets` crate, no download) and the classifier the
+//! examples train on it.
+
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+use burn_cockpit::persample::Linear;
 
 /// Iris as standardised features and one-hot labels, shuffled with a fixed seed and split
 /// 120 / 30.
@@ -45,5 +52,28 @@ pub fn load_iris() -> Data {
     Data {
         train: pick(&order[..120]),
         test: pick(&order[120..]),
+    }
+}
+
+/// The examples' classifier: 4 → 16 → 3 with ReLU, built from `persample::Linear` (a drop-in
+/// for `burn::nn::Linear`) so the per-sample quantities come from the ordinary backward pass.
+#[derive(Module, Debug)]
+pub struct Classifier {
+    hidden: Linear,
+    out: Linear,
+}
+
+impl Classifier {
+    /// A freshly initialised classifier on `device`.
+    pub fn new(device: &Device) -> Self {
+        Self {
+            hidden: LinearConfig::new(4, 16).init(device).into(),
+            out: LinearConfig::new(16, 3).init(device).into(),
+        }
+    }
+
+    /// Logits `[B, 3]` of standardised features `[B, 4]`.
+    pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.out.forward(relu(self.hidden.forward(x)))
     }
 }

@@ -2,6 +2,7 @@
 //! and performance row, and the secondary screen.
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::data::DashboardData;
 use crate::error::{PlotError, draw_err};
@@ -105,20 +106,22 @@ pub fn draw<DB: DrawingBackend>(
     root.draw(&Text::new(
         title.to_string(),
         ((width / 2) as i32, (title_h / 3) as i32),
-        scale.font(30.0).pos(plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Top,
-        )),
+        scale.font(30.0).pos(Pos::new(HPos::Center, VPos::Top)),
     ))
     .map_err(draw_err)?;
-    let mut rendered = Rendered {
-        width,
-        height,
-        headers: Vec::new(),
-        panels: Vec::new(),
+    let mut page = Page {
+        root,
+        scale,
+        data,
+        header_h: (height as f64 * 0.028) as u32,
+        rendered: Rendered {
+            width,
+            height,
+            headers: Vec::new(),
+            panels: Vec::new(),
+        },
     };
     let gap = (width as f64 * 0.008) as u32;
-    let header_h = (height as f64 * 0.028) as u32;
     let top = title_h;
     let body_h = height - top - gap;
     let col_w = (width - 4 * gap) / 3;
@@ -159,24 +162,13 @@ pub fn draw<DB: DrawingBackend>(
                 ),
             ];
             for (c, (label, colour, instruments)) in columns.into_iter().enumerate() {
-                let x = col_x(c as u32);
                 let cell = Rect {
-                    x,
+                    x: col_x(c as u32),
                     y: top,
                     w: col_w,
                     h: top_h,
                 };
-                column(
-                    root,
-                    scale,
-                    data,
-                    &mut rendered,
-                    cell,
-                    header_h,
-                    label,
-                    colour,
-                    &instruments,
-                )?;
+                page.column(cell, label, colour, &instruments)?;
             }
             let hyper = Rect {
                 x: col_x(0),
@@ -184,13 +176,8 @@ pub fn draw<DB: DrawingBackend>(
                 w: col_w,
                 h: bottom_h,
             };
-            column(
-                root,
-                scale,
-                data,
-                &mut rendered,
+            page.column(
                 hyper,
-                header_h,
                 "HYPERPARAMETERS",
                 GREY,
                 &[("hyperparameter_gauge", hyperparameter_gauge::draw::<DB>)],
@@ -201,13 +188,8 @@ pub fn draw<DB: DrawingBackend>(
                 w: 2 * col_w + gap,
                 h: bottom_h,
             };
-            column(
-                root,
-                scale,
-                data,
-                &mut rendered,
+            page.column(
                 perf,
-                header_h,
                 "PERFORMANCE",
                 GREY,
                 &[("performance_gauge", performance_gauge::draw::<DB>)],
@@ -220,13 +202,8 @@ pub fn draw<DB: DrawingBackend>(
                 w: col_w,
                 h: body_h,
             };
-            column(
-                root,
-                scale,
-                data,
-                &mut rendered,
+            page.column(
                 aux,
-                header_h,
                 "AUXILIARY",
                 GREY,
                 &[
@@ -235,160 +212,127 @@ pub fn draw<DB: DrawingBackend>(
                     ("early_stopping_gauge", early_stopping_gauge::draw::<DB>),
                 ],
             )?;
-            let layer = Rect {
+            let layers = Rect {
                 x: col_x(1),
                 y: top,
                 w: 2 * col_w + gap,
                 h: body_h,
             };
-            layerwise(root, scale, data, &mut rendered, layer, header_h)?;
+            page.layerwise(layers)?;
         }
     }
-    Ok(rendered)
+    Ok(page.rendered)
 }
 
-fn sub<DB: DrawingBackend>(root: &Area<DB>, r: Rect) -> Area<DB> {
-    root.clone().shrink((r.x, r.y), (r.w, r.h))
-}
-
-fn header<DB: DrawingBackend>(
-    root: &Area<DB>,
+/// The drawing in progress: where it goes, what it draws, and what has been drawn.
+struct Page<'a, DB: DrawingBackend> {
+    root: &'a Area<DB>,
     scale: Scale,
-    rendered: &mut Rendered,
-    rect: Rect,
-    label: &'static str,
-    colour: RGBColor,
-) -> Result<(), PlotError> {
-    let area = sub(root, rect);
-    area.fill(&colour).map_err(draw_err)?;
-    area.draw(&Text::new(
-        label,
-        ((rect.w / 2) as i32, (rect.h / 2) as i32),
-        scale
-            .font(18.0)
-            .color(&PAGE)
-            .pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Center,
-            )),
-    ))
-    .map_err(draw_err)?;
-    rendered.headers.push(Header {
-        label,
-        colour: (colour.0, colour.1, colour.2),
-        rect,
-    });
-    Ok(())
-}
-
-/// A header and instruments stacked below it.
-#[allow(clippy::too_many_arguments)]
-fn column<DB: DrawingBackend>(
-    root: &Area<DB>,
-    scale: Scale,
-    data: &DashboardData,
-    rendered: &mut Rendered,
-    cell: Rect,
+    data: &'a DashboardData,
     header_h: u32,
-    label: &'static str,
-    colour: RGBColor,
-    instruments: &[(&str, Instrument<DB>)],
-) -> Result<(), PlotError> {
-    header(
-        root,
-        scale,
-        rendered,
-        Rect {
-            h: header_h,
-            ..cell
-        },
-        label,
-        colour,
-    )?;
-    let n = instruments.len() as u32;
-    let body_y = cell.y + header_h;
-    let each = (cell.h - header_h) / n.max(1);
-    for (i, (name, instrument)) in instruments.iter().enumerate() {
-        let rect = Rect {
-            x: cell.x,
-            y: body_y + i as u32 * each,
-            w: cell.w,
-            h: each,
-        };
-        let drawn = instrument(&sub(root, rect), scale, data)?;
-        rendered.panels.push(Panel {
-            name: (*name).to_string(),
-            rect,
-            drawn,
-        });
-    }
-    Ok(())
+    rendered: Rendered,
 }
 
-/// One 2d histogram per parameter (`GradHist2d` with `keep_individual`), on a grid of at
-/// least 2×2.
-fn layerwise<DB: DrawingBackend>(
-    root: &Area<DB>,
-    scale: Scale,
-    data: &DashboardData,
-    rendered: &mut Rendered,
-    cell: Rect,
-    header_h: u32,
-) -> Result<(), PlotError> {
-    header(
-        root,
-        scale,
-        rendered,
-        Rect {
-            h: header_h,
-            ..cell
-        },
-        "LAYERWISE",
-        GREY,
-    )?;
-    let individual = data
-        .hist2d
-        .as_ref()
-        .map(|(_, h)| h.individual.as_slice())
-        .unwrap_or_default();
-    let side = (individual.len() as f64).sqrt().ceil().max(2.0) as u32;
-    let (w, h) = (cell.w / side, (cell.h - header_h) / side);
-    for (i, hist) in individual.iter().enumerate() {
-        let (r, c) = (i as u32 / side, i as u32 % side);
-        let rect = Rect {
-            x: cell.x + c * w,
-            y: cell.y + header_h + r * h,
-            w,
-            h,
-        };
-        let small = Scale(scale.0 * 0.8);
-        let drawn = histogram_2d_gauge::draw_histogram(
-            &sub(root, rect),
-            small,
-            &format!("parameter {i}"),
-            hist,
-        )?;
-        rendered.panels.push(Panel {
-            name: format!("layerwise[{i}]"),
-            rect,
-            drawn,
-        });
+impl<DB: DrawingBackend> Page<'_, DB> {
+    fn area(&self, r: Rect) -> Area<DB> {
+        self.root.clone().shrink((r.x, r.y), (r.w, r.h))
     }
-    if individual.is_empty() {
-        let area = sub(
-            root,
-            Rect {
-                y: cell.y + header_h,
-                h: cell.h - header_h,
-                ..cell
-            },
-        );
+
+    /// Draws the header band at the top of `cell` and returns the rest of the cell.
+    fn header(
+        &mut self,
+        cell: Rect,
+        label: &'static str,
+        colour: RGBColor,
+    ) -> Result<Rect, PlotError> {
+        let rect = Rect {
+            h: self.header_h,
+            ..cell
+        };
+        let area = self.area(rect);
+        area.fill(&colour).map_err(draw_err)?;
         area.draw(&Text::new(
-            "no per-layer histograms (GradHist2d with keep_individual)",
-            (scale.px(20.0) as i32, scale.px(30.0) as i32),
-            scale.font(14.0).color(&INK),
+            label,
+            ((rect.w / 2) as i32, (rect.h / 2) as i32),
+            self.scale
+                .font(18.0)
+                .color(&PAGE)
+                .pos(Pos::new(HPos::Center, VPos::Center)),
         ))
         .map_err(draw_err)?;
+        self.rendered.headers.push(Header {
+            label,
+            colour: (colour.0, colour.1, colour.2),
+            rect,
+        });
+        Ok(Rect {
+            y: cell.y + self.header_h,
+            h: cell.h - self.header_h,
+            ..cell
+        })
     }
-    Ok(())
+
+    /// Records that instrument `name` was (or was not) drawn into `rect`.
+    fn record(&mut self, name: String, rect: Rect, drawn: bool) {
+        self.rendered.panels.push(Panel { name, rect, drawn });
+    }
+
+    /// A header and instruments stacked below it.
+    fn column(
+        &mut self,
+        cell: Rect,
+        label: &'static str,
+        colour: RGBColor,
+        instruments: &[(&str, Instrument<DB>)],
+    ) -> Result<(), PlotError> {
+        let body = self.header(cell, label, colour)?;
+        let each = body.h / (instruments.len() as u32).max(1);
+        for (i, (name, instrument)) in instruments.iter().enumerate() {
+            let rect = Rect {
+                y: body.y + i as u32 * each,
+                h: each,
+                ..body
+            };
+            let drawn = instrument(&self.area(rect), self.scale, self.data)?;
+            self.record((*name).to_string(), rect, drawn);
+        }
+        Ok(())
+    }
+
+    /// One 2d histogram per parameter (`GradHist2d` with `keep_individual`), on a grid of at
+    /// least 2×2.
+    fn layerwise(&mut self, cell: Rect) -> Result<(), PlotError> {
+        let body = self.header(cell, "LAYERWISE", GREY)?;
+        let data = self.data;
+        let individual = data
+            .hist2d
+            .as_ref()
+            .map(|(_, h)| h.individual.as_slice())
+            .unwrap_or_default();
+        let side = (individual.len() as f64).sqrt().ceil().max(2.0) as u32;
+        let (w, h) = (body.w / side, body.h / side);
+        let small = Scale(self.scale.0 * 0.8);
+        for (i, hist) in individual.iter().enumerate() {
+            let (r, c) = (i as u32 / side, i as u32 % side);
+            let rect = Rect {
+                x: body.x + c * w,
+                y: body.y + r * h,
+                w,
+                h,
+            };
+            let title = format!("parameter {i}");
+            let drawn = histogram_2d_gauge::draw_histogram(&self.area(rect), small, &title, hist)?;
+            self.record(format!("layerwise[{i}]"), rect, drawn);
+        }
+        if individual.is_empty() {
+            self.area(body)
+                .draw(&Text::new(
+                    "no per-layer histograms (GradHist2d with keep_individual)",
+                    (self.scale.px(20.0) as i32, self.scale.px(30.0) as i32),
+                    self.scale.font(14.0).color(&INK),
+                ))
+                .map_err(draw_err)?;
+        }
+        Ok(())
+    }
 }

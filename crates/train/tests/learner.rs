@@ -17,7 +17,8 @@ use burn::train::logger::{FileMetricLogger, InMemoryMetricLogger, MetricLogger};
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, NumericEntry};
 use burn::train::{
-    ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
+    ClassificationOutput, InferenceStep, Learner, LearnerModel, SupervisedTraining, TrainOutput,
+    TrainStep,
 };
 use cockpit_quantities::curvature::{FiniteDifferenceHvp, Hutchinson};
 use cockpit_quantities::persample::{Linear, Recorder};
@@ -25,7 +26,7 @@ use cockpit_quantities::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, StepInfo, Value,
 };
 use cockpit_train::metric::numeric_value;
-use cockpit_train::{CockpitLearner, TrainError};
+use cockpit_train::{CockpitLearner, Instrumented, TrainError};
 
 const LR: f64 = 0.1;
 const BATCH: usize = 8;
@@ -162,6 +163,36 @@ impl MetricLogger for SharedLogger {
     }
 }
 
+/// Trains an instrumented model for `epochs` on the test data (a scratch artifact directory,
+/// burn's in-memory logger unless `configure` adds others), returning the trained model.
+fn launch<M>(
+    model: Instrumented<M>,
+    cockpit: &CockpitLearner,
+    dir: &std::path::Path,
+    epochs: usize,
+    configure: impl FnOnce(SupervisedTraining<Instrumented<M>>) -> SupervisedTraining<Instrumented<M>>,
+) -> Instrumented<M>
+where
+    M: Module + 'static,
+    Instrumented<M>: LearnerModel + TrainStep<Input = Batch> + InferenceStep<Input = Batch>,
+{
+    let device = Device::flex().autodiff();
+    let learner = Learner::new(model, SgdConfig::new().init(), LR);
+    let training = cockpit
+        .register(SupervisedTraining::new(
+            dir,
+            loader(&device),
+            loader(&device),
+        ))
+        .with_application_logger(None)
+        .num_epochs(epochs);
+    configure(training).launch(learner).model
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("cockpit-train-{name}-{}", std::process::id()))
+}
+
 /// The hand-written loop: the Cockpit's output and, per step, what that step's `track`
 /// computed.
 fn custom_loop(model: Net, kinds: &[QuantityKind], device: &Device) -> (Output, Vec<Output>) {
@@ -250,7 +281,7 @@ fn learner_matches_the_custom_loop_step_for_step() {
 
     let (expected, latest) = custom_loop(model.clone(), &kinds, &device);
 
-    let dir = std::env::temp_dir().join(format!("cockpit-train-test-{}", std::process::id()));
+    let dir = scratch("equality");
     let cockpit = CockpitLearner::from_kinds(
         kinds.clone(),
         Schedule::every_step(),
@@ -260,22 +291,16 @@ fn learner_matches_the_custom_loop_step_for_step() {
     .with_artifact_dir(&dir)
     .unwrap();
     let logger = SharedLogger::default();
-    let learner = Learner::new(
+    launch(
         cockpit.instrument(model).unwrap(),
-        SgdConfig::new().init(),
-        LR,
+        &cockpit,
+        &dir,
+        EPOCHS,
+        |t| {
+            t.with_metric_logger(logger.clone())
+                .with_metric_logger(FileMetricLogger::new(&dir))
+        },
     );
-    let training = cockpit
-        .register(SupervisedTraining::new(
-            &dir,
-            loader(&device),
-            loader(&device),
-        ))
-        .with_metric_logger(logger.clone())
-        .with_metric_logger(FileMetricLogger::new(&dir))
-        .with_application_logger(None)
-        .num_epochs(EPOCHS);
-    let _result = training.launch(learner);
     assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
 
     // The Cockpit output: every step, every quantity, the same values.
@@ -484,23 +509,17 @@ fn gradient_accumulation_tracks_the_applied_gradient() {
         OptimizerInfo::sgd(LR),
     )
     .unwrap();
-    let learner = Learner::new(
+    let dir = scratch("accumulate");
+    launch(
         cockpit.instrument(model).unwrap(),
-        SgdConfig::new().init(),
-        LR,
+        &cockpit,
+        &dir,
+        EPOCHS,
+        |t| {
+            t.with_metric_logger(SharedLogger::default())
+                .grads_accumulation(ACCUMULATE)
+        },
     );
-    let dir = std::env::temp_dir().join(format!("cockpit-train-accum-{}", std::process::id()));
-    let _ = cockpit
-        .register(SupervisedTraining::new(
-            &dir,
-            loader(&device),
-            loader(&device),
-        ))
-        .with_metric_logger(SharedLogger::default())
-        .with_application_logger(None)
-        .grads_accumulation(ACCUMULATE)
-        .num_epochs(EPOCHS)
-        .launch(learner);
     let _ = std::fs::remove_dir_all(&dir);
 
     assert_eq!(cockpit.steps(), expected.len());
@@ -563,22 +582,11 @@ fn curvature_quantities_replay_the_batch() {
 
     let cockpit =
         CockpitLearner::from_kinds(kinds, Schedule::every_step(), OptimizerInfo::sgd(LR)).unwrap();
-    let learner = Learner::new(
-        cockpit.instrument_with_curvature(model, 3),
-        SgdConfig::new().init(),
-        LR,
-    );
-    let dir = std::env::temp_dir().join(format!("cockpit-train-curv-{}", std::process::id()));
-    let _ = cockpit
-        .register(SupervisedTraining::new(
-            &dir,
-            loader(&device),
-            loader(&device),
-        ))
-        .with_metric_logger(SharedLogger::default())
-        .with_application_logger(None)
-        .num_epochs(EPOCHS)
-        .launch(learner);
+    let dir = scratch("curvature");
+    let model = cockpit.instrument_with_curvature(model, 3);
+    launch(model, &cockpit, &dir, EPOCHS, |t| {
+        t.with_metric_logger(SharedLogger::default())
+    });
     let _ = std::fs::remove_dir_all(&dir);
     let got = cockpit.output();
     let mut compared = 0;
@@ -636,21 +644,10 @@ fn a_step_without_train_output_is_reported_and_training_goes_on() {
     let model = Plain {
         net: Net::new(&device),
     };
-    let learner = Learner::new(
-        cockpit.instrument(model).unwrap(),
-        SgdConfig::new().init(),
-        LR,
-    );
-    let dir = std::env::temp_dir().join(format!("cockpit-train-plain-{}", std::process::id()));
-    let result = cockpit
-        .register(SupervisedTraining::new(
-            &dir,
-            loader(&device),
-            loader(&device),
-        ))
-        .with_metric_logger(SharedLogger::default())
-        .with_application_logger(None)
-        .launch(learner);
+    let dir = scratch("plain");
+    let trained = launch(cockpit.instrument(model).unwrap(), &cockpit, &dir, 1, |t| {
+        t.with_metric_logger(SharedLogger::default())
+    });
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(cockpit.steps(), SAMPLES / BATCH, "training ran every step");
     assert!(
@@ -663,5 +660,5 @@ fn a_step_without_train_output_is_reported_and_training_goes_on() {
         warnings[0].contains("cockpit_train::train_output"),
         "{warnings:?}"
     );
-    let _ = result.model.into_inner();
+    let _: Plain = trained.into_inner();
 }

@@ -259,6 +259,31 @@ pub fn scatter_ema<DB: DrawingBackend>(
     Ok(true)
 }
 
+/// Defines an instrument's `draw` as one series of points plus its moving average:
+/// `scatter_gauge!("Title", data_field, "axis label", log_axis)`.
+macro_rules! scatter_gauge {
+    ($title:literal, $field:ident, $label:literal, $log:literal) => {
+        /// Draws the instrument; `false` when its data is missing.
+        ///
+        /// # Errors
+        ///
+        /// [`PlotError::Draw`](crate::PlotError::Draw) if the backend fails.
+        pub fn draw<DB: plotters::prelude::DrawingBackend>(
+            area: &$crate::instrument::base::Area<DB>,
+            scale: $crate::instrument::base::Scale,
+            data: &$crate::data::DashboardData,
+        ) -> Result<bool, $crate::PlotError> {
+            let main = $crate::instrument::base::Plot {
+                series: &data.$field,
+                label: $label,
+                log: $log,
+            };
+            $crate::instrument::base::scatter_ema(area, scale, $title, main, None)
+        }
+    };
+}
+pub(crate) use scatter_gauge;
+
 #[cfg(test)]
 mod tests {
     use super::*;

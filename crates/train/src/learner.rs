@@ -31,20 +31,6 @@ const CURVATURE: [QuantityKind; 4] = [
     QuantityKind::TICDiag,
     QuantityKind::TICTrace,
 ];
-/// Quantities that need per-sample gradients.
-const PER_SAMPLE: [QuantityKind; 11] = [
-    QuantityKind::Alpha,
-    QuantityKind::GradHist1d,
-    QuantityKind::GradHist2d,
-    QuantityKind::NormTest,
-    QuantityKind::InnerTest,
-    QuantityKind::OrthoTest,
-    QuantityKind::CABS,
-    QuantityKind::EarlyStopping,
-    QuantityKind::MeanGSNR,
-    QuantityKind::TICDiag,
-    QuantityKind::TICTrace,
-];
 
 /// What one step's `TrainStep::step` left, until the optimizer step consumes it.
 #[derive(Debug)]
@@ -347,10 +333,6 @@ impl CockpitLearner {
     pub(crate) fn wants_curvature(&self) -> bool {
         let state = self.lock();
         state.cockpit.needs_curvature(state.step)
-    }
-
-    pub(crate) fn needs_per_sample_kind(&self) -> bool {
-        self.kinds.iter().any(|k| PER_SAMPLE.contains(k))
     }
 
     /// A training step's forward and backward pass ran.

@@ -94,8 +94,7 @@ where
 
     fn step(&self, item: Self::Input) -> TrainOutput<Self::Output> {
         let cockpit = &self.watch.cockpit;
-        let recorder =
-            (cockpit.needs_per_sample_kind() && cockpit.wants_per_sample()).then(Recorder::start);
+        let recorder = cockpit.wants_per_sample().then(Recorder::start);
         let curvature = match self.replay() {
             Some(replay) if cockpit.wants_curvature() => Some(replay(&self.inner, &item)),
             _ => None,

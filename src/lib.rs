@@ -22,6 +22,8 @@
 //! [`backend::device`] picks one at run time from the enabled features, or from the
 //! `BURN_COCKPIT_DEVICE` environment variable.
 
+/// What a run's log says, in words (the `cockpit-diagnose` crate).
+pub use cockpit_diagnose as diagnose;
 /// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
 pub use cockpit_plot as plot;
 pub use cockpit_quantities::*;

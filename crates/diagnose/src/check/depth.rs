@@ -1,0 +1,146 @@
+//! Gradient norms across depth (imbalance) and over time (exploding, vanishing).
+
+use crate::run::{ends, median};
+use crate::{Code, Finding, Run};
+
+/// `gradient-imbalance`: the per-step spread of the parameters' (relative) gradient norms, in
+/// decades, exceeds this…
+pub(crate) const IMBALANCE_DECADES: f64 = 3.0;
+/// …on at least this share of the steps.
+pub(crate) const IMBALANCE_SHARE: f64 = 0.8;
+/// `exploding-gradient`: median of the last 10 % at least this many times the first 10 %'s.
+pub(crate) const EXPLODING: f64 = 100.0;
+/// `vanishing-gradient`: median of the last 10 % at most this share of the first 10 %'s.
+pub(crate) const VANISHING: f64 = 1e-3;
+
+/// Per step, `log10(max/min)` over the parameters of `‖∇θ_p‖ / ‖θ_p‖` (plain `‖∇θ_p‖` where
+/// the log has no `Parameters`), biases left out where the names tell them, zero norms left
+/// out (those are frozen, a check of its own); with the indices of the extremes.
+fn spreads(run: &Run) -> Vec<(usize, f64, usize, usize)> {
+    run.grad_norm
+        .iter()
+        .filter_map(|(step, grads)| {
+            let params = run
+                .param_norm
+                .iter()
+                .find(|(s, _)| s == step)
+                .map(|(_, p)| p);
+            let relative: Vec<(usize, f64)> = grads
+                .iter()
+                .enumerate()
+                .filter(|(p, _)| !run.is_bias(*p))
+                .map(|(p, g)| {
+                    let scale = params.and_then(|n| n.get(p)).copied().unwrap_or(1.0);
+                    (p, g / scale)
+                })
+                .filter(|(_, r)| r.is_finite() && *r > 0.0)
+                .collect();
+            let lo = relative.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+            let hi = relative.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+            (relative.len() >= 2).then(|| (*step, (hi.1 / lo.1).log10(), lo.0, hi.0))
+        })
+        .collect()
+}
+
+/// The layers' gradient norms (relative to their parameter norms) spread over more than
+/// [`IMBALANCE_DECADES`] on most steps.
+pub(crate) fn imbalance(run: &Run) -> Option<Finding> {
+    let spreads = spreads(run);
+    if spreads.len() < 4 {
+        return None;
+    }
+    let wide: Vec<_> = spreads
+        .iter()
+        .filter(|(_, d, _, _)| *d >= IMBALANCE_DECADES)
+        .collect();
+    if (wide.len() as f64) < IMBALANCE_SHARE * spreads.len() as f64 {
+        return None;
+    }
+    // The extremes most often seen.
+    let most = |pick: fn(&(usize, f64, usize, usize)) -> usize| {
+        let mut counts = std::collections::BTreeMap::new();
+        for s in &wide {
+            *counts.entry(pick(s)).or_insert(0usize) += 1;
+        }
+        counts.into_iter().max_by_key(|(_, c)| *c).map_or(0, |(p, _)| p)
+    };
+    let (low, high) = (most(|s| s.2), most(|s| s.3));
+    let relative = if run.param_norm.is_empty() {
+        "‖∇θ‖"
+    } else {
+        "‖∇θ‖/‖θ‖"
+    };
+    Some(
+        Finding::new(
+            Code::GradientImbalance,
+            "gradients vanish through depth: some layers get gradients orders of magnitude smaller than others and barely learn",
+            format!(
+                "{relative} spans {:.1} decades (median over steps) on {} of {} steps; smallest mostly {}, largest mostly {}",
+                median(spreads.iter().map(|s| s.1)),
+                wide.len(),
+                spreads.len(),
+                run.name(low),
+                run.name(high)
+            ),
+            wide.iter().map(|s| s.0).collect(),
+        )
+        .with_parameters(vec![run.name(low), run.name(high)]),
+    )
+}
+
+/// A parameter's gradient norm grew or collapsed by orders of magnitude from the first 10 % of
+/// steps to the last.
+pub(crate) fn over_time(run: &Run) -> Vec<Finding> {
+    let series = &run.grad_norm;
+    if series.len() < 4 {
+        return Vec::new();
+    }
+    let layers = series.iter().map(|(_, l)| l.len()).min().unwrap_or(0);
+    let (first, last) = ends(series, 0.1);
+    let mut exploding = Vec::new();
+    let mut vanishing = Vec::new();
+    for p in 0..layers {
+        let a = median(first.iter().map(|(_, l)| l[p]));
+        let b = median(last.iter().map(|(_, l)| l[p]));
+        if !(a.is_finite() && b.is_finite()) {
+            continue;
+        }
+        if b > 0.0 && b >= EXPLODING * a {
+            exploding.push((p, a, b));
+        } else if a > 0.0 && b <= VANISHING * a {
+            vanishing.push((p, a, b));
+        }
+    }
+    let steps: Vec<usize> = last.iter().map(|(s, _)| *s).collect();
+    let mut findings = Vec::new();
+    for (code, group, what) in [
+        (Code::ExplodingGradient, exploding, "grew"),
+        (Code::VanishingGradient, vanishing, "collapsed"),
+    ] {
+        if group.is_empty() {
+            continue;
+        }
+        let evidence: Vec<String> = group
+            .iter()
+            .take(4)
+            .map(|(p, a, b)| format!("{} {a:.3e} → {b:.3e}", run.name(*p)))
+            .collect();
+        findings.push(
+            Finding::new(
+                code,
+                format!(
+                    "the gradient norm of {} parameter(s) {what} by orders of magnitude during training",
+                    group.len()
+                ),
+                format!(
+                    "median ‖∇θ‖ over the first and last 10 % of steps: {}{}",
+                    evidence.join(", "),
+                    if group.len() > 4 { ", …" } else { "" }
+                ),
+                steps.clone(),
+            )
+            .with_parameters(group.iter().map(|(p, _, _)| run.name(*p)).collect()),
+        );
+    }
+    findings
+}

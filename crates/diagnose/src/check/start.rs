@@ -1,0 +1,110 @@
+//! The start of a run: an exploding start (the initial loss or gradient orders of magnitude
+//! above where the run settles) and inputs that were never standardised.
+
+use crate::run::{median, norm, values};
+use crate::{Code, Finding, Run};
+
+/// `exploding-start`: the loss at the first step at least this many times the median loss of
+/// the run's second half…
+pub(crate) const LOSS_JUMP: f64 = 10.0;
+/// …or the network gradient norm at the first step at least this many times its median over
+/// the second half.
+pub(crate) const GRAD_JUMP: f64 = 30.0;
+/// Steps that count as the start.
+pub(crate) const START: usize = 3;
+/// `misscaled-inputs`: the first layer's `‖∇W‖/‖∇b‖` at least this over the first steps. For a
+/// dense layer it is the (gradient-weighted) input norm `‖x‖`: standardised inputs have
+/// `‖x‖ ≈ √d`, so this flags raw pixel scales for any `d` below 10⁴.
+pub(crate) const INPUT_NORM: f64 = 100.0;
+/// Evidence only: the share of gradient elements in the histogram's two outer bins.
+pub(crate) const EDGE_SHARE: f64 = 0.05;
+
+/// The first value and the second half's median of a series, when the first is `ratio` times
+/// the median or more.
+fn jump(series: &[(usize, f64)], ratio: f64) -> Option<(f64, f64)> {
+    if series.len() < 2 * START + 2 {
+        return None;
+    }
+    let first = series[0].1;
+    let settled = median(values(&series[series.len() / 2..]));
+    (first.is_finite() && settled.is_finite() && settled > 0.0 && first >= ratio * settled)
+        .then_some((first, settled))
+}
+
+/// The share of gradient elements in the outer bins of the first histogram, as evidence.
+fn edge_evidence(run: &Run) -> Option<String> {
+    let (step, h) = run.hist1d.first()?;
+    let total: f64 = h.hist.iter().sum();
+    let edges = h.hist.first().copied().unwrap_or(0.0) + h.hist.last().copied().unwrap_or(0.0);
+    (total > 0.0 && edges / total >= EDGE_SHARE).then(|| {
+        format!(
+            "{:.0} % of the gradient elements in the histogram's outer bins at step {step}",
+            100.0 * edges / total
+        )
+    })
+}
+
+/// The initial loss or gradient norm is orders of magnitude above where the run settles: the
+/// initialisation (or something else fixed before the first step) is off by far.
+pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
+    let total: Vec<(usize, f64)> = run.grad_norm.iter().map(|(s, l)| (*s, norm(l))).collect();
+    let loss = jump(&run.loss, LOSS_JUMP);
+    let grad = jump(&total, GRAD_JUMP);
+    let first = run.loss.first().or(total.first())?.0;
+    let mut evidence = Vec::new();
+    if let Some((a, b)) = loss {
+        evidence.push(format!(
+            "loss {a:.4} at step {first}, median {b:.4} over the second half ({:.0}×)",
+            a / b
+        ));
+    }
+    if let Some((a, b)) = grad {
+        evidence.push(format!(
+            "‖∇L‖ {a:.3e} at step {first}, median {b:.3e} over the second half ({:.0}×)",
+            a / b
+        ));
+    }
+    if evidence.is_empty() {
+        return None;
+    }
+    evidence.extend(edge_evidence(run));
+    Some(Finding::new(
+        Code::ExplodingStart,
+        "exploding start: the initial loss and gradients are orders of magnitude above where the run settles (initialisation too large?)",
+        evidence.join("; "),
+        run.loss.iter().take(START).map(|(s, _)| *s).collect(),
+    ))
+}
+
+/// The first layer's weight and bias gradients say its inputs are far from standardised:
+/// `‖∇W‖/‖∇b‖` (the input norm) of [`INPUT_NORM`] or more on the first steps. Needs the
+/// parameter names (to find the first layer's weight and bias).
+pub(crate) fn misscaled_inputs(run: &Run) -> Option<Finding> {
+    let (w, b) = run.first_layer()?;
+    let ratios: Vec<(usize, f64)> = run
+        .grad_norm
+        .iter()
+        .take(START)
+        .filter_map(|(s, l)| Some((*s, l.get(w)? / l.get(b)?)))
+        .collect();
+    let ratio = median(values(&ratios));
+    if ratios.is_empty() || ratio.is_nan() || ratio < INPUT_NORM {
+        return None;
+    }
+    let mut evidence = vec![format!(
+        "‖∇{}‖/‖∇{}‖ = {ratio:.0} over the first {} steps: the first layer sees inputs of norm ~{ratio:.0}",
+        run.name(w),
+        run.name(b),
+        ratios.len()
+    )];
+    evidence.extend(edge_evidence(run));
+    Some(
+        Finding::new(
+            Code::MisscaledInputs,
+            "inputs not standardised: the first layer sees inputs orders of magnitude larger than it is initialised for",
+            evidence.join("; "),
+            ratios.iter().map(|(s, _)| *s).collect(),
+        )
+        .with_parameters(vec![run.name(w), run.name(b)]),
+    )
+}

@@ -1,0 +1,57 @@
+//! # cockpit-diagnose
+//!
+//! Reads a Cockpit output — ours or the Python Cockpit's log — the way an expert reads the
+//! dashboard, and says what went wrong in words: one verdict line, then the findings ordered
+//! by the step they first show, each with its evidence, the parameters concerned and what to
+//! do. Symptoms (dead units, NaNs, a flat loss) are merged into the cause that came first, so
+//! units that died *because* the step size blew up are one story, not three.
+//!
+//! ```
+//! use cockpit_diagnose::Diagnoser;
+//! # let output = cockpit_quantities::Output::new();
+//! let diagnosis = Diagnoser::new().run(&output);
+//! print!("{}", diagnosis.report());
+//! ```
+//!
+//! ## Checks and thresholds
+//!
+//! No single instrument separates a good run from a bad one (a healthy stochastic run has a
+//! median α slightly above 0, Schneider et al. 2021): the checks combine instruments. Each
+//! needs the quantities named; one whose quantities are missing stays silent.
+//!
+//! | code | what | needs | threshold |
+//! |---|---|---|---|
+//! | `step-too-large` | learning rate too large | Loss, Alpha or HessMaxEV + `learning_rate` | a loss spike (≥ 3× the lowest loss before it, or NaN) or a rising loss (last 10 % ≥ 1.5× the first 10 %), together with α > 1 on ≥ 25 % of steps or `lr·λ_max > 2` (beyond the stability limit of the local quadratic model) |
+//! | `step-too-small` | learning rate too small | Loss, Alpha | median α ≤ −0.5 and the loss fell by < 5 % (first 10 % vs last 10 % of steps, ≥ 20 steps) |
+//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the first 3 steps' loss ≥ 10× (or gradient norm ≥ 30×) the median of the run's second half |
+//! | `misscaled-inputs` | inputs not standardised | as `exploding-start` | an exploding start whose first parameter's gradient norm is ≥ 30× every other parameter's on each of the first 3 steps |
+//! | `gradient-imbalance` | gradients vanish through depth | GradNorm (Parameters: relative to ‖θ‖) | per step, the parameters' `‖∇θ‖/‖θ‖` (or `‖∇θ‖`), biases and zeros left out, span ≥ 3 decades on ≥ 80 % of steps |
+//! | `frozen-layer` | a parameter stopped moving | UpdateSize | every update of the last 10 % of steps ≤ 1e-12, or ≤ 1e-6 × the median update |
+//! | `small-batch` | batch too small (Byrd et al. 2012; Bollapragada et al. 2017) | NormTest, InnerTest or OrthoTest | median of the last 10 values > 1 |
+//! | `rising-curvature` | the loss surface sharpens | HessMaxEV or HessTrace | median of the last 10 % ≥ 10× the first 10 % |
+//! | `exploding-gradient` / `vanishing-gradient` | a gradient norm changed by orders of magnitude over the run | GradNorm | median of the last 10 % ≥ 100× / ≤ 1e-3× the first 10 % |
+//! | `loss-not-decreasing` | no progress | Loss | median loss of the last 10 % ≥ 0.97× the first 10 % (≥ 20 steps) |
+//! | `non-finite` | divergence | any | NaN or ±∞ in Loss, Alpha, HessMaxEV, GradNorm or UpdateSize |
+//!
+//! The first six are *causes* (a setting to change); the rest are *symptoms*, reported under the
+//! earliest cause that showed at or before them. The thresholds were tuned on the gallery of
+//! real runs in `examples/pathologies.rs` (one per pathology and a healthy run; the test
+//! `tests/pathologies.rs` keeps them honest), not on synthetic series.
+//!
+//! During training, [`Monitor`] runs the checks at epoch ends and warns once per new finding.
+
+mod check;
+mod diagnosis;
+mod finding;
+mod monitor;
+pub mod run;
+
+pub use diagnosis::{Diagnoser, Diagnosis};
+pub use finding::{Code, Finding};
+pub use monitor::Monitor;
+pub use run::Run;
+
+/// Every check on `output`, without parameter names: `Diagnoser::new().run(output)`.
+pub fn diagnose(output: &cockpit_quantities::Output) -> Diagnosis {
+    Diagnoser::new().run(output)
+}

@@ -1,0 +1,201 @@
+//! [`Run`]: the series of a Cockpit output that the checks read, with the parameter names.
+
+use cockpit_quantities::{Histogram1d, Output, Value};
+
+/// `(step, value)` pairs in step order.
+pub type Scalars = Vec<(usize, f64)>;
+/// `(step, one value per parameter)` pairs in step order.
+pub type Lists = Vec<(usize, Vec<f64>)>;
+
+/// What the checks read from one Cockpit output: each instrument's series (empty where the log
+/// lacks it) and the parameter names (`parameter #i` where unknown).
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    /// Mini-batch loss.
+    pub loss: Scalars,
+    /// Local step-size quality α.
+    pub alpha: Scalars,
+    /// Per-parameter gradient norms.
+    pub grad_norm: Lists,
+    /// Per-parameter update sizes.
+    pub update_size: Lists,
+    /// Per-parameter norms ‖θ_p‖, from `Parameters` where the log has it.
+    pub param_norm: Lists,
+    /// Top Hessian eigenvalue.
+    pub max_ev: Scalars,
+    /// Network-wide Hessian trace (sum over parameters).
+    pub trace: Scalars,
+    /// The learning rate `log()` recorded.
+    pub learning_rate: Scalars,
+    /// NormTest, InnerTest, OrthoTest by name.
+    pub tests: Vec<(&'static str, Scalars)>,
+    /// The gradient-element histograms.
+    pub hist1d: Vec<(usize, Histogram1d)>,
+    names: Vec<String>,
+}
+
+impl Run {
+    /// The series of `output`, with `names` for the per-parameter lists (may be empty).
+    pub fn new(output: &Output, names: &[String]) -> Self {
+        let scalars = |key: &str| -> Scalars {
+            output
+                .series(key)
+                .into_iter()
+                .filter_map(|(s, v)| v.as_f64().map(|x| (s, x)))
+                .collect()
+        };
+        let lists = |key: &str| -> Lists {
+            output
+                .series(key)
+                .into_iter()
+                .filter_map(|(s, v)| v.as_list().map(|l| (s, l.to_vec())))
+                .collect()
+        };
+        let param_norm = output
+            .series("Parameters")
+            .into_iter()
+            .filter_map(|(s, v)| match v {
+                Value::Arrays(arrays) => Some((
+                    s,
+                    arrays
+                        .iter()
+                        .map(|a| a.data.iter().map(|x| x * x).sum::<f64>().sqrt())
+                        .collect(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let hist1d = output
+            .series("GradHist1d")
+            .into_iter()
+            .filter_map(|(s, v)| match v {
+                Value::Hist1d(h) => Some((s, h.clone())),
+                _ => None,
+            })
+            .collect();
+        Self {
+            loss: scalars("Loss"),
+            alpha: scalars("Alpha"),
+            grad_norm: lists("GradNorm"),
+            update_size: lists("UpdateSize"),
+            param_norm,
+            max_ev: scalars("HessMaxEV"),
+            trace: lists("HessTrace")
+                .into_iter()
+                .map(|(s, l)| (s, l.iter().sum()))
+                .collect(),
+            learning_rate: scalars("learning_rate"),
+            tests: ["NormTest", "InnerTest", "OrthoTest"]
+                .into_iter()
+                .map(|k| (k, scalars(k)))
+                .collect(),
+            hist1d,
+            names: names.to_vec(),
+        }
+    }
+
+    /// The name of parameter `p`: its dotted name where known, else `parameter #p`.
+    pub fn name(&self, p: usize) -> String {
+        self.names
+            .get(p)
+            .cloned()
+            .unwrap_or_else(|| format!("parameter #{p}"))
+    }
+
+    /// Whether parameter `p` is known to be a bias (its name ends in `bias`).
+    pub fn is_bias(&self, p: usize) -> bool {
+        self.names.get(p).is_some_and(|n| n.ends_with("bias"))
+    }
+
+    /// The first layer's weight and bias, by their names: parameter 0 named `…weight` and the
+    /// parameter named like it with `bias`.
+    pub fn first_layer(&self) -> Option<(usize, usize)> {
+        let prefix = self.names.first()?.strip_suffix("weight")?;
+        let bias = self.names.iter().position(|n| n == &format!("{prefix}bias"))?;
+        Some((0, bias))
+    }
+
+    /// The learning rate in force at `step`: the last one recorded at or before it, else the
+    /// first one recorded.
+    pub fn learning_rate_at(&self, step: usize) -> Option<f64> {
+        self.learning_rate
+            .iter()
+            .rev()
+            .find(|(s, _)| *s <= step)
+            .or(self.learning_rate.first())
+            .map(|(_, lr)| *lr)
+    }
+}
+
+/// The median of the finite values; NaN when there is none.
+pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// The first and last `fraction` of a series (at least one element each).
+pub fn ends<T>(series: &[T], fraction: f64) -> (&[T], &[T]) {
+    let k = ((series.len() as f64 * fraction) as usize).clamp(1, series.len().max(1));
+    let k = k.min(series.len());
+    (&series[..k], &series[series.len() - k..])
+}
+
+/// The values of a scalar series.
+pub fn values(series: &[(usize, f64)]) -> impl Iterator<Item = f64> + '_ {
+    series.iter().map(|(_, v)| *v)
+}
+
+/// The share of finite values satisfying `pred` (0 for no finite value).
+pub fn share(series: &[(usize, f64)], pred: impl Fn(f64) -> bool) -> f64 {
+    let finite: Vec<f64> = values(series).filter(|v| v.is_finite()).collect();
+    if finite.is_empty() {
+        return 0.0;
+    }
+    finite.iter().filter(|v| pred(**v)).count() as f64 / finite.len() as f64
+}
+
+/// The Euclidean norm of a list.
+pub fn norm(list: &[f64]) -> f64 {
+    list.iter().map(|x| x * x).sum::<f64>().sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_skip_non_finite_values() {
+        assert_eq!(median([3.0, f64::NAN, 1.0, 2.0]), 2.0);
+        assert_eq!(median([4.0, 1.0]), 2.5);
+        assert!(median([f64::NAN]).is_nan());
+    }
+
+    #[test]
+    fn ends_take_at_least_one() {
+        let s = [1, 2, 3];
+        assert_eq!(ends(&s, 0.1), (&s[..1], &s[2..]));
+        let s: Vec<usize> = (0..100).collect();
+        let (a, b) = ends(&s, 0.1);
+        assert_eq!((a.len(), b[0]), (10, 90));
+    }
+
+    #[test]
+    fn learning_rate_in_force() {
+        let mut out = Output::new();
+        out.insert(9, "learning_rate", Value::Float(0.1));
+        out.insert(19, "learning_rate", Value::Float(0.01));
+        let run = Run::new(&out, &[]);
+        assert_eq!(run.learning_rate_at(3), Some(0.1));
+        assert_eq!(run.learning_rate_at(25), Some(0.01));
+        assert_eq!(run.name(2), "parameter #2");
+    }
+}

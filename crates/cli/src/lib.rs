@@ -4,7 +4,7 @@
 //!
 //! - [`replay`]: re-run a training run recorded from the real (PyTorch) Cockpit in burn, in
 //!   float64 on the CPU, and produce burn-cockpit's log for it.
-//! - [`diagnose`]: flag the training pathologies a Cockpit log shows, with their evidence.
+//! - [`diagnose`]: what a Cockpit log shows, in words (the `cockpit-diagnose` crate).
 
-pub mod diagnose;
+pub use cockpit_diagnose as diagnose;
 pub mod replay;

@@ -1,7 +1,9 @@
 //! `cockpit`: the burn-cockpit command line.
 //!
 //! ```text
-//! cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl]
+//! cockpit plot LOG.json|LOG.jsonl -o OUT.png|OUT.svg [--secondary] [--watch]   # the dashboard
+//! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...]             # what it shows, in words
+//! cockpit replay FIXTURE.json --out LOG.json [--variants]                     # a PyTorch run in burn
 //! ```
 
 use std::path::PathBuf;
@@ -12,13 +14,15 @@ use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
 const USAGE: &str = "\
 usage: cockpit plot LOG.json|LOG.jsonl -o OUT.png|OUT.svg [--secondary] [--size WxH] [--title T]
                   [--watch [--interval-ms N] [--idle-exit SECONDS]]
-       cockpit diagnose LOG.json|LOG.jsonl
+       cockpit diagnose LOG.json|LOG.jsonl [--json] [--names NAME,NAME,...]
        cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants] [--fresh-start]
 
 plot draws Cockpit's dashboard (the secondary screen with --secondary) from a log of ours or
 of the Python Cockpit; --watch redraws it whenever the log (e.g. the JSON-lines stream of a
 running training) changes, until the log has been idle for --idle-exit seconds.
-diagnose says in words what the log shows (exit status 1 when something is flagged).
+diagnose says in words what the log shows: a verdict line, then each finding with its evidence,
+the parameters concerned (named by --names, in the order of the log's per-parameter lists) and
+what to do; --json prints the same as JSON. Exit status 1 when something is flagged.
 replay replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
 CPU, tracking every quantity burn-cockpit implements at every step, and writes a
 Cockpit-format log. --variants also tracks the fixture's non-default settings that
@@ -117,24 +121,52 @@ fn replay_command(args: &[String]) -> Result<(), String> {
 const FLAGGED: &str = "flagged";
 
 fn diagnose_command(args: &[String]) -> Result<(), String> {
-    let [path] = args else {
-        return Err(format!("diagnose takes one log file\n\n{USAGE}"));
-    };
+    let mut path = None;
+    let mut json = false;
+    let mut names = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--json" => json = true,
+            "--names" => {
+                names = value(&mut iter, arg)?
+                    .split(',')
+                    .map(|n| n.trim().to_string())
+                    .collect();
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(());
+            }
+            flag if flag.starts_with('-') => {
+                return Err(format!("unknown option `{flag}`\n\n{USAGE}"));
+            }
+            log if path.is_none() => path = Some(log.to_string()),
+            extra => return Err(format!("unexpected argument `{extra}`\n\n{USAGE}")),
+        }
+    }
+    let path = path.ok_or_else(|| format!("diagnose takes one log file\n\n{USAGE}"))?;
     let output = if path.ends_with(".jsonl") {
-        cockpit_quantities::log::read_stream(path)
+        cockpit_quantities::log::read_stream(&path)
     } else {
-        cockpit_quantities::log::read_log(path)
+        cockpit_quantities::log::read_log(&path)
     }
     .map_err(|e| e.to_string())?;
     if output.is_empty() {
         return Err(format!("`{path}` holds no tracked step"));
     }
-    let findings = cockpit_cli::diagnose::diagnose(&output);
-    print!("{}", cockpit_cli::diagnose::report(&findings));
-    if findings.is_empty() {
-        Ok(())
+    let diagnosis = cockpit_cli::diagnose::Diagnoser::new()
+        .with_names(&names)
+        .run(&output);
+    if json {
+        println!("{}", diagnosis.to_json());
     } else {
+        print!("{}", diagnosis.report());
+    }
+    if diagnosis.is_flagged() {
         Err(FLAGGED.into())
+    } else {
+        Ok(())
     }
 }
 

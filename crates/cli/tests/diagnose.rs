@@ -4,11 +4,11 @@
 
 use std::process::Command;
 
-use cockpit_cli::diagnose::diagnose;
+use cockpit_cli::diagnose::Diagnoser;
 use cockpit_quantities::{Output, Value};
 
 /// A healthy run of `n` steps: falling loss, α around 0, steady gradient and update sizes,
-/// gradient tests below 1, flat curvature.
+/// gradient tests below their limits, flat curvature.
 fn healthy(n: usize) -> Output {
     let mut out = Output::new();
     for s in 0..n {
@@ -34,13 +34,19 @@ fn healthy(n: usize) -> Output {
     out
 }
 
-fn codes(out: &Output) -> Vec<&'static str> {
-    diagnose(out).into_iter().map(|f| f.code).collect()
+fn codes(out: &Output, names: &[String]) -> Vec<&'static str> {
+    Diagnoser::new()
+        .with_names(names)
+        .run(out)
+        .codes()
+        .into_iter()
+        .map(|c| c.as_str())
+        .collect()
 }
 
 #[test]
 fn a_healthy_run_flags_nothing() {
-    assert_eq!(codes(&healthy(100)), Vec::<&str>::new());
+    assert_eq!(codes(&healthy(100), &[]), Vec::<&str>::new());
 }
 
 #[test]
@@ -51,20 +57,57 @@ fn each_pattern_is_flagged_with_evidence() {
             out.insert(s, key, f(s));
         }
     };
+    let falling = |s: usize| 2.0 / (1.0 + 0.05 * s as f64);
     type Mutation<'a> = Box<dyn Fn(&mut Output) + 'a>;
-    let cases: Vec<(&str, Mutation<'_>)> = vec![
+    let names: Vec<String> = ["fc1.weight", "fc1.bias", "fc2.weight"]
+        .map(String::from)
+        .to_vec();
+    let cases: Vec<(Vec<&str>, Mutation<'_>)> = vec![
         (
-            "overshooting",
+            vec!["step-too-large", "loss-not-decreasing"],
             Box::new(move |o: &mut Output| {
-                set(o, "Alpha", &|s| Value::Float(1.2 + 0.1 * (s % 3) as f64))
+                set(o, "Loss", &|s| {
+                    Value::Float(if s >= 10 { 5.0 * falling(s) } else { falling(s) })
+                });
+                set(o, "Alpha", &|s| Value::Float(if s % 2 == 0 { 1.5 } else { 0.2 }));
             }),
         ),
         (
-            "crawling",
-            Box::new(move |o: &mut Output| set(o, "Alpha", &|_| Value::Float(-0.98))),
+            vec!["step-too-small", "loss-not-decreasing"],
+            Box::new(move |o: &mut Output| {
+                set(o, "Alpha", &|_| Value::Float(-0.9));
+                set(o, "Loss", &|s| Value::Float(1.5 + 0.01 * ((s % 3) as f64)));
+            }),
         ),
         (
-            "exploding-gradient",
+            vec!["exploding-start"],
+            Box::new(move |o: &mut Output| o.insert(0, "Loss", Value::Float(100.0))),
+        ),
+        (
+            vec!["misscaled-inputs", "exploding-start"],
+            Box::new(move |o: &mut Output| {
+                for s in 0..3 {
+                    o.insert(s, "GradNorm", Value::List(vec![60.0, 0.2, 0.3]));
+                }
+            }),
+        ),
+        (
+            vec!["gradient-imbalance"],
+            Box::new(move |o: &mut Output| {
+                set(o, "GradNorm", &|_| Value::List(vec![2e-5, 0.2, 0.3]))
+            }),
+        ),
+        (
+            vec!["small-batch"],
+            Box::new(move |o: &mut Output| {
+                set(o, "NormTest", &|_| Value::Float(1.0));
+                set(o, "Loss", &|s| {
+                    Value::Float(falling(s) * if s % 2 == 0 { 1.4 } else { 0.6 })
+                });
+            }),
+        ),
+        (
+            vec!["exploding-gradient"],
             Box::new(move |o: &mut Output| {
                 set(o, "GradNorm", &|s| {
                     Value::List(vec![0.5 * 1.1f64.powi(s as i32), 0.2, 0.3])
@@ -72,7 +115,7 @@ fn each_pattern_is_flagged_with_evidence() {
             }),
         ),
         (
-            "vanishing-gradient",
+            vec!["vanishing-gradient"],
             Box::new(move |o: &mut Output| {
                 set(o, "GradNorm", &|s| {
                     Value::List(vec![0.5, 0.2 * 0.9f64.powi(s as i32), 0.3])
@@ -80,7 +123,7 @@ fn each_pattern_is_flagged_with_evidence() {
             }),
         ),
         (
-            "frozen-layer",
+            vec!["frozen-layer"],
             Box::new(move |o: &mut Output| {
                 set(o, "UpdateSize", &|s| {
                     Value::List(vec![0.01, if s > 50 { 0.0 } else { 0.004 }, 0.006])
@@ -88,31 +131,22 @@ fn each_pattern_is_flagged_with_evidence() {
             }),
         ),
         (
-            "small-batch",
-            Box::new(move |o: &mut Output| set(o, "NormTest", &|_| Value::Float(3.5))),
-        ),
-        (
-            "rising-curvature",
+            vec!["rising-curvature"],
             Box::new(move |o: &mut Output| set(o, "HessMaxEV", &|s| Value::Float(1.0 + s as f64))),
         ),
         (
-            "non-finite",
+            vec!["non-finite"],
             Box::new(|o: &mut Output| o.insert(42, "Loss", Value::Float(f64::NAN))),
         ),
     ];
-    for (code, make) in cases {
+    for (expected, make) in cases {
         let mut out = healthy(n);
         make(&mut out);
-        let findings = diagnose(&out);
-        assert_eq!(
-            findings.iter().map(|f| f.code).collect::<Vec<_>>(),
-            vec![code],
-            "{code}"
-        );
-        assert!(
-            !findings[0].evidence.is_empty() && !findings[0].steps.is_empty(),
-            "{code}"
-        );
+        assert_eq!(codes(&out, &names), expected, "{expected:?}");
+        let d = Diagnoser::new().with_names(&names).run(&out);
+        let top = &d.findings[0];
+        assert!(!top.evidence.is_empty() && !top.steps.is_empty(), "{expected:?}");
+        assert!(d.summary.as_deref().is_some_and(|s| s.contains(&top.evidence)));
     }
 }
 
@@ -140,12 +174,28 @@ fn the_command_exits_one_when_flagged_and_two_on_bad_input() {
 
     let mut sick = healthy(50);
     for s in 0..50 {
-        sick.insert(s, "NormTest", Value::Float(2.0));
+        sick.insert(s, "NormTest", Value::Float(1.0));
+        let level = 2.0 / (1.0 + 0.05 * s as f64);
+        sick.insert(s, "Loss", Value::Float(level * if s % 2 == 0 { 1.4 } else { 0.6 }));
     }
     cockpit_quantities::log::write_log(dir.join("sick.json"), &sick).unwrap();
     let flagged = run(&dir.join("sick.json"));
     assert_eq!(flagged.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&flagged.stdout).contains("[small-batch]"));
+    let as_json = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .args(["diagnose", "--json", "--names", "a.weight,a.bias,b.weight"])
+        .arg(dir.join("sick.json"))
+        .output()
+        .unwrap();
+    assert_eq!(as_json.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&as_json.stdout).unwrap();
+    assert_eq!(json["flagged"], true);
+    assert_eq!(json["findings"][0]["code"], "small-batch");
+    let bad_option = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .args(["diagnose", "--frobnicate"])
+        .output()
+        .unwrap();
+    assert_eq!(bad_option.status.code(), Some(2));
 
     // The log the Python Cockpit wrote reads too.
     let python = run(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,5 +1,6 @@
 //! [`CockpitLearner`]: the Cockpit shared by an instrumented model and its metrics.
 
+use cockpit_diagnose::{Diagnosis, Monitor};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,6 +65,8 @@ pub(crate) struct State {
     epochs: usize,
     epoch_duty_taken: bool,
     learning_rate: Option<f64>,
+    /// `cockpit diagnose`'s checks at epoch ends, when asked for.
+    monitor: Option<Monitor>,
 }
 
 /// A Cockpit for a burn-train run: it instruments the model
@@ -163,6 +166,7 @@ impl CockpitLearner {
                 epochs: 0,
                 epoch_duty_taken: false,
                 learning_rate: None,
+                monitor: None,
             })),
             kinds,
         })
@@ -192,6 +196,22 @@ impl CockpitLearner {
             state.dir = Some(dir);
         }
         Ok(self)
+    }
+
+    /// Runs `cockpit diagnose`'s checks on everything tracked so far at every epoch end and
+    /// warns (`log::warn!` and [`CockpitLearner::warnings`]) once for each new finding, with
+    /// the model's parameter names. Opt-in: the checks cost one pass over the logged series
+    /// per epoch, no tensor work.
+    pub fn with_diagnosis(self) -> Self {
+        self.lock().monitor = Some(Monitor::new());
+        self
+    }
+
+    /// The latest epoch-end diagnosis ([`CockpitLearner::with_diagnosis`]); `None` before the
+    /// first epoch ends or without diagnosis.
+    pub fn diagnosis(&self) -> Option<Diagnosis> {
+        let state = self.lock();
+        state.monitor.as_ref().and_then(|m| m.last().cloned())
     }
 
     /// The configured quantities.
@@ -411,6 +431,20 @@ impl CockpitLearner {
             && let Err(err) = state.cockpit.write(dir.join(LOG_FILE))
         {
             state.problem(format!("cannot write the Cockpit log: {err}"));
+        }
+        if let Some(mut monitor) = state.monitor.take() {
+            let names = state
+                .cockpit
+                .parameter_names()
+                .map(<[String]>::to_vec)
+                .unwrap_or_default();
+            for finding in monitor.check(state.cockpit.output(), &names) {
+                state.problem(format!(
+                    "diagnose [{}] from step {}: {} ({})",
+                    finding.code, finding.first_step, finding.message, finding.evidence
+                ));
+            }
+            state.monitor = Some(monitor);
         }
     }
 }

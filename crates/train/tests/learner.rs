@@ -662,3 +662,42 @@ fn a_step_without_train_output_is_reported_and_training_goes_on() {
     );
     let _: Plain = trained.into_inner();
 }
+
+#[test]
+fn epoch_end_diagnosis_names_dead_layers() {
+    let device = Device::flex().autodiff();
+    // Every hidden unit dead from the start: a bias far below any pre-activation.
+    let mut model = Net::new(&device);
+    model.hidden.bias = Some(burn::module::Param::from_tensor(
+        Tensor::<1>::zeros([6], &device).add_scalar(-100.0),
+    ));
+    let cockpit = CockpitLearner::new(
+        Configuration::Economy,
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )
+    .unwrap()
+    .with_diagnosis();
+    let dir = scratch("diagnosis");
+    launch(cockpit.instrument(model).unwrap(), &cockpit, &dir, EPOCHS, |t| t);
+    let _ = std::fs::remove_dir_all(&dir);
+    let diagnosis = cockpit.diagnosis().expect("a diagnosis at the epoch end");
+    let frozen = diagnosis
+        .all()
+        .find(|f| f.code == cockpit_diagnose::Code::FrozenLayer)
+        .expect("the dead layer is flagged");
+    // Dead ReLUs pass no gradient: the hidden layer and the output weight stop; only the
+    // output bias learns.
+    let mut names = frozen.parameters.clone();
+    names.sort();
+    assert_eq!(names, ["hidden.bias", "hidden.weight", "out.weight"]);
+    let warnings = cockpit.warnings();
+    assert_eq!(
+        warnings
+            .iter()
+            .filter(|w| w.contains("diagnose [frozen-layer]"))
+            .count(),
+        1,
+        "warned once: {warnings:?}"
+    );
+}

@@ -1,6 +1,10 @@
 //! Quickstart: train a small classifier on the iris data set (shipped inside the
 //! `linfa-datasets` crate, no download) with a hand-written burn loop, and let a Cockpit watch
-//! every step: Cockpit's `economy` configuration plus MeanGSNR, CABS, EarlyStopping and Time.
+//! every step: Cockpit's `economy` configuration plus MeanGSNR, CABS, EarlyStopping and Time,
+//! and GradHist2d and the curvature quantities (HessMaxEV, HessTrace, TICDiag, TICTrace) every
+//! 25th step, so
+//! every instrument of the dashboard has data. At each epoch end `cockpit diagnose`'s checks
+//! run on what was tracked so far and warn about anything new.
 //! The model is built from `persample::Linear` (a drop-in for `burn::nn::Linear`) so the
 //! per-sample quantities come from the ordinary backward pass.
 //!
@@ -16,6 +20,8 @@
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::curvature::{FiniteDifferenceHvp, Hutchinson};
+use burn_cockpit::diagnose::Monitor;
 use burn_cockpit::persample::Recorder;
 use burn_cockpit::{
     Cockpit, Configuration, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
@@ -29,6 +35,10 @@ use iris::{Classifier, load_iris};
 const EPOCHS: usize = 40;
 const BATCH: usize = 16;
 const LR: f64 = 0.05;
+/// The curvature quantities' interval: each costs tens of Hessian-vector products.
+const CURVATURE_EVERY: usize = 25;
+/// Rademacher probes for the Hutchinson estimate of the Hessian diagonal (HessTrace, TIC).
+const PROBES: usize = 4;
 
 fn batch_tensors(x: &[[f64; 4]], y: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
     let inputs: Vec<f32> = x.iter().flatten().map(|v| *v as f32).collect();
@@ -76,6 +86,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]);
     let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step())?
         .with_stream("cockpit-logs/quickstart.jsonl")?;
+    let sparse = Schedule::linear(CURVATURE_EVERY, 0)?;
+    for kind in [
+        QuantityKind::GradHist2d,
+        QuantityKind::HessMaxEV,
+        QuantityKind::HessTrace,
+        QuantityKind::TICDiag,
+        QuantityKind::TICTrace,
+    ] {
+        cockpit.add(kind.build(sparse.clone()))?;
+    }
+    let mut monitor = Monitor::new();
 
     let steps_per_epoch = data.train.1.len().div_ceil(BATCH);
     let progress = ProgressBar::new((EPOCHS * steps_per_epoch) as u64);
@@ -90,6 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut epoch_loss = 0.0;
         for (x, y) in data.train.0.chunks(BATCH).zip(data.train.1.chunks(BATCH)) {
             let (inputs, targets) = batch_tensors(x, y, &device);
+            let (inputs_again, targets_again) = (inputs.clone(), targets.clone());
             // Instrumented layers tap their inputs and output gradients while recording.
             let recorder = cockpit.needs_per_sample(step).then(Recorder::start);
             let per_sample = (log_softmax(model.forward(inputs), 1) * targets)
@@ -105,6 +127,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .with_optimizer(OptimizerInfo::sgd(LR));
             if let Some(per_sample_grads) = per_sample_grads {
                 info = info.with_per_sample(per_sample_grads);
+            }
+            if cockpit.needs_curvature(step) {
+                // Hessian-vector products by differences of gradients on this step's batch.
+                let (replay_x, replay_y) = (inputs_again.clone(), targets_again.clone());
+                let hvp = FiniteDifferenceHvp::new(&model, move |m: &Classifier| {
+                    let loss = (log_softmax(m.forward(replay_x.clone()), 1) * replay_y.clone())
+                        .sum_dim(1)
+                        .neg()
+                        .mean();
+                    Ok(GradientsParams::from_grads(loss.backward(), m))
+                });
+                info = info.with_curvature(Hutchinson::new(hvp, PROBES, step as u64));
             }
             cockpit.track(step, &model, &grads, info)?;
             model = optimizer.step(LR, model, grads);
@@ -123,11 +157,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 epoch_count: epoch + 1,
                 train_loss: Some(train_loss),
                 train_accuracy: Some(accuracy(&model, &data.train.0, &data.train.1, &device)),
-                test_accuracy: Some(test_accuracy),
+                valid_accuracy: Some(test_accuracy),
                 learning_rate: Some(LR),
                 ..EpochLog::default()
             },
         )?;
+        let names = cockpit.parameter_names().unwrap_or_default().to_vec();
+        for finding in monitor.check(cockpit.output(), &names) {
+            progress.println(format!(
+                "epoch {epoch}: cockpit diagnose [{}]: {}",
+                finding.code, finding.message
+            ));
+        }
     }
     progress.finish();
     cockpit.write("cockpit-logs/quickstart.json")?;

@@ -44,7 +44,13 @@ fn each_pathology_is_named_and_the_healthy_run_is_clean() {
     assert!(!healthy.is_flagged(), "healthy run: {}", healthy.report());
     for (pathology, code) in expected {
         let (d, _) = diagnose(pathology);
-        assert_eq!(verdict(&d), Some(code), "{}: {}", pathology.name(), d.report());
+        assert_eq!(
+            verdict(&d),
+            Some(code),
+            "{}: {}",
+            pathology.name(),
+            d.report()
+        );
         // One story: the verdict is the only root cause.
         let causes = d.findings.iter().filter(|f| f.code.is_cause()).count();
         assert!(causes <= 1, "{}: {}", pathology.name(), d.report());

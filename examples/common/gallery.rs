@@ -138,7 +138,9 @@ impl Mlp {
             .enumerate()
             .map(|(l, w)| {
                 let bound = gain / (w[0] as f64).sqrt();
-                let shift = bias_shift.filter(|(at, _)| *at == l).map_or(0.0, |(_, s)| s);
+                let shift = bias_shift
+                    .filter(|(at, _)| *at == l)
+                    .map_or(0.0, |(_, s)| s);
                 let weight: Vec<f32> = (0..w[0] * w[1])
                     .map(|_| rng.uniform(bound) as f32)
                     .collect();
@@ -192,10 +194,19 @@ fn data(rng: &mut Rng, pixel_scale: bool) -> (Vec<f32>, Vec<f32>) {
     for n in 0..SAMPLES {
         let x: Vec<f64> = (0..INPUTS).map(|_| rng.normal()).collect();
         let hidden: Vec<f64> = (0..16)
-            .map(|j| (0..INPUTS).map(|i| x[i] * w1[i * 16 + j]).sum::<f64>().tanh())
+            .map(|j| {
+                (0..INPUTS)
+                    .map(|i| x[i] * w1[i * 16 + j])
+                    .sum::<f64>()
+                    .tanh()
+            })
             .collect();
         let label = (0..CLASSES)
-            .map(|c| (0..16).map(|j| hidden[j] * w2[j * CLASSES + c]).sum::<f64>())
+            .map(|c| {
+                (0..16)
+                    .map(|j| hidden[j] * w2[j * CLASSES + c])
+                    .sum::<f64>()
+            })
             .enumerate()
             .max_by(|a, b| a.1.total_cmp(&b.1))
             .map_or(0, |(c, _)| c);
@@ -314,7 +325,10 @@ pub fn train(
         progress(step);
     }
     Ok(Run {
-        names: cockpit.parameter_names().map(<[String]>::to_vec).unwrap_or_default(),
+        names: cockpit
+            .parameter_names()
+            .map(<[String]>::to_vec)
+            .unwrap_or_default(),
         output: cockpit.take_output(),
     })
 }

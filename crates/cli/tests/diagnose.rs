@@ -67,9 +67,15 @@ fn each_pattern_is_flagged_with_evidence() {
             vec!["step-too-large", "loss-not-decreasing"],
             Box::new(move |o: &mut Output| {
                 set(o, "Loss", &|s| {
-                    Value::Float(if s >= 10 { 5.0 * falling(s) } else { falling(s) })
+                    Value::Float(if s >= 10 {
+                        5.0 * falling(s)
+                    } else {
+                        falling(s)
+                    })
                 });
-                set(o, "Alpha", &|s| Value::Float(if s % 2 == 0 { 1.5 } else { 0.2 }));
+                set(o, "Alpha", &|s| {
+                    Value::Float(if s % 2 == 0 { 1.5 } else { 0.2 })
+                });
             }),
         ),
         (
@@ -145,8 +151,15 @@ fn each_pattern_is_flagged_with_evidence() {
         assert_eq!(codes(&out, &names), expected, "{expected:?}");
         let d = Diagnoser::new().with_names(&names).run(&out);
         let top = &d.findings[0];
-        assert!(!top.evidence.is_empty() && !top.steps.is_empty(), "{expected:?}");
-        assert!(d.summary.as_deref().is_some_and(|s| s.contains(&top.evidence)));
+        assert!(
+            !top.evidence.is_empty() && !top.steps.is_empty(),
+            "{expected:?}"
+        );
+        assert!(
+            d.summary
+                .as_deref()
+                .is_some_and(|s| s.contains(&top.evidence))
+        );
     }
 }
 
@@ -176,7 +189,11 @@ fn the_command_exits_one_when_flagged_and_two_on_bad_input() {
     for s in 0..50 {
         sick.insert(s, "NormTest", Value::Float(1.0));
         let level = 2.0 / (1.0 + 0.05 * s as f64);
-        sick.insert(s, "Loss", Value::Float(level * if s % 2 == 0 { 1.4 } else { 0.6 }));
+        sick.insert(
+            s,
+            "Loss",
+            Value::Float(level * if s % 2 == 0 { 1.4 } else { 0.6 }),
+        );
     }
     cockpit_quantities::log::write_log(dir.join("sick.json"), &sick).unwrap();
     let flagged = run(&dir.join("sick.json"));

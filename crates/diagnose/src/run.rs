@@ -111,7 +111,10 @@ impl Run {
     /// parameter named like it with `bias`.
     pub fn first_layer(&self) -> Option<(usize, usize)> {
         let prefix = self.names.first()?.strip_suffix("weight")?;
-        let bias = self.names.iter().position(|n| n == &format!("{prefix}bias"))?;
+        let bias = self
+            .names
+            .iter()
+            .position(|n| n == &format!("{prefix}bias"))?;
         Some((0, bias))
     }
 

@@ -679,7 +679,13 @@ fn epoch_end_diagnosis_names_dead_layers() {
     .unwrap()
     .with_diagnosis();
     let dir = scratch("diagnosis");
-    launch(cockpit.instrument(model).unwrap(), &cockpit, &dir, EPOCHS, |t| t);
+    launch(
+        cockpit.instrument(model).unwrap(),
+        &cockpit,
+        &dir,
+        EPOCHS,
+        |t| t,
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let diagnosis = cockpit.diagnosis().expect("a diagnosis at the epoch end");
     let frozen = diagnosis

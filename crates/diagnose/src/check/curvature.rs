@@ -30,7 +30,10 @@ pub(crate) fn rising(run: &Run) -> Option<Finding> {
         Finding::new(
             Code::RisingCurvature,
             "the curvature rose sharply: the loss surface is getting sharper",
-            format!("median {key} {a:.3e} at the start, {b:.3e} at the end ({:.0}×)", b / a),
+            format!(
+                "median {key} {a:.3e} at the start, {b:.3e} at the end ({:.0}×)",
+                b / a
+            ),
             last.iter().map(|(s, _)| *s).collect(),
         )
         .starting_at(since),

@@ -62,7 +62,10 @@ pub(crate) fn imbalance(run: &Run) -> Option<Finding> {
         for s in &wide {
             *counts.entry(pick(s)).or_insert(0usize) += 1;
         }
-        counts.into_iter().max_by_key(|(_, c)| *c).map_or(0, |(p, _)| p)
+        counts
+            .into_iter()
+            .max_by_key(|(_, c)| *c)
+            .map_or(0, |(p, _)| p)
     };
     let (low, high) = (most(|s| s.2), most(|s| s.3));
     let relative = if run.param_norm.is_empty() {

@@ -28,9 +28,10 @@ pub(crate) fn frozen(run: &Run) -> Option<Finding> {
     }
     // Since when: the first step from which every frozen parameter's update stays tiny.
     let tiny = |l: &[f64]| {
-        frozen
-            .iter()
-            .all(|(p, _)| l.get(*p).is_some_and(|u| u.abs() <= FROZEN_ABSOLUTE.max(FROZEN_RELATIVE * overall)))
+        frozen.iter().all(|(p, _)| {
+            l.get(*p)
+                .is_some_and(|u| u.abs() <= FROZEN_ABSOLUTE.max(FROZEN_RELATIVE * overall))
+        })
     };
     let since = series
         .iter()

@@ -25,7 +25,10 @@ pub(crate) fn non_finite(run: &Run) -> Option<Finding> {
                 .map(|(s, _)| (*s, key)),
         );
     }
-    for (key, series) in [("GradNorm", &run.grad_norm), ("UpdateSize", &run.update_size)] {
+    for (key, series) in [
+        ("GradNorm", &run.grad_norm),
+        ("UpdateSize", &run.update_size),
+    ] {
         bad.extend(
             series
                 .iter()

@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, number};
+use super::base::{Area, Scale, X_LABELS, number};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -28,8 +28,8 @@ pub fn draw<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption("Alpha", scale.font(17.0))
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(30.0))
-        .y_label_area_size(scale.px(40.0))
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(52.0))
         .build_cartesian_2d(-X..X, 0.0..Y)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

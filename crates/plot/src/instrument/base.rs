@@ -12,6 +12,16 @@ use crate::style::{INK, PANEL, cool, viridis};
 /// A drawing area of any plotters backend.
 pub type Area<DB> = DrawingArea<DB, Shift>;
 
+/// Room for the x tick labels and axis description, in reference pixels.
+pub const X_LABELS: f64 = 40.0;
+/// Room for the left y tick labels and axis description, in reference pixels.
+pub const Y_LABELS: f64 = 72.0;
+/// Room for a twin axis's tick labels and description, in reference pixels.
+pub const RIGHT_LABELS: f64 = 88.0;
+/// Text is drawn this much larger than the reference sizes the instruments name (readable at
+/// the default 2400×1200 without zooming).
+pub const TEXT_SCALE: f64 = 1.3;
+
 /// Sizes that scale with the image.
 #[derive(Debug, Clone, Copy)]
 pub struct Scale(pub f64);
@@ -24,7 +34,7 @@ impl Scale {
 
     /// A font of `px` pixels at the reference height.
     pub fn font(self, px: f64) -> TextStyle<'static> {
-        ("sans-serif", (px * self.0).max(6.0))
+        ("sans-serif", (px * TEXT_SCALE * self.0).max(6.0))
             .into_font()
             .color(&INK)
     }
@@ -77,13 +87,27 @@ pub fn tick(v: f64, span: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// The label of a log-axis tick at `decade`: `1`, `10`, `100`, `1000`, then `1e4`, …; ticks
+/// between powers of ten stay unlabelled.
+pub fn power_of_ten(decade: f64) -> String {
+    let k = decade.round();
+    if (decade - k).abs() > 1e-6 || k < 0.0 {
+        return String::new();
+    }
+    if k <= 3.0 {
+        format!("{}", 10u32.pow(k as u32))
+    } else {
+        format!("1e{k}")
+    }
+}
+
 /// How many tick labels fit along `pixels` (one per ~30 reference pixels, 2 to 6).
 pub fn label_count(pixels: u32, scale: Scale) -> usize {
     (pixels as f64 / (30.0 * scale.0)).clamp(2.0, 6.0) as usize
 }
 
 /// `(x, y)` pairs in axis coordinates.
-type Points = Vec<(f64, f64)>;
+pub(crate) type Points = Vec<(f64, f64)>;
 
 /// One series of a scatter chart.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +122,7 @@ pub struct Plot<'a> {
 
 impl Plot<'_> {
     /// The drawable points (log10 of the values on a log axis) and their moving average.
-    fn points(&self) -> (Points, Points) {
+    pub(crate) fn points(&self) -> (Points, Points) {
         let keep = |v: f64| !self.log || v > 0.0;
         let map = |v: f64| if self.log { v.log10() } else { v };
         let ema = self.series.ema();
@@ -115,8 +139,12 @@ impl Plot<'_> {
         (points, smooth)
     }
 
+    /// A tick label: on a log axis spanning a decade or more, the powers of ten alone (as
+    /// matplotlib labels a log axis); within one decade, the values.
     fn label_of(&self, v: f64, span: f64) -> String {
-        if self.log {
+        if self.log && span >= 1.0 {
+            power_of_ten(v)
+        } else if self.log {
             number(10f64.powf(v))
         } else {
             tick(v, span)
@@ -152,10 +180,10 @@ fn ema_line(
     })
 }
 
-type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+pub(crate) type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// The primary axes, points and moving average of [`scatter_ema`].
-fn primary<DB: DrawingBackend>(
+pub(crate) fn primary<DB: DrawingBackend>(
     chart: &mut Chart<'_, DB>,
     scale: Scale,
     main: Plot<'_>,
@@ -218,10 +246,10 @@ pub fn scatter_ema<DB: DrawingBackend>(
     builder
         .caption(title, scale.font(17.0))
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(30.0))
-        .y_label_area_size(scale.px(56.0));
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(Y_LABELS));
     if twin.is_some() {
-        builder.right_y_label_area_size(scale.px(70.0));
+        builder.right_y_label_area_size(scale.px(RIGHT_LABELS));
     }
     let chart = builder
         .build_cartesian_2d(x0..x1, y0..y1)
@@ -310,5 +338,15 @@ mod tests {
         assert_eq!(number(1.5e-5), "1.5e-5");
         assert_eq!(number(250.0), "250");
         assert_eq!(number(0.0), "0");
+    }
+
+    #[test]
+    fn log_ticks_read_as_powers_of_ten() {
+        let labels: Vec<String> = [0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0]
+            .into_iter()
+            .map(power_of_ten)
+            .collect();
+        assert_eq!(labels, ["1", "", "10", "100", "1000", "1e4", "1e6"]);
+        assert_eq!(power_of_ten(-0.3), "");
     }
 }

@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Plot, Scale, number, scatter_ema};
+use super::base::{Area, Plot, Scale, X_LABELS, number, scatter_ema};
 use crate::PlotError;
 use crate::data::{DashboardData, Series};
 use crate::error::draw_err;
@@ -46,8 +46,8 @@ pub fn draw<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(&centre)
         .caption("Gradient Tests", scale.font(17.0))
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(30.0))
-        .y_label_area_size(scale.px(40.0))
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(52.0))
         .build_cartesian_2d(-s..s, -s..s)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

@@ -2,13 +2,18 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, number};
+use super::base::{Area, Scale, X_LABELS, Y_LABELS, number, power_of_ten};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
 use crate::style::{ORANGE, PANEL};
 
-/// Bars of the last GradHist1d on a log count axis (`log10(count + 1)`).
+/// The bottom of the log count axis, in decades: a bin with one element shows a bar from here
+/// to 0 (`log10(1)`).
+const FLOOR: f64 = -0.3;
+
+/// Bars of the last GradHist1d on a log count axis (matplotlib's `log=True`: a bar reaches
+/// `log10(count)`, empty bins draw nothing), ticked at the powers of ten.
 pub fn draw<DB: DrawingBackend>(
     area: &Area<DB>,
     scale: Scale,
@@ -26,18 +31,25 @@ pub fn draw<DB: DrawingBackend>(
     let heights: Vec<f64> = hist
         .hist
         .iter()
-        .map(|c| (c.max(0.0) + 1.0).log10())
+        .map(|&c| if c >= 1.0 { c.log10() } else { f64::NAN })
         .collect();
-    let top = heights.iter().copied().fold(0.0, f64::max).max(1.0) * 1.05;
+    let top = heights
+        .iter()
+        .copied()
+        .filter(|h| h.is_finite())
+        .fold(0.0, f64::max)
+        .max(1.0)
+        * 1.05;
+    let decades = top.ceil() as usize + 1;
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!("Gradient Element Histogram (step {step})"),
             scale.font(17.0),
         )
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(30.0))
-        .y_label_area_size(scale.px(56.0))
-        .build_cartesian_2d(x0..x1, 0.0..top)
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(Y_LABELS))
+        .build_cartesian_2d(x0..x1, FLOOR..top)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
     chart
@@ -48,7 +60,8 @@ pub fn draw<DB: DrawingBackend>(
         .label_style(scale.font(12.0))
         .axis_desc_style(scale.font(13.0))
         .x_label_formatter(&|v| number(*v))
-        .y_label_formatter(&|v| format!("{:.0}", 10f64.powf(*v) - 1.0))
+        .y_labels(decades + 1)
+        .y_label_formatter(&|v| power_of_ten(*v))
         .draw()
         .map_err(draw_err)?;
     chart
@@ -56,8 +69,8 @@ pub fn draw<DB: DrawingBackend>(
             hist.edges
                 .windows(2)
                 .zip(&heights)
-                .filter(|(_, h)| **h > 0.0)
-                .map(|(e, &h)| Rectangle::new([(e[0], 0.0), (e[1], h)], ORANGE.filled())),
+                .filter(|(_, h)| h.is_finite())
+                .map(|(e, &h)| Rectangle::new([(e[0], FLOOR), (e[1], h)], ORANGE.filled())),
         )
         .map_err(draw_err)?;
     Ok(true)

@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, bounds, number};
+use super::base::{Area, Scale, X_LABELS, Y_LABELS, bounds, number};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -25,8 +25,8 @@ pub fn draw<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption("Hyperparameters", scale.font(17.0))
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(30.0))
-        .y_label_area_size(scale.px(56.0))
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(Y_LABELS))
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

@@ -1,39 +1,113 @@
-//! Cockpit's `performance_gauge`: loss and accuracies.
+//! Cockpit's `performance_gauge`: the mini-batch loss with the accuracies `log()` recorded.
 
-use super::base::{Area, Plot, Scale, scatter_ema};
+use plotters::prelude::*;
+
+use super::base::{
+    Area, Plot, RIGHT_LABELS, Scale, X_LABELS, Y_LABELS, bounds, label_count, primary, scatter_ema,
+    tick,
+};
 use crate::PlotError;
 use crate::data::{DashboardData, Series};
-use plotters::prelude::DrawingBackend;
+use crate::error::draw_err;
+use crate::style::PANEL;
 
-/// The mini-batch loss (points plus moving average) with the accuracies `log()` recorded on a
-/// twin axis (training accuracy, else validation accuracy).
+/// Training accuracy (matplotlib's `tab:blue`).
+const TRAIN: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+/// Validation accuracy (matplotlib's `tab:red`).
+const VALID: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+
+/// The mini-batch loss as points coloured by iteration with its moving average, and — as the
+/// Python plotter draws them — the training and validation accuracies as two labelled lines
+/// on a twin axis.
 pub fn draw<DB: DrawingBackend>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,
 ) -> Result<bool, PlotError> {
-    let accuracy: &Series = if data.train_accuracy.is_empty() {
-        &data.valid_accuracy
-    } else {
-        &data.train_accuracy
-    };
-    let label = if data.train_accuracy.is_empty() {
-        "valid accuracy"
-    } else {
-        "train accuracy"
-    };
     let loss = Plot {
         series: &data.loss,
         label: "mini-batch loss",
         log: false,
     };
-    let twin = Plot {
-        series: accuracy,
-        label,
-        log: false,
-    };
-    if data.loss.is_empty() {
-        return scatter_ema(area, scale, "Performance", twin, None);
+    let accuracies: Vec<(&Series, &str, RGBColor)> = [
+        (&data.train_accuracy, "train accuracy", TRAIN),
+        (&data.valid_accuracy, "valid accuracy", VALID),
+    ]
+    .into_iter()
+    .filter(|(s, _, _)| !s.is_empty())
+    .collect();
+    if accuracies.is_empty() || data.loss.is_empty() {
+        // One series alone: the common scatter instrument.
+        let Some((series, label, _)) = accuracies.first() else {
+            return scatter_ema(area, scale, "Performance", loss, None);
+        };
+        let only = Plot {
+            series,
+            label,
+            log: false,
+        };
+        return scatter_ema(area, scale, "Performance", only, None);
     }
-    scatter_ema(area, scale, "Performance", loss, Some(twin))
+    let (points, smooth) = loss.points();
+    let xs = points.iter().map(|p| p.0).chain(
+        accuracies
+            .iter()
+            .flat_map(|(s, _, _)| s.steps.iter().copied()),
+    );
+    let (Some((x0, x1)), Some((y0, y1)), Some((a0, a1))) = (
+        bounds(xs),
+        bounds(points.iter().chain(&smooth).map(|p| p.1)),
+        bounds(
+            accuracies
+                .iter()
+                .flat_map(|(s, _, _)| s.values.iter().copied()),
+        ),
+    ) else {
+        return scatter_ema(area, scale, "Performance", loss, None);
+    };
+    let chart = ChartBuilder::on(area)
+        .caption("Performance", scale.font(17.0))
+        .margin(scale.px(6.0))
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(Y_LABELS))
+        .right_y_label_area_size(scale.px(RIGHT_LABELS))
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(draw_err)?;
+    let (_, h) = area.dim_in_pixel();
+    let y_count = label_count(h, scale);
+    let mut chart = chart.set_secondary_coord(x0..x1, a0..a1);
+    primary(&mut chart, scale, loss, &points, &smooth, y_count)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("accuracy")
+        .label_style(scale.font(12.0))
+        .axis_desc_style(scale.font(13.0))
+        .y_label_formatter(&|v| tick(*v, a1 - a0))
+        .y_labels(y_count)
+        .draw()
+        .map_err(draw_err)?;
+    let width = scale.px(2.5);
+    for (series, label, colour) in accuracies {
+        let line = series
+            .steps
+            .iter()
+            .copied()
+            .zip(series.values.iter().copied());
+        chart
+            .draw_secondary_series(LineSeries::new(line, colour.stroke_width(width)))
+            .map_err(draw_err)?
+            .label(label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(3))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::MiddleRight)
+        .label_font(scale.font(12.0))
+        .background_style(PANEL.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(draw_err)?;
+    Ok(true)
 }

@@ -46,7 +46,7 @@ mod finding;
 mod monitor;
 pub mod run;
 
-pub use diagnosis::{Diagnoser, Diagnosis};
+pub use diagnosis::{CAUSE_WINDOW, Diagnoser, Diagnosis};
 pub use finding::{Code, Finding};
 pub use monitor::Monitor;
 pub use run::Run;

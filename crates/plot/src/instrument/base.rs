@@ -59,6 +59,17 @@ pub fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     Some((lo - pad, hi + pad))
 }
 
+/// The padded range of iteration numbers: as [`bounds`], but at least one iteration wide, so
+/// a single tracked step gets readable ticks (not ±1e-12 that spill into the next panel).
+pub fn step_bounds(steps: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    let (lo, hi) = bounds(steps)?;
+    if hi - lo >= 1.0 {
+        return Some((lo, hi));
+    }
+    let mid = 0.5 * (lo + hi);
+    Some((mid - 0.5, mid + 0.5))
+}
+
 /// A compact number: fixed for moderate magnitudes, scientific otherwise.
 pub fn number(v: f64) -> String {
     let a = v.abs();
@@ -237,7 +248,7 @@ pub fn scatter_ema<DB: DrawingBackend>(
         .chain(twin.iter().flat_map(|(_, (p, _))| p.iter()))
         .map(|p| p.0);
     let (Some((x0, x1)), Some((y0, y1))) = (
-        bounds(xs),
+        step_bounds(xs),
         bounds(points.iter().chain(&smooth).map(|p| p.1)),
     ) else {
         return Ok(false);
@@ -323,6 +334,9 @@ mod tests {
         assert!((lo + 0.5).abs() < 1e-12 && (hi - 10.5).abs() < 1e-12);
         let (lo, hi) = bounds([2.0]).unwrap_or_default();
         assert!(lo < 2.0 && hi > 2.0);
+        assert_eq!(step_bounds([0.0]), Some((-0.5, 0.5)));
+        let (lo, hi) = step_bounds([0.0, 100.0]).unwrap_or_default();
+        assert!(lo < 0.0 && hi > 100.0);
     }
 
     #[test]

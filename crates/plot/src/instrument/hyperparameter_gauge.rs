@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, X_LABELS, Y_LABELS, bounds, number};
+use super::base::{Area, Scale, X_LABELS, Y_LABELS, bounds, number, step_bounds};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -16,7 +16,7 @@ pub fn draw<DB: DrawingBackend>(
 ) -> Result<bool, PlotError> {
     let lr = &data.learning_rate;
     let (Some((x0, x1)), Some((y0, y1)), Some(last)) = (
-        bounds(lr.steps.iter().copied()),
+        step_bounds(lr.steps.iter().copied()),
         bounds(lr.values.iter().copied()),
         lr.last(),
     ) else {

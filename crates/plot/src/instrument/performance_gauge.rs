@@ -4,7 +4,7 @@ use plotters::prelude::*;
 
 use super::base::{
     Area, Plot, RIGHT_LABELS, Scale, X_LABELS, Y_LABELS, bounds, label_count, primary, scatter_ema,
-    tick,
+    step_bounds, tick,
 };
 use crate::PlotError;
 use crate::data::{DashboardData, Series};
@@ -55,7 +55,7 @@ pub fn draw<DB: DrawingBackend>(
             .flat_map(|(s, _, _)| s.steps.iter().copied()),
     );
     let (Some((x0, x1)), Some((y0, y1)), Some((a0, a1))) = (
-        bounds(xs),
+        step_bounds(xs),
         bounds(points.iter().chain(&smooth).map(|p| p.1)),
         bounds(
             accuracies

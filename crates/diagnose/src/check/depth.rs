@@ -17,14 +17,12 @@ pub(crate) const VANISHING: f64 = 1e-3;
 /// the log has no `Parameters`), biases left out where the names tell them, zero norms left
 /// out (those are frozen, a check of its own); with the indices of the extremes.
 fn spreads(run: &Run) -> Vec<(usize, f64, usize, usize)> {
+    let param_norms: std::collections::BTreeMap<usize, &Vec<f64>> =
+        run.param_norm.iter().map(|(s, p)| (*s, p)).collect();
     run.grad_norm
         .iter()
         .filter_map(|(step, grads)| {
-            let params = run
-                .param_norm
-                .iter()
-                .find(|(s, _)| s == step)
-                .map(|(_, p)| p);
+            let params = param_norms.get(step);
             let relative: Vec<(usize, f64)> = grads
                 .iter()
                 .enumerate()
@@ -146,4 +144,52 @@ pub(crate) fn over_time(run: &Run) -> Vec<Finding> {
         );
     }
     findings
+}
+
+#[cfg(test)]
+mod tests {
+    use cockpit_quantities::{HostArray, Output, Value};
+
+    use super::*;
+
+    /// Gradient norms 1e-4 and 1 on two weights whose norms are 1e-4 and 1.
+    fn output(with_parameters: bool) -> Output {
+        let mut out = Output::new();
+        for s in 0..10 {
+            out.insert(s, "GradNorm", Value::List(vec![1e-4, 1.0]));
+            if with_parameters {
+                let array = |norm: f64| HostArray {
+                    shape: vec![1],
+                    data: vec![norm],
+                };
+                out.insert(
+                    s,
+                    "Parameters",
+                    Value::Arrays(vec![array(1e-4), array(1.0)]),
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn imbalance_is_relative_to_the_parameter_norms_where_known() {
+        let names = ["a.weight".to_string(), "b.weight".to_string()];
+        let absolute = imbalance(&Run::new(&output(false), &names));
+        let finding = absolute.expect("4 decades apart without parameter norms");
+        assert_eq!(finding.parameters, ["a.weight", "b.weight"]);
+        assert!(
+            finding.evidence.contains("4.0 decades"),
+            "{}",
+            finding.evidence
+        );
+        // Relative to ‖θ‖ both layers move at the same rate.
+        assert!(imbalance(&Run::new(&output(true), &names)).is_none());
+    }
+
+    #[test]
+    fn biases_are_left_out_where_named() {
+        let names = ["a.weight".to_string(), "a.bias".to_string()];
+        assert!(imbalance(&Run::new(&output(false), &names)).is_none());
+    }
 }

@@ -1,6 +1,6 @@
 //! [`Run`]: the series of a Cockpit output that the checks read, with the parameter names.
 
-use cockpit_quantities::{Histogram1d, Output, Value};
+use cockpit_quantities::{Histogram1d, Output, QuantityKind, Value};
 
 /// `(step, value)` pairs in step order.
 pub type Scalars = Vec<(usize, f64)>;
@@ -80,9 +80,10 @@ impl Run {
             update_size: lists("UpdateSize"),
             param_norm,
             max_ev: scalars("HessMaxEV"),
-            trace: lists("HessTrace")
+            trace: output
+                .series("HessTrace")
                 .into_iter()
-                .map(|(s, l)| (s, l.iter().sum()))
+                .filter_map(|(s, v)| QuantityKind::HessTrace.network_value(v).map(|t| (s, t)))
                 .collect(),
             learning_rate: scalars("learning_rate"),
             tests: ["NormTest", "InnerTest", "OrthoTest"]
@@ -166,9 +167,9 @@ pub fn share(series: &[(usize, f64)], pred: impl Fn(f64) -> bool) -> f64 {
     finite.iter().filter(|v| pred(**v)).count() as f64 / finite.len() as f64
 }
 
-/// The Euclidean norm of a list.
+/// The network-wide gradient norm of a GradNorm list (as Cockpit's gradient-norm gauge).
 pub fn norm(list: &[f64]) -> f64 {
-    list.iter().map(|x| x * x).sum::<f64>().sqrt()
+    cockpit_quantities::Reduction::RootSumOfSquares.apply(list)
 }
 
 #[cfg(test)]

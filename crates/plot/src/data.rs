@@ -1,6 +1,6 @@
 //! What the dashboard draws, pulled out of a Cockpit [`Output`] once.
 
-use cockpit_quantities::{Histogram1d, Histogram2d, Output, Value};
+use cockpit_quantities::{Histogram1d, Histogram2d, Output, QuantityKind, Value};
 
 /// One number per step (non-finite values are dropped: they cannot be drawn).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -27,7 +27,13 @@ impl Series {
         self.values.last().copied()
     }
 
-    fn of(output: &Output, name: &str, reduce: fn(&Value) -> Option<f64>) -> Self {
+    /// A quantity's series, per-parameter lists reduced as Cockpit's instruments do
+    /// ([`QuantityKind::network_value`]).
+    fn quantity(output: &Output, kind: QuantityKind) -> Self {
+        Self::of(output, kind.name(), |v| kind.network_value(v))
+    }
+
+    fn of(output: &Output, name: &str, reduce: impl Fn(&Value) -> Option<f64>) -> Self {
         let mut series = Self::default();
         for (step, value) in output.series(name) {
             if let Some(v) = reduce(value).filter(|v| v.is_finite()) {
@@ -53,22 +59,6 @@ impl Series {
 
 fn scalar(value: &Value) -> Option<f64> {
     value.as_f64()
-}
-
-/// Root-sum-of-squares of a layer-wise list (Distance, UpdateSize, GradNorm).
-fn rss(value: &Value) -> Option<f64> {
-    match value {
-        Value::List(l) => Some(l.iter().map(|v| v * v).sum::<f64>().sqrt()),
-        other => other.as_f64(),
-    }
-}
-
-/// Sum of a layer-wise list (HessTrace).
-fn sum(value: &Value) -> Option<f64> {
-    match value {
-        Value::List(l) => Some(l.iter().sum()),
-        other => other.as_f64(),
-    }
 }
 
 /// Everything the primary and secondary screens draw.
@@ -145,16 +135,16 @@ impl DashboardData {
         }
         Self {
             alpha: Series::of(output, "Alpha", scalar),
-            distance: Series::of(output, "Distance", rss),
-            update_size: Series::of(output, "UpdateSize", rss),
-            grad_norm: Series::of(output, "GradNorm", rss),
+            distance: Series::quantity(output, QuantityKind::Distance),
+            update_size: Series::quantity(output, QuantityKind::UpdateSize),
+            grad_norm: Series::quantity(output, QuantityKind::GradNorm),
             norm_test: Series::of(output, "NormTest", scalar),
             inner_test: Series::of(output, "InnerTest", scalar),
             ortho_test: Series::of(output, "OrthoTest", scalar),
             hist1d,
             hist2d,
             max_ev: Series::of(output, "HessMaxEV", scalar),
-            trace: Series::of(output, "HessTrace", sum),
+            trace: Series::quantity(output, QuantityKind::HessTrace),
             tic_diag: Series::of(output, "TICDiag", scalar),
             tic_trace: Series::of(output, "TICTrace", scalar),
             learning_rate: Series::of(output, "learning_rate", scalar),

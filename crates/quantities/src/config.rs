@@ -8,7 +8,26 @@ use crate::quantity::{
     InnerTest, Loss, MeanGSNR, NormTest, OrthoTest, Parameters, Quantity, TICDiag, TICTrace, Time,
     UpdateSize,
 };
-use crate::{CockpitError, Schedule};
+use crate::{CockpitError, Schedule, Value};
+
+/// How a per-parameter list becomes one network-wide number ([`QuantityKind::reduction`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    /// `√Σ_p v_p²`: the norm over the whole network of per-parameter norms.
+    RootSumOfSquares,
+    /// `Σ_p v_p`: the whole network's value of per-parameter sums (a trace).
+    Sum,
+}
+
+impl Reduction {
+    /// Reduces `values`.
+    pub fn apply(self, values: &[f64]) -> f64 {
+        match self {
+            Self::RootSumOfSquares => values.iter().map(|v| v * v).sum::<f64>().sqrt(),
+            Self::Sum => values.iter().sum(),
+        }
+    }
+}
 
 /// One of Cockpit's 19 quantities, by its class name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,6 +100,32 @@ impl QuantityKind {
             Self::TICTrace => "TICTrace",
             Self::Time => "Time",
             Self::UpdateSize => "UpdateSize",
+        }
+    }
+
+    /// How Cockpit's instruments turn this quantity's per-parameter list into one network-wide
+    /// number: the root-sum-of-squares for the norms (GradNorm, Distance, UpdateSize, as
+    /// `grad_norm_gauge` and `distance_gauge` draw them) and the sum for HessTrace (the trace of
+    /// the whole Hessian, as `trace_gauge` draws it); `None` for quantities that are not
+    /// per-parameter lists. Metrics, the dashboard and `diagnose` all reduce through this.
+    pub fn reduction(self) -> Option<Reduction> {
+        match self {
+            Self::GradNorm | Self::Distance | Self::UpdateSize => Some(Reduction::RootSumOfSquares),
+            Self::HessTrace => Some(Reduction::Sum),
+            _ => None,
+        }
+    }
+
+    /// The network-wide number a value of this quantity shows as: scalars as they are,
+    /// per-parameter lists by [`QuantityKind::reduction`]; `None` for histograms and arrays.
+    pub fn network_value(self, value: &Value) -> Option<f64> {
+        match value {
+            Value::List(values) => Some(
+                self.reduction()
+                    .unwrap_or(Reduction::RootSumOfSquares)
+                    .apply(values),
+            ),
+            other => other.as_f64(),
         }
     }
 
@@ -201,6 +246,20 @@ impl FromStr for Configuration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_reduce_as_cockpit_instruments_draw_them() {
+        let list = Value::List(vec![3.0, -4.0]);
+        assert_eq!(QuantityKind::GradNorm.network_value(&list), Some(5.0));
+        assert_eq!(QuantityKind::Distance.network_value(&list), Some(5.0));
+        // A trace over the network is the sum of the per-parameter traces, signs kept.
+        assert_eq!(QuantityKind::HessTrace.network_value(&list), Some(-1.0));
+        assert_eq!(
+            QuantityKind::Alpha.network_value(&Value::Float(0.5)),
+            Some(0.5)
+        );
+        assert_eq!(QuantityKind::Alpha.reduction(), None);
+    }
 
     /// Cockpit's `test_utils`: preset membership.
     #[test]

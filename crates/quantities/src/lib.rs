@@ -36,7 +36,7 @@ pub mod schedule;
 pub mod snapshot;
 
 pub use cockpit::{Cockpit, EpochLog};
-pub use config::{Configuration, QuantityKind};
+pub use config::{Configuration, QuantityKind, Reduction};
 pub use error::{CockpitError, QuantityError};
 pub use info::{OptimizerInfo, StepInfo};
 pub use output::{Histogram1d, Histogram2d, HostArray, Output, Value};

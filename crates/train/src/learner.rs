@@ -272,7 +272,7 @@ impl CockpitLearner {
     }
 
     /// Registers one metric per configured quantity on the training split of `training`:
-    /// numbers and layer-wise lists (their norm over layers) as numeric metrics, histograms
+    /// numbers and layer-wise lists (reduced over layers by `QuantityKind::reduction`) as numeric metrics, histograms
     /// as text metrics. The metrics are made here only, so they cannot be registered on the
     /// validation split, where no gradient exists.
     pub fn register<M: LearnerModel>(

@@ -352,7 +352,7 @@ fn learner_matches_the_custom_loop_step_for_step() {
                 .filter_map(|out| {
                     out.iter()
                         .find(|(_, n, _)| *n == kind.name())
-                        .and_then(|(_, _, v)| numeric_value(v))
+                        .and_then(|(_, n, v)| numeric_value(n, v))
                 })
                 .collect();
             assert!(!wanted.is_empty(), "{} epoch {epoch}", kind.name());

@@ -5,7 +5,7 @@ use cockpit_quantities::{QuantityKind, Value};
 /// How a quantity is shown in burn's metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricForm {
-    /// A number per step: scalars as they are, layer-wise lists by their norm over layers.
+    /// A number per step: scalars as they are, layer-wise lists reduced over layers.
     Numeric,
     /// A line of text per step: histograms.
     Text,
@@ -29,15 +29,14 @@ pub fn metric_name(key: &str) -> String {
     format!("Cockpit {key}")
 }
 
-/// The number a value shows as: scalars as they are, layer-wise lists (GradNorm, Distance,
-/// UpdateSize, HessTrace) as the Euclidean norm over layers — the network-wide value
-/// Cockpit's instruments draw; `None` for histograms and arrays.
-pub fn numeric_value(value: &Value) -> Option<f64> {
-    match value {
-        Value::Int(v) => Some(*v as f64),
-        Value::Float(v) => Some(*v),
-        Value::List(values) => Some(values.iter().map(|v| v * v).sum::<f64>().sqrt()),
-        _ => None,
+/// The number the value of the quantity `key` shows as: scalars as they are, layer-wise lists
+/// reduced over layers as Cockpit's instruments draw them ([`QuantityKind::network_value`]:
+/// the norm for GradNorm, Distance and UpdateSize, the sum for HessTrace); `None` for
+/// histograms and arrays.
+pub fn numeric_value(key: &str, value: &Value) -> Option<f64> {
+    match key.parse::<QuantityKind>() {
+        Ok(kind) => kind.network_value(value),
+        Err(_) => value.as_f64(),
     }
 }
 
@@ -69,7 +68,9 @@ pub fn text_value(value: &Value) -> String {
             format!("{nx}x{ny} bins, gradient marginal {}", bars(marginal))
         }
         Value::Arrays(arrays) => format!("{} arrays", arrays.len()),
-        other => numeric_value(other).map_or_else(|| "n/a".into(), |v| format!("{v}")),
+        other => other
+            .as_f64()
+            .map_or_else(|| "n/a".into(), |v| format!("{v}")),
     }
 }
 
@@ -94,9 +95,13 @@ mod tests {
 
     #[test]
     fn lists_show_their_norm_over_layers() {
-        assert_eq!(numeric_value(&Value::List(vec![3.0, 4.0])), Some(5.0));
-        assert_eq!(numeric_value(&Value::Float(-1.0)), Some(-1.0));
-        assert_eq!(numeric_value(&Value::Int(2)), Some(2.0));
+        let list = Value::List(vec![3.0, 4.0]);
+        assert_eq!(numeric_value("GradNorm", &list), Some(5.0));
+        assert_eq!(numeric_value("Alpha", &Value::Float(-1.0)), Some(-1.0));
+        assert_eq!(numeric_value("epoch_count", &Value::Int(2)), Some(2.0));
+        // Regression: burn's dashboard showed HessTrace as a norm over layers while
+        // Cockpit's trace gauge (and ours) sums the per-layer traces.
+        assert_eq!(numeric_value("HessTrace", &list), Some(7.0));
     }
 
     #[test]
@@ -105,7 +110,7 @@ mod tests {
             hist: vec![0.0, 2.0, 4.0],
             edges: vec![-1.0, 0.0, 1.0, 2.0],
         });
-        assert_eq!(numeric_value(&h), None);
+        assert_eq!(numeric_value("GradHist1d", &h), None);
         let text = text_value(&h);
         assert!(text.ends_with(" ▅█"), "{text}"); // 2/4 of the tallest: level round(3.5) = 4
         assert!(text.contains("n=6"), "{text}");

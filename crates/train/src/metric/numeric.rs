@@ -60,7 +60,7 @@ impl Metric for CockpitMetric {
 
     fn description(&self) -> Option<String> {
         Some(format!(
-            "Cockpit's {} (layer-wise values as their norm over layers)",
+            "Cockpit's {} (layer-wise values reduced over layers as Cockpit's instruments draw them)",
             self.key
         ))
     }
@@ -86,7 +86,7 @@ impl Metric for CockpitMetric {
         self.current = self
             .cockpit
             .take_value(self.updates, &self.key)
-            .and_then(|(_, value)| numeric_value(&value));
+            .and_then(|(_, value)| numeric_value(&self.key, &value));
         Ok(match self.current {
             Some(value) => {
                 self.state.update(value, 1);

@@ -105,4 +105,7 @@ pub enum QuantityError {
     /// Reading a tensor back from the device failed.
     #[error("reading a tensor from the device failed: {0}")]
     Read(String),
+    /// A host worker (histogram counting) panicked; its part of the result is missing.
+    #[error("a host worker failed: {0}")]
+    HostWorker(String),
 }

@@ -3,8 +3,11 @@
 use burn::tensor::IndexingUpdateOp;
 use burn::tensor::{Int, Tensor};
 
+use rayon::prelude::*;
+
 use super::base::{Quantity, StepContext};
 use super::bin_adaptation::{BinAdaptation, linspace};
+use super::scratch::StepScratch;
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::snapshot::read_values;
 use crate::{Histogram1d, ParamEntry, QuantityError, Schedule, Value};
@@ -31,8 +34,14 @@ pub struct GradHist1d {
     bins: usize,
     range: (f64, f64),
     adapt: Option<BinAdaptation>,
-    counts: Option<Tensor<1, Int>>,
-    host_counts: Option<Vec<u64>>,
+    counts: StepScratch<Counts>,
+}
+
+/// One step's counts: binned on the device and on the host.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    device: Option<Tensor<1, Int>>,
+    host: Option<Vec<u64>>,
 }
 
 impl GradHist1d {
@@ -44,8 +53,7 @@ impl GradHist1d {
             bins: 100,
             range: (-2.0, 2.0),
             adapt: None,
-            counts: None,
-            host_counts: None,
+            counts: StepScratch::default(),
         }
     }
 
@@ -100,6 +108,10 @@ fn host_bin(x: f64, lo: f64, hi: f64, bins: usize) -> usize {
 /// Histogram of every product `a[n·d_in + i]·e[n·d_out + o]` of `b` samples, without forming
 /// the products one by one: along a row `a_{n,i}·e_n` with `e_n` sorted, the bin is monotone,
 /// so each bin's run is found by binary search.
+///
+/// # Errors
+///
+/// As [`count_in_parallel`].
 pub(crate) fn outer_histogram(
     a: &[f64],
     e: &[f64],
@@ -107,7 +119,7 @@ pub(crate) fn outer_histogram(
     lo: f64,
     hi: f64,
     bins: usize,
-) -> Vec<u64> {
+) -> Result<Vec<u64>, QuantityError> {
     let (d_in, d_out) = (a.len() / b.max(1), e.len() / b.max(1));
     let sample = |n: usize, counts: &mut [u64]| {
         let mut sorted = e[n * d_out..(n + 1) * d_out].to_vec();
@@ -161,40 +173,44 @@ pub(crate) fn outer_histogram(
     count_in_parallel(b, bins, sample)
 }
 
-/// Runs `sample(n, counts)` for every sample `n < samples` on all cores, each thread into its
+/// Runs `sample(n, counts)` for every sample `n < samples` on rayon's pool, each task into its
 /// own `bins` counts, and adds them up.
+///
+/// # Errors
+///
+/// [`QuantityError::HostWorker`] if a worker panicked: never a silently short histogram.
 pub(crate) fn count_in_parallel(
     samples: usize,
     bins: usize,
     sample: impl Fn(usize, &mut [u64]) + Sync,
-) -> Vec<u64> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8)
-        .min(samples.max(1));
-    let per_thread = samples.div_ceil(threads);
-    let sample = &sample;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    let mut counts = vec![0u64; bins];
-                    for n in t * per_thread..((t + 1) * per_thread).min(samples) {
-                        sample(n, &mut counts);
-                    }
+) -> Result<Vec<u64>, QuantityError> {
+    let count = || {
+        (0..samples)
+            .into_par_iter()
+            .fold(
+                || vec![0u64; bins],
+                |mut counts, n| {
+                    sample(n, &mut counts);
                     counts
-                })
-            })
-            .collect();
-        let mut total = vec![0u64; bins];
-        for handle in handles {
-            if let Ok(counts) = handle.join() {
-                for (t, c) in total.iter_mut().zip(counts) {
-                    *t += c;
-                }
-            }
-        }
-        total
+                },
+            )
+            .reduce(
+                || vec![0u64; bins],
+                |mut total, part| {
+                    for (t, c) in total.iter_mut().zip(part) {
+                        *t += c;
+                    }
+                    total
+                },
+            )
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(count)).map_err(|payload| {
+        let reason = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown cause".into());
+        QuantityError::HostWorker(format!("histogram counting: {reason}"))
     })
 }
 
@@ -231,20 +247,22 @@ impl Quantity for GradHist1d {
 
     fn accept_chunk(
         &mut self,
-        _step: usize,
+        step: usize,
         _index: usize,
         _entry: &ParamEntry,
         elements: Elements,
     ) -> Result<(), QuantityError> {
         let (lo, hi) = self.range;
+        let bins = self.bins;
+        let counts = self.counts.at(step);
         match elements {
             Elements::Outer { a, e } => {
                 let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
                 let a = read_values(a.reshape([b * d_in]))?;
                 let e = read_values(e.reshape([b * d_out]))?;
-                let counts = outer_histogram(&a, &e, b, lo, hi, self.bins);
-                let host = self.host_counts.get_or_insert_with(|| vec![0; self.bins]);
-                for (total, c) in host.iter_mut().zip(counts) {
+                let outer = outer_histogram(&a, &e, b, lo, hi, bins)?;
+                let host = counts.host.get_or_insert_with(|| vec![0; bins]);
+                for (total, c) in host.iter_mut().zip(outer) {
                     *total += c;
                 }
             }
@@ -252,27 +270,29 @@ impl Quantity for GradHist1d {
             Elements::Dense(chunk) if chunk.shape().num_elements() <= HOST_BINNING_MAX => {
                 let n = chunk.shape().num_elements();
                 let values = read_values(chunk.reshape([n]))?;
-                let host = self.host_counts.get_or_insert_with(|| vec![0; self.bins]);
+                let host = counts.host.get_or_insert_with(|| vec![0; bins]);
                 for v in values {
-                    host[host_bin(v, lo, hi, self.bins)] += 1;
+                    host[host_bin(v, lo, hi, bins)] += 1;
                 }
             }
             Elements::Dense(chunk) => {
                 let n = chunk.shape().num_elements();
-                let index = bin_index(chunk.reshape([n]), lo, hi, self.bins);
-                self.counts = Some(count_into(self.counts.take(), index, self.bins));
+                let index = bin_index(chunk.reshape([n]), lo, hi, bins);
+                counts.device = Some(count_into(counts.device.take(), index, bins));
             }
         }
         Ok(())
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        // Taken first: a failed per-sample pass must not leave partial counts behind.
+        let counts = self.counts.take(ctx.step);
         ctx.per_sample_stats()?;
-        let mut hist = match self.counts.take() {
+        let mut hist = match counts.device {
             Some(counts) => read_values(counts.float())?,
             None => vec![0.0; self.bins],
         };
-        if let Some(host) = self.host_counts.take() {
+        if let Some(host) = counts.host {
             for (h, c) in hist.iter_mut().zip(host) {
                 *h += c as f64;
             }
@@ -322,11 +342,79 @@ mod tests {
                 }
             }
             assert_eq!(
-                outer_histogram(&a, &e, b, lo, hi, bins),
-                expected,
+                outer_histogram(&a, &e, b, lo, hi, bins).ok(),
+                Some(expected),
                 "range ({lo}, {hi}), {bins} bins"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod regressions {
+    use burn::nn::LinearConfig;
+    use burn::tensor::{Device, Tensor};
+
+    use super::*;
+    use crate::persample::PerSampleStats;
+    use crate::{Snapshot, StepInfo};
+
+    /// A worker that panics makes the count an error, not a histogram short of its samples.
+    #[test]
+    fn a_panicking_worker_is_an_error() {
+        let counted = count_in_parallel(64, 4, |n, counts: &mut [u64]| {
+            assert!(n != 37, "sample 37 is broken");
+            counts[n % 4] += 1;
+        });
+        let Err(QuantityError::HostWorker(reason)) = counted else {
+            panic!("expected an error, got {counted:?}");
+        };
+        assert!(reason.contains("sample 37 is broken"), "{reason}");
+        assert_eq!(
+            count_in_parallel(64, 4, |n, counts: &mut [u64]| counts[n % 4] += 1).ok(),
+            Some(vec![16; 4])
+        );
+    }
+
+    /// Chunks binned at a step whose per-sample pass then failed do not show up in the next
+    /// tracked step's histogram.
+    #[test]
+    fn a_failed_step_leaks_no_counts() {
+        let device = Device::flex().autodiff();
+        let model = LinearConfig::new(2, 1).init(&device);
+        let params = Snapshot::of_params(&model);
+        let info = StepInfo::new(Tensor::<1>::from_floats([1.0], &device));
+        let entry = &params.entries()[0];
+        let chunk = |values: &[f32]| {
+            Elements::Dense(Tensor::<1>::from_floats(values, &device).reshape([1, values.len()]))
+        };
+        let mut hist = GradHist1d::new(Schedule::every_step()).with_bins(4);
+
+        // Step 0: two elements binned, then the per-sample pass fails.
+        hist.accept_chunk(0, 0, entry, chunk(&[-1.5, 1.5])).unwrap();
+        let failure = QuantityError::Read("device lost".into());
+        let failed = StepContext {
+            step: 0,
+            params: &params,
+            grads: &params,
+            info: &info,
+            loss: 1.0,
+            per_sample: Err(&failure),
+        };
+        assert!(hist.compute(&failed).is_err());
+
+        // Step 1: one element.
+        hist.accept_chunk(1, 0, entry, chunk(&[0.5])).unwrap();
+        let stats = PerSampleStats::default();
+        let ok = StepContext {
+            step: 1,
+            per_sample: Ok(Some(&stats)),
+            ..failed
+        };
+        let Some((1, Value::Hist1d(h))) = hist.compute(&ok).unwrap() else {
+            panic!("a histogram at step 1");
+        };
+        assert_eq!(h.hist, vec![0.0, 0.0, 1.0, 0.0]);
     }
 }
 
@@ -344,7 +432,7 @@ mod timing {
             .map(|i| (((i * 104729) % 1000) as f64 / 1000.0 - 0.5) * 0.01)
             .collect();
         let start = std::time::Instant::now();
-        let counts = super::outer_histogram(&a, &e, b, -2.0, 2.0, 100);
+        let counts = super::outer_histogram(&a, &e, b, -2.0, 2.0, 100).unwrap_or_default();
         println!(
             "outer_histogram {b}x{d_in}x{d_out}: {:?}, total {}",
             start.elapsed(),

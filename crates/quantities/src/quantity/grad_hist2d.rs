@@ -5,6 +5,7 @@ use burn::tensor::{Int, Tensor};
 use super::base::{Quantity, StepContext};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::grad_hist1d::{count_in_parallel, count_into};
+use super::scratch::StepScratch;
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::snapshot::read_values;
 use crate::{Histogram2d, ParamEntry, QuantityError, Schedule, Value};
@@ -29,8 +30,14 @@ pub struct GradHist2d {
     range: ((f64, f64), (f64, f64)),
     adapt: (Option<BinAdaptation>, Option<BinAdaptation>),
     keep_individual: bool,
-    counts: Vec<Option<Tensor<1, Int>>>,
-    host_counts: Vec<Option<Vec<u64>>>,
+    counts: StepScratch<Counts>,
+}
+
+/// One step's counts per parameter: binned on the device and on the host.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    device: Vec<Option<Tensor<1, Int>>>,
+    host: Vec<Option<Vec<u64>>>,
 }
 
 impl GradHist2d {
@@ -43,8 +50,7 @@ impl GradHist2d {
             range: ((-1.0, 1.0), (-2.0, 2.0)),
             adapt: (None, None),
             keep_individual: false,
-            counts: Vec::new(),
-            host_counts: Vec::new(),
+            counts: StepScratch::default(),
         }
     }
 
@@ -99,7 +105,7 @@ pub(crate) fn outer_histogram2d(
     b: usize,
     range: ((f64, f64), (f64, f64)),
     (xb, yb): (usize, usize),
-) -> Vec<u64> {
+) -> Result<Vec<u64>, QuantityError> {
     let (d_in, d_out) = (a.len() / b.max(1), e.len() / b.max(1));
     let ybin: Vec<usize> = theta
         .iter()
@@ -180,22 +186,24 @@ impl Quantity for GradHist2d {
 
     fn accept_chunk(
         &mut self,
-        _step: usize,
+        step: usize,
         index: usize,
         entry: &ParamEntry,
         elements: Elements,
     ) -> Result<(), QuantityError> {
         let (xb, yb) = self.bins;
+        let (range, bins) = (self.range, self.bins);
+        let scratch = self.counts.at(step);
         if let Elements::Outer { a, e } = &elements {
             let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
             let a = read_values(a.clone().reshape([b * d_in]))?;
             let e = read_values(e.clone().reshape([b * d_out]))?;
             let theta = read_values(entry.value.clone())?;
-            let counts = outer_histogram2d(&a, &e, &theta, b, self.range, self.bins);
-            if self.host_counts.len() <= index {
-                self.host_counts.resize(index + 1, None);
+            let counts = outer_histogram2d(&a, &e, &theta, b, range, bins)?;
+            if scratch.host.len() <= index {
+                scratch.host.resize(index + 1, None);
             }
-            let host = self.host_counts[index].get_or_insert_with(|| vec![0; xb * yb]);
+            let host = scratch.host[index].get_or_insert_with(|| vec![0; xb * yb]);
             for (total, c) in host.iter_mut().zip(counts) {
                 *total += c;
             }
@@ -204,23 +212,26 @@ impl Quantity for GradHist2d {
         let chunk = elements.dense();
         let [b, numel] = chunk.dims();
         let y = entry.value.clone().reshape([1, numel]).repeat_dim(0, b);
-        let ix = axis_index(chunk, self.range.0, xb);
-        let iy = axis_index(y, self.range.1, yb);
+        let ix = axis_index(chunk, range.0, xb);
+        let iy = axis_index(y, range.1, yb);
         let flat = (ix.mul_scalar(yb as i64) + iy).reshape([b * numel]);
-        if self.counts.len() <= index {
-            self.counts.resize(index + 1, None);
+        if scratch.device.len() <= index {
+            scratch.device.resize(index + 1, None);
         }
-        self.counts[index] = Some(count_into(self.counts[index].take(), flat, xb * yb));
+        scratch.device[index] = Some(count_into(scratch.device[index].take(), flat, xb * yb));
         Ok(())
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        // Taken first: a failed per-sample pass must not leave partial counts behind.
+        let Counts {
+            device: device_counts,
+            host: host_counts,
+        } = self.counts.take(ctx.step);
         ctx.per_sample_stats()?;
         let (xb, yb) = self.bins;
         let ((xlo, xhi), (ylo, yhi)) = self.range;
         let (x_edges, y_edges) = (linspace(xlo, xhi, xb + 1), linspace(ylo, yhi, yb + 1));
-        let device_counts = std::mem::take(&mut self.counts);
-        let host_counts = std::mem::take(&mut self.host_counts);
         let params = device_counts.len().max(host_counts.len());
         let mut per_param: Vec<Vec<i64>> = vec![vec![0; xb * yb]; params];
         let on_device: Vec<(usize, Tensor<1, Int>)> = device_counts
@@ -317,7 +328,10 @@ mod tests {
                     }
                 }
             }
-            assert_eq!(outer_histogram2d(&a, &e, &theta, b, range, bins), expected);
+            assert_eq!(
+                outer_histogram2d(&a, &e, &theta, b, range, bins).ok(),
+                Some(expected)
+            );
         }
     }
 }

@@ -17,6 +17,7 @@ mod mean_gsnr;
 mod norm_test;
 mod ortho_test;
 mod parameters;
+mod scratch;
 mod tic_diag;
 mod time;
 mod update_size;

@@ -5,97 +5,232 @@
 //! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...]             # what it shows, in words
 //! cockpit replay FIXTURE.json --out LOG.json [--variants]                     # a PyTorch run in burn
 //! ```
+//!
+//! Exit status: 0 on success (and when `diagnose` flags nothing), 1 when `diagnose` flags
+//! something, 2 on bad usage or input.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
+use clap::{Args, Parser, Subcommand};
+use cockpit_cli::diagnose::Diagnoser;
+use cockpit_cli::replay::{Fixture, LossKind, ReplayError, ReplayOptions, replay};
+use cockpit_plot::{PlotError, PlotOptions, Screen, WatchEvent, WatchOptions};
+use cockpit_quantities::Output;
+use cockpit_quantities::log::LogError;
 
-const USAGE: &str = "\
-usage: cockpit plot LOG.json|LOG.jsonl -o OUT.png|OUT.svg [--secondary] [--size WxH] [--title T]
-                  [--watch [--interval-ms N] [--idle-exit SECONDS]]
-       cockpit diagnose LOG.json|LOG.jsonl [--json] [--names NAME,NAME,...]
-       cockpit replay FIXTURE.json --out LOG.json [--stream LOG.jsonl] [--variants] [--fresh-start]
+/// burn-cockpit: Cockpit's dashboard, diagnosis and replay for burn training runs.
+#[derive(Debug, Parser)]
+#[command(name = "cockpit", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-plot draws Cockpit's dashboard (the secondary screen with --secondary) from a log of ours or
-of the Python Cockpit; --watch redraws it whenever the log (e.g. the JSON-lines stream of a
-running training) changes, until the log has been idle for --idle-exit seconds.
-diagnose says in words what the log shows: a verdict line, then each finding with its evidence,
-the parameters concerned (named by --names, in the order of the log's per-parameter lists) and
-what to do; --json prints the same as JSON. Exit status 1 when something is flagged.
-replay replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on the
-CPU, tracking every quantity burn-cockpit implements at every step, and writes a
-Cockpit-format log. --variants also tracks the fixture's non-default settings that
-burn-cockpit computes, under the fixture's keys. HessMaxEV starts from the fixture's recorded
-start vectors (for parity) unless --fresh-start asks for burn-cockpit's own seeded draws.";
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Draws Cockpit's dashboard from a log of ours or of the Python Cockpit.
+    Plot(PlotArgs),
+    /// Says in words what a log shows: a verdict, then each finding with its evidence (exit
+    /// status 1 when something is flagged).
+    Diagnose(DiagnoseArgs),
+    /// Replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on
+    /// the CPU, tracking every quantity, and writes a Cockpit-format log.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+struct PlotArgs {
+    /// The log: Cockpit's JSON log, or the JSON-lines stream (`.jsonl`).
+    log: PathBuf,
+    /// The image to write, PNG or SVG by its extension.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Draw the secondary screen (MeanGSNR, CABS, EarlyStopping, per-layer histograms).
+    #[arg(long)]
+    secondary: bool,
+    /// Image size WIDTHxHEIGHT, from 600x300 up to 16384x16384 pixels.
+    #[arg(long, default_value = "2400x1200", value_parser = parse_size)]
+    size: (u32, u32),
+    /// The title above the dashboard.
+    #[arg(long, default_value = "Cockpit")]
+    title: String,
+    /// Redraw whenever the log changes (e.g. the stream of a running training).
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: how often to look at the log, in milliseconds (at least 10).
+    #[arg(long, default_value_t = 500, requires = "watch", value_parser = clap::value_parser!(u64).range(10..))]
+    interval_ms: u64,
+    /// With --watch: stop after the log has been idle this many seconds.
+    #[arg(long, requires = "watch", value_parser = parse_seconds)]
+    idle_exit: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+struct DiagnoseArgs {
+    /// The log: Cockpit's JSON log, or the JSON-lines stream (`.jsonl`).
+    log: PathBuf,
+    /// Print the diagnosis as JSON (for CI gating).
+    #[arg(long)]
+    json: bool,
+    /// The parameters' dotted names, comma-separated, in the order of the log's
+    /// per-parameter lists (e.g. `fc1.weight,fc1.bias,fc2.weight,fc2.bias`).
+    #[arg(long, value_delimiter = ',')]
+    names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// The fixture recorded from the real Cockpit.
+    fixture: PathBuf,
+    /// The Cockpit-format log to write.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Also stream every tracked step to this JSON-lines file.
+    #[arg(long)]
+    stream: Option<PathBuf>,
+    /// Also track the fixture's non-default settings, under the fixture's keys.
+    #[arg(long)]
+    variants: bool,
+    /// Start HessMaxEV from burn-cockpit's own seeded draws instead of the recorded start
+    /// vectors.
+    #[arg(long)]
+    fresh_start: bool,
+}
+
+/// Why a command failed (exit status 2).
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+    #[error("`{}` holds no tracked step", .0.display())]
+    EmptyLog(PathBuf),
+}
+
+/// `WIDTHxHEIGHT` within the dashboard's documented limits.
+fn parse_size(size: &str) -> Result<(u32, u32), String> {
+    let (w, h) = size
+        .split_once('x')
+        .and_then(|(w, h)| Some((w.parse::<u32>().ok()?, h.parse::<u32>().ok()?)))
+        .ok_or_else(|| format!("takes WIDTHxHEIGHT in pixels, not `{size}`"))?;
+    let options = PlotOptions {
+        width: w,
+        height: h,
+        ..PlotOptions::default()
+    };
+    options.check().map_err(|e| e.to_string())?;
+    Ok((w, h))
+}
+
+fn parse_seconds(seconds: &str) -> Result<f64, String> {
+    seconds
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| format!("takes seconds (≥ 0), not `{seconds}`"))
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) if message == FLAGGED => ExitCode::from(1),
-        Err(message) => {
-            eprintln!("error: {message}");
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plot(args) => plot(args).map(|()| true),
+        Command::Diagnose(args) => diagnose(args),
+        Command::Replay(args) => replay_command(args).map(|()| true),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(err) => {
+            eprintln!("error: {err}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run(args: &[String]) -> Result<(), String> {
-    match args.first().map(String::as_str) {
-        Some("replay") => replay_command(&args[1..]),
-        Some("diagnose") => diagnose_command(&args[1..]),
-        Some("plot") => plot_command(&args[1..]),
-        Some("-h" | "--help" | "help") | None => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        Some(other) => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+fn read(log: &Path) -> Result<Output, CliError> {
+    let output = if log.extension().is_some_and(|e| e == "jsonl") {
+        cockpit_quantities::log::read_stream(log)
+    } else {
+        cockpit_quantities::log::read_log(log)
+    }?;
+    if output.is_empty() {
+        return Err(CliError::EmptyLog(log.to_path_buf()));
     }
+    Ok(output)
 }
 
-fn replay_command(args: &[String]) -> Result<(), String> {
-    let mut fixture = None;
-    let mut out = None;
-    let mut stream = None;
-    let mut variants = false;
-    let mut fresh_start = false;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--out" | "-o" => out = Some(PathBuf::from(value(&mut iter, arg)?)),
-            "--stream" => stream = Some(PathBuf::from(value(&mut iter, arg)?)),
-            "--variants" => variants = true,
-            "--fresh-start" => fresh_start = true,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            flag if flag.starts_with('-') => {
-                return Err(format!("unknown option `{flag}`\n\n{USAGE}"));
-            }
-            path if fixture.is_none() => fixture = Some(PathBuf::from(path)),
-            extra => return Err(format!("unexpected argument `{extra}`\n\n{USAGE}")),
-        }
+/// `Ok(true)` when nothing is flagged.
+fn diagnose(args: DiagnoseArgs) -> Result<bool, CliError> {
+    let output = read(&args.log)?;
+    let diagnosis = Diagnoser::new().with_names(&args.names).run(&output);
+    if args.json {
+        println!("{}", diagnosis.to_json());
+    } else {
+        print!("{}", diagnosis.report());
     }
-    let fixture_path = fixture.ok_or_else(|| format!("missing FIXTURE.json\n\n{USAGE}"))?;
-    let out = out.ok_or_else(|| format!("missing --out LOG.json\n\n{USAGE}"))?;
-    let fixture = Fixture::load(&fixture_path).map_err(|e| e.to_string())?;
+    Ok(!diagnosis.is_flagged())
+}
+
+fn plot(args: PlotArgs) -> Result<(), CliError> {
+    let options = PlotOptions {
+        width: args.size.0,
+        height: args.size.1,
+        screen: if args.secondary {
+            Screen::Secondary
+        } else {
+            Screen::Primary
+        },
+        title: args.title,
+    };
+    if !args.watch {
+        let rendered = cockpit_plot::plot_file(&args.log, &args.out, &options)?;
+        let missing: Vec<&str> = rendered
+            .panels
+            .iter()
+            .filter(|p| !p.drawn)
+            .map(|p| p.name.as_str())
+            .collect();
+        println!("wrote {}", args.out.display());
+        if !missing.is_empty() {
+            println!("left out (no data in the log): {}", missing.join(", "));
+        }
+        return Ok(());
+    }
+    let live = WatchOptions {
+        interval: Duration::from_millis(args.interval_ms),
+        idle_exit: args.idle_exit.map(Duration::from_secs_f64),
+    };
+    println!("watching {} (Ctrl-C to stop)", args.log.display());
+    let out = &args.out;
+    cockpit_plot::watch(&args.log, out, &options, &live, |event| match event {
+        WatchEvent::Drawn { steps, .. } => println!("drew {steps} steps into {}", out.display()),
+        WatchEvent::Skipped(err) => eprintln!("waiting for a readable log: {err}"),
+    })?;
+    Ok(())
+}
+
+fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
+    let fixture = Fixture::load(&args.fixture)?;
     let options = ReplayOptions {
-        stream,
-        variants,
-        recorded_start_vectors: !fresh_start,
+        stream: args.stream,
+        variants: args.variants,
+        recorded_start_vectors: !args.fresh_start,
         ..ReplayOptions::cpu_f64()
     };
-    let run = replay(&fixture, &options).map_err(|e| e.to_string())?;
-    cockpit_quantities::log::write_log(&out, &run.output).map_err(|e| e.to_string())?;
+    let run = replay(&fixture, &options)?;
+    cockpit_quantities::log::write_log(&args.out, &run.output)?;
     for warning in &run.warnings {
         eprintln!("warning: {warning}");
     }
     for (quantity, reason) in &run.refused {
         eprintln!("note: {quantity} refused: {reason}");
     }
-    if variants && !run.skipped_variants.is_empty() {
+    if args.variants && !run.skipped_variants.is_empty() {
         eprintln!(
             "note: variants not computed yet: {}",
             run.skipped_variants.join(", ")
@@ -107,149 +242,32 @@ fn replay_command(args: &[String]) -> Result<(), String> {
         fixture.steps.len(),
         fixture.name.as_deref().unwrap_or("fixture"),
         match fixture.loss {
-            cockpit_cli::replay::LossKind::Mse => "MSE",
-            cockpit_cli::replay::LossKind::CrossEntropy => "cross-entropy",
+            LossKind::Mse => "MSE",
+            LossKind::CrossEntropy => "cross-entropy",
         },
         fixture.optimizer.lr,
         quantities.join(", "),
-        out.display()
+        args.out.display()
     );
     Ok(())
 }
 
-/// The error text that means "diagnose flagged something" (exit status 1).
-const FLAGGED: &str = "flagged";
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
 
-fn diagnose_command(args: &[String]) -> Result<(), String> {
-    let mut path = None;
-    let mut json = false;
-    let mut names = Vec::new();
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--json" => json = true,
-            "--names" => {
-                names = value(&mut iter, arg)?
-                    .split(',')
-                    .map(|n| n.trim().to_string())
-                    .collect();
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            flag if flag.starts_with('-') => {
-                return Err(format!("unknown option `{flag}`\n\n{USAGE}"));
-            }
-            log if path.is_none() => path = Some(log.to_string()),
-            extra => return Err(format!("unexpected argument `{extra}`\n\n{USAGE}")),
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_are_checked_before_drawing() {
+        assert_eq!(parse_size("1200x600"), Ok((1200, 600)));
+        for bad in ["100000x100000", "599x300", "12x", "axb", "4294967296x10"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
         }
     }
-    let path = path.ok_or_else(|| format!("diagnose takes one log file\n\n{USAGE}"))?;
-    let output = if path.ends_with(".jsonl") {
-        cockpit_quantities::log::read_stream(&path)
-    } else {
-        cockpit_quantities::log::read_log(&path)
-    }
-    .map_err(|e| e.to_string())?;
-    if output.is_empty() {
-        return Err(format!("`{path}` holds no tracked step"));
-    }
-    let diagnosis = cockpit_cli::diagnose::Diagnoser::new()
-        .with_names(&names)
-        .run(&output);
-    if json {
-        println!("{}", diagnosis.to_json());
-    } else {
-        print!("{}", diagnosis.report());
-    }
-    if diagnosis.is_flagged() {
-        Err(FLAGGED.into())
-    } else {
-        Ok(())
-    }
-}
-
-fn plot_command(args: &[String]) -> Result<(), String> {
-    use cockpit_plot::{PlotOptions, Screen, WatchEvent, WatchOptions};
-    let mut log = None;
-    let mut out = None;
-    let mut options = PlotOptions::default();
-    let mut live: Option<WatchOptions> = None;
-    let mut interval = None;
-    let mut idle = None;
-    let mut iter = args.iter();
-    while let Some(arg) = iter.next() {
-        match arg.as_str() {
-            "--out" | "-o" => out = Some(PathBuf::from(value(&mut iter, arg)?)),
-            "--secondary" => options.screen = Screen::Secondary,
-            "--title" => options.title = value(&mut iter, arg)?.to_string(),
-            "--size" => {
-                let size = value(&mut iter, arg)?;
-                let (w, h) = size
-                    .split_once('x')
-                    .and_then(|(w, h)| Some((w.parse().ok()?, h.parse().ok()?)))
-                    .ok_or_else(|| format!("--size takes WIDTHxHEIGHT, not `{size}`"))?;
-                (options.width, options.height) = (w, h);
-            }
-            "--watch" => live = Some(WatchOptions::default()),
-            "--interval-ms" => {
-                let v = value(&mut iter, arg)?;
-                interval = Some(
-                    v.parse::<u64>()
-                        .map_err(|_| format!("--interval-ms takes milliseconds, not `{v}`"))?,
-                );
-            }
-            "--idle-exit" => {
-                let v = value(&mut iter, arg)?;
-                idle = Some(
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|s| *s >= 0.0)
-                        .ok_or_else(|| format!("--idle-exit takes seconds, not `{v}`"))?,
-                );
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            flag if flag.starts_with('-') => {
-                return Err(format!("unknown option `{flag}`\n\n{USAGE}"));
-            }
-            path if log.is_none() => log = Some(PathBuf::from(path)),
-            extra => return Err(format!("unexpected argument `{extra}`\n\n{USAGE}")),
-        }
-    }
-    let log = log.ok_or_else(|| format!("missing LOG.json\n\n{USAGE}"))?;
-    let out = out.ok_or_else(|| format!("missing -o OUT.png|OUT.svg\n\n{USAGE}"))?;
-    let Some(mut live) = live else {
-        let rendered = cockpit_plot::plot_file(&log, &out, &options).map_err(|e| e.to_string())?;
-        let missing: Vec<&str> = rendered
-            .panels
-            .iter()
-            .filter(|p| !p.drawn)
-            .map(|p| p.name.as_str())
-            .collect();
-        println!("wrote {}", out.display());
-        if !missing.is_empty() {
-            println!("left out (no data in the log): {}", missing.join(", "));
-        }
-        return Ok(());
-    };
-    if let Some(ms) = interval {
-        live.interval = std::time::Duration::from_millis(ms.max(10));
-    }
-    live.idle_exit = idle.map(std::time::Duration::from_secs_f64);
-    println!("watching {} (Ctrl-C to stop)", log.display());
-    cockpit_plot::watch(&log, &out, &options, &live, |event| match event {
-        WatchEvent::Drawn { steps, .. } => println!("drew {steps} steps into {}", out.display()),
-        WatchEvent::Skipped(err) => eprintln!("waiting for a readable log: {err}"),
-    })
-    .map_err(|e| e.to_string())
-}
-
-fn value<'a>(iter: &mut impl Iterator<Item = &'a String>, flag: &str) -> Result<&'a str, String> {
-    iter.next()
-        .map(String::as_str)
-        .ok_or_else(|| format!("`{flag}` needs a value"))
 }

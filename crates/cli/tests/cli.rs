@@ -167,5 +167,33 @@ fn plot_draws_png_and_svg_and_reports_bad_input() {
     assert!(String::from_utf8_lossy(&run.stderr).contains(".png or .svg"));
     let run = cockpit(&[log.as_os_str()]);
     assert_eq!(run.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&run.stderr).contains("missing -o"));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--out"));
+    // Sizes are checked before anything is allocated: a typed error, not an overflow.
+    let run = cockpit(&[
+        log.as_os_str(),
+        "-o".as_ref(),
+        dir.join("huge.png").as_os_str(),
+        "--size".as_ref(),
+        "100000x100000".as_ref(),
+    ]);
+    assert_eq!(run.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("16384x16384") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    // --help per subcommand and --version.
+    for args in [
+        &["plot", "--help"][..],
+        &["diagnose", "--help"],
+        &["replay", "--help"],
+        &["--version"],
+    ] {
+        let run = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{args:?}");
+        assert!(!run.stdout.is_empty(), "{args:?}");
+    }
 }

@@ -96,7 +96,8 @@ pub fn draw<DB: DrawingBackend>(
     title: &str,
 ) -> Result<Rendered, PlotError> {
     let (width, height) = root.dim_in_pixel();
-    if width < 600 || height < 300 {
+    let (min_width, min_height) = crate::PlotOptions::MIN_SIZE;
+    if width < min_width || height < min_height {
         return Err(PlotError::Size { width, height });
     }
     crate::font::register()?;

@@ -17,8 +17,9 @@ pub enum PlotError {
     /// The output file's extension is neither `.png` nor `.svg`.
     #[error("cannot tell the image format of `{}`: use a .png or .svg file name", .0.display())]
     Format(PathBuf),
-    /// A size too small to lay the dashboard out.
-    #[error("a dashboard needs at least 600x300 pixels, not {width}x{height}")]
+    /// A size too small to lay the dashboard out, or larger than
+    /// [`PlotOptions::MAX_SIDE`](crate::PlotOptions::MAX_SIDE) on a side.
+    #[error("a dashboard needs between 600x300 and 16384x16384 pixels, not {width}x{height}")]
     Size {
         /// Requested width.
         width: u32,

@@ -61,7 +61,34 @@ impl Default for PlotOptions {
     }
 }
 
-fn checked(output: &Output) -> Result<DashboardData, PlotError> {
+impl PlotOptions {
+    /// The smallest dashboard that can be laid out, `(width, height)` in pixels.
+    pub const MIN_SIZE: (u32, u32) = (600, 300);
+    /// The largest side in pixels: beyond it the drawing library's pixel arithmetic
+    /// overflows (and a 16384 × 16384 RGB image is already 805 MB).
+    pub const MAX_SIDE: u32 = 16_384;
+
+    /// Checks the size before anything is allocated or drawn.
+    ///
+    /// # Errors
+    ///
+    /// [`PlotError::Size`] below [`PlotOptions::MIN_SIZE`] or above
+    /// [`PlotOptions::MAX_SIDE`] on either side.
+    pub fn check(&self) -> Result<(), PlotError> {
+        let (w, h) = (self.width, self.height);
+        let (min_w, min_h) = Self::MIN_SIZE;
+        if w < min_w || h < min_h || w > Self::MAX_SIDE || h > Self::MAX_SIDE {
+            return Err(PlotError::Size {
+                width: w,
+                height: h,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn checked(output: &Output, options: &PlotOptions) -> Result<DashboardData, PlotError> {
+    options.check()?;
     if output.is_empty() {
         return Err(PlotError::Empty);
     }
@@ -77,7 +104,7 @@ pub fn render_rgb(
     output: &Output,
     options: &PlotOptions,
 ) -> Result<(Vec<u8>, Rendered), PlotError> {
-    let data = checked(output)?;
+    let data = checked(output, options)?;
     let mut buffer = vec![0u8; options.width as usize * options.height as usize * 3];
     let rendered = {
         let root = BitMapBackend::with_buffer(&mut buffer, (options.width, options.height))
@@ -95,7 +122,7 @@ pub fn render_rgb(
 ///
 /// As [`render_rgb`].
 pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Rendered), PlotError> {
-    let data = checked(output)?;
+    let data = checked(output, options)?;
     let mut svg = String::new();
     let rendered = {
         let root =
@@ -135,7 +162,7 @@ pub fn save(
             Ok(rendered)
         }
         Some("png") => {
-            let data = checked(output)?;
+            let data = checked(output, options)?;
             let root =
                 BitMapBackend::new(path, (options.width, options.height)).into_drawing_area();
             let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;

@@ -248,7 +248,8 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         })
         .collect();
     let schedule = Schedule::linear(interval, 0)?;
-    let mut configs: Vec<(String, Vec<QuantityKind>)> = QuantityKind::implemented()
+    let mut configs: Vec<(String, Vec<QuantityKind>)> = QuantityKind::ALL
+        .into_iter()
         .filter(|k| *k != QuantityKind::Parameters)
         .map(|k| (k.name().to_string(), vec![k]))
         .collect();

@@ -408,7 +408,7 @@ fn two_step_rule_with_every_quantity(backend: &Backend) {
     let mut model = Mlp::new(&device);
     let mut optim = SgdConfig::new().init();
     let mut cockpit = Cockpit::from_kinds(
-        QuantityKind::implemented(),
+        QuantityKind::ALL,
         &Schedule::linear(1, 2).unwrap(),
     )
     .unwrap();
@@ -448,7 +448,7 @@ fn two_step_rule_with_every_quantity(backend: &Backend) {
             .map(|(s, _)| s)
             .collect()
     };
-    for kind in QuantityKind::implemented() {
+    for kind in QuantityKind::ALL.into_iter() {
         let expected = match kind {
             QuantityKind::Alpha | QuantityKind::UpdateSize => vec![2, 3],
             _ => vec![2, 3, 4],

@@ -39,7 +39,8 @@ fn every_quantity_matches_every_fixture(backend: &Backend) {
         // In float32 (wgpu) central differences of gradients cross ReLU kinks inside ±εv
         // (CURVATURE_MATH §5: errors of several hundred percent on some ReLU steps), so the
         // power iteration is compared in float64 only; tests/curvature.rs covers it further.
-        let implemented: Vec<QuantityKind> = QuantityKind::implemented()
+        let implemented: Vec<QuantityKind> = QuantityKind::ALL
+            .into_iter()
             .filter(|k| backend.dtype == burn::tensor::DType::F64 || *k != QuantityKind::HessMaxEV)
             .collect();
         let compared = assert_matches_fixture(&fixture, &run, backend, &implemented);

@@ -68,7 +68,6 @@ pub struct Cockpit {
     last_step: Option<usize>,
     stream: Option<JsonLinesWriter>,
     warnings: Vec<String>,
-    optimizer: Option<String>,
     latest: Output,
 }
 
@@ -95,7 +94,6 @@ impl Cockpit {
             last_step: None,
             stream: None,
             warnings: Vec::new(),
-            optimizer: None,
             latest: Output::new(),
         };
         for quantity in quantities {
@@ -203,9 +201,6 @@ impl Cockpit {
         self.check_param_set(step, &params)?;
         self.last_step = Some(step);
         self.latest = Output::new();
-        if let Some(optimizer) = info.optimizer() {
-            self.optimizer = Some(optimizer.name().to_string());
-        }
         if !self.is_tracking(step) {
             return Ok(());
         }
@@ -395,11 +390,6 @@ impl Cockpit {
     /// Warnings recorded so far (non-finite losses and values), oldest first.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
-    }
-
-    /// The optimizer's name from the last step info that had one (for plot titles).
-    pub fn optimizer_name(&self) -> Option<&str> {
-        self.optimizer.as_deref()
     }
 
     /// The dotted names of the tracked parameters, once a step has been tracked.

@@ -129,11 +129,6 @@ impl QuantityKind {
         }
     }
 
-    /// The quantities this version computes: all 19, in alphabetical order.
-    pub fn implemented() -> impl Iterator<Item = QuantityKind> {
-        Self::ALL.into_iter()
-    }
-
     /// Builds the quantity with Cockpit's default settings on `schedule`.
     pub fn build(self, schedule: Schedule) -> Box<dyn Quantity> {
         match self {

@@ -1,7 +1,5 @@
 //! The errors of the quantities crate.
 
-use std::path::PathBuf;
-
 /// Everything that can go wrong while configuring or running a [`Cockpit`](crate::Cockpit).
 ///
 /// Whatever the error, the values tracked before it stay in the Cockpit's output.
@@ -63,15 +61,6 @@ pub enum CockpitError {
         step: usize,
         /// Which quantity failed, and why.
         failures: Vec<(String, QuantityError)>,
-    },
-    /// The log could not be written.
-    #[error("cannot write the Cockpit log `{}`: {source}", path.display())]
-    Write {
-        /// The file that could not be written.
-        path: PathBuf,
-        /// The operating-system error.
-        #[source]
-        source: std::io::Error,
     },
     /// A log file could not be read or parsed.
     #[error(transparent)]

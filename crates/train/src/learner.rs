@@ -309,15 +309,6 @@ impl CockpitLearner {
         Ok(path)
     }
 
-    /// Writes Cockpit's log to `path`.
-    ///
-    /// # Errors
-    ///
-    /// [`TrainError::Cockpit`] if the file cannot be written.
-    pub fn write_to(&self, path: impl AsRef<Path>) -> Result<(), TrainError> {
-        self.lock().cockpit.write(path).map_err(TrainError::from)
-    }
-
     /// Everything tracked so far (`output[step][name]`), as the custom-loop Cockpit has it.
     pub fn output(&self) -> cockpit_quantities::Output {
         self.lock().cockpit.output().clone()

@@ -76,7 +76,7 @@ impl ReplayOptions {
         Self {
             device: Device::flex(),
             dtype: DType::F64,
-            quantities: QuantityKind::implemented().collect(),
+            quantities: QuantityKind::ALL.into_iter().collect(),
             stream: None,
             variants: false,
             recorded_start_vectors: true,

@@ -407,11 +407,8 @@ fn two_step_rule_with_every_quantity(backend: &Backend) {
     let batch = 4;
     let mut model = Mlp::new(&device);
     let mut optim = SgdConfig::new().init();
-    let mut cockpit = Cockpit::from_kinds(
-        QuantityKind::ALL,
-        &Schedule::linear(1, 2).unwrap(),
-    )
-    .unwrap();
+    let mut cockpit =
+        Cockpit::from_kinds(QuantityKind::ALL, &Schedule::linear(1, 2).unwrap()).unwrap();
     for step in 0..5 {
         let (x, y) = data(&device, batch, 5, step);
         let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), &device);

@@ -1,7 +1,7 @@
 //! InnerTest.
 
-use super::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
 use crate::persample::PerSampleNeeds;
+use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
 use crate::{QuantityError, Schedule, Value};
 
 /// The inner-product test (Bollapragada et al., 2017), Cockpit's `InnerTest`: with

@@ -1,7 +1,7 @@
 //! NormTest.
 
-use super::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
 use crate::persample::PerSampleNeeds;
+use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
 use crate::{QuantityError, Schedule, Value};
 
 /// The norm test (Byrd et al., 2012), Cockpit's `NormTest`:

@@ -4,6 +4,7 @@
 //! cockpit plot LOG.json|LOG.jsonl -o OUT.png|OUT.svg [--secondary] [--watch]   # the dashboard
 //! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...]             # what it shows, in words
 //! cockpit replay FIXTURE.json --out LOG.json [--variants]                     # a PyTorch run in burn
+//! cockpit check CONFIG.toml|CONFIG.json                                      # a config, before training
 //! ```
 //!
 //! Exit status: 0 on success (and when `diagnose` flags nothing), 1 when `diagnose` flags
@@ -38,6 +39,15 @@ enum Command {
     /// Replays a training run recorded from the real (PyTorch) Cockpit in burn, in float64 on
     /// the CPU, tracking every quantity, and writes a Cockpit-format log.
     Replay(ReplayArgs),
+    /// Checks a Cockpit config file (TOML or JSON) as a training run would build it, and lists
+    /// each quantity with its key, schedule and needs.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// The config file: `.toml` or `.json`.
+    config: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +118,8 @@ enum CliError {
     Log(#[from] LogError),
     #[error(transparent)]
     Plot(#[from] PlotError),
+    #[error(transparent)]
+    Config(#[from] cockpit_quantities::CockpitError),
     #[error("`{}` holds no tracked step", .0.display())]
     EmptyLog(PathBuf),
 }
@@ -141,6 +153,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot(args).map(|()| true),
         Command::Diagnose(args) => diagnose(args),
         Command::Replay(args) => replay_command(args).map(|()| true),
+        Command::Check(args) => check(args).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -149,6 +162,53 @@ fn main() -> ExitCode {
             eprintln!("error: {err}");
             ExitCode::from(2)
         }
+    }
+}
+
+fn check(args: CheckArgs) -> Result<(), CliError> {
+    let config = cockpit_quantities::CockpitConfig::from_file(&args.config)?;
+    let quantities = config.quantities()?;
+    cockpit_quantities::Cockpit::new(quantities)?;
+    if let Some(preset) = config.configuration {
+        println!("preset {} on {:?}", preset.label(), config.schedule);
+    }
+    for kind in config
+        .configuration
+        .map(|c| c.kinds())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|k| config.quantities.iter().all(|q| q.output_key() != k.name()))
+    {
+        println!("{:<24} {}", kind.name(), needs(kind));
+    }
+    for quantity in &config.quantities {
+        println!(
+            "{:<24} {} on {:?}",
+            quantity.output_key(),
+            needs(quantity.class),
+            quantity.schedule.as_ref().unwrap_or(&config.schedule)
+        );
+    }
+    println!("ok: {} valid", args.config.display());
+    Ok(())
+}
+
+/// What a quantity needs, in words.
+fn needs(kind: cockpit_quantities::QuantityKind) -> String {
+    let needs = kind.spec().needs;
+    let words: Vec<&str> = [
+        (needs.per_sample, "per-sample gradients"),
+        (needs.curvature, "curvature"),
+        (needs.plain_sgd, "plain SGD"),
+        (needs.next_step, "the next step"),
+    ]
+    .into_iter()
+    .filter_map(|(needed, word)| needed.then_some(word))
+    .collect();
+    if words.is_empty() {
+        "needs: parameters, gradient, loss".into()
+    } else {
+        format!("needs: {}", words.join(", "))
     }
 }
 

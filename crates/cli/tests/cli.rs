@@ -197,3 +197,49 @@ fn plot_draws_png_and_svg_and_reports_bad_input() {
         assert!(!run.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `cockpit check` accepts a good config and lists it; refuses bad settings and unreadable
+/// files with exit status 2 and a message naming the problem.
+#[test]
+fn check_validates_config_files() {
+    let dir = scratch("check");
+    let run = |path: &PathBuf| {
+        Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("check")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "configuration = \"business\"\nschedule = \"linear(8)\"\n[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 30 }\n",
+    )
+    .unwrap();
+    let out = run(&good);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("HessTrace") && stdout.contains("curvature"),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("GradHist1d").count(), 1, "{stdout}");
+
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"quantity": [{"class": "GradHist1d", "kwargs": {"range": [2, -2]}}]}"#,
+    )
+    .unwrap();
+    for (path, expected) in [(bad, "lo < hi"), (dir.join("missing.toml"), "missing.toml")] {
+        let out = run(&path);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -85,7 +85,8 @@ impl Cockpit {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::DuplicateQuantity`] if two quantities write to the same key.
+    /// [`CockpitError::DuplicateQuantity`] if two quantities write to the same key,
+    /// [`CockpitError::InvalidSettings`] if a quantity's settings cannot work.
     pub fn new(quantities: Vec<Box<dyn Quantity>>) -> Result<Self, CockpitError> {
         let mut cockpit = Self {
             quantities: Vec::new(),
@@ -100,6 +101,16 @@ impl Cockpit {
             cockpit.add(quantity)?;
         }
         Ok(cockpit)
+    }
+
+    /// A Cockpit as a TOML or JSON config file describes it ([`CockpitConfig`](crate::CockpitConfig)).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::ConfigFile`] if the file cannot be read or parsed,
+    /// [`CockpitError::InvalidSettings`] for settings that cannot work.
+    pub fn from_config_file(path: impl AsRef<Path>) -> Result<Self, CockpitError> {
+        crate::CockpitConfig::from_file(path)?.build()
     }
 
     /// A Cockpit with one of Cockpit's configurations, every quantity on `schedule`.
@@ -146,8 +157,10 @@ impl Cockpit {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::DuplicateQuantity`] if its key is taken.
+    /// [`CockpitError::DuplicateQuantity`] if its key is taken, [`CockpitError::InvalidSettings`]
+    /// if its settings cannot work ([`Quantity::check`]).
     pub fn add(&mut self, quantity: Box<dyn Quantity>) -> Result<(), CockpitError> {
+        quantity.check()?;
         if self.quantities.iter().any(|q| q.name() == quantity.name()) {
             return Err(CockpitError::DuplicateQuantity(quantity.name().to_string()));
         }

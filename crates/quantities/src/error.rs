@@ -22,6 +22,23 @@ pub enum CockpitError {
     /// A schedule with impossible settings.
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// A quantity's settings that cannot work (zero bins, an empty range, an unknown curvature,
+    /// an unknown keyword); found when the Cockpit is built, before training.
+    #[error("invalid settings for {quantity}: {reason}")]
+    InvalidSettings {
+        /// The quantity's output key (or what was being parsed).
+        quantity: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A Cockpit config file that cannot be read or parsed.
+    #[error("config file {path}: {reason}")]
+    ConfigFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why it was refused (I/O error, syntax, unknown field).
+        reason: String,
+    },
     /// The model has no parameter that requires a gradient.
     #[error("the model has no parameter that requires a gradient; Cockpit has nothing to track")]
     EmptyModel,

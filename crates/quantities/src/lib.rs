@@ -16,7 +16,9 @@
 //!   iteration and Lanczos, exact curvature diagonals of MLPs, Hutchinson's estimate.
 //! - [`Cockpit`]: runs quantities at their steps with Cockpit's two-step bookkeeping.
 //! - [`log`]: the Cockpit JSON log (json_tricks encoding) and the JSON-lines stream.
-//! - [`Configuration`] / [`QuantityKind`]: Cockpit's presets and quantities by name.
+//! - [`QuantityKind`]: Cockpit's quantities by name, each with its facts ([`QuantityType`]:
+//!   value shape, network-wide reduction, needs, checked settings).
+//! - [`config`]: Cockpit's presets ([`Configuration`]) and config files ([`CockpitConfig`]).
 //!
 //! Data flows one way: model + gradients (+ per-sample and curvature sources) → snapshots →
 //! quantities → [`Output`] → log files (or metrics, or a dashboard, which only read the
@@ -36,10 +38,10 @@ pub mod schedule;
 pub mod snapshot;
 
 pub use cockpit::{Cockpit, EpochLog};
-pub use config::{Configuration, QuantityKind, Reduction};
+pub use config::{CockpitConfig, Configuration, QuantityConfig};
 pub use error::{CockpitError, QuantityError};
 pub use info::{OptimizerInfo, StepInfo};
 pub use output::{Histogram1d, Histogram2d, HostArray, Output, Value};
-pub use quantity::{Quantity, StepContext};
+pub use quantity::{Quantity, QuantityKind, QuantityType, Reduction, StepContext};
 pub use schedule::Schedule;
 pub use snapshot::{ParamEntry, Snapshot};

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::CockpitError;
@@ -168,6 +169,110 @@ impl fmt::Debug for Schedule {
     }
 }
 
+/// Parses Cockpit's schedule calls: `linear(interval, offset=0)`,
+/// `logarithmic(start, end, steps=300, base=10, init=True)`, with arguments by position or by
+/// keyword (Python's `True`/`False` or `true`/`false`), and `every_step` for `linear(1)`.
+///
+/// ```
+/// # use cockpit_quantities::Schedule;
+/// let schedule: Schedule = "linear(3, offset=-1)".parse()?;
+/// assert!(schedule.is_active(2) && schedule.is_active(5) && !schedule.is_active(3));
+/// # Ok::<(), cockpit_quantities::CockpitError>(())
+/// ```
+impl FromStr for Schedule {
+    type Err = CockpitError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let bad = |why: &str| CockpitError::InvalidSchedule(format!("`{text}`: {why}"));
+        if text == "every_step" {
+            return Ok(Self::every_step());
+        }
+        let (name, rest) = text
+            .split_once('(')
+            .ok_or_else(|| bad("expected `linear(…)`, `logarithmic(…)` or `every_step`"))?;
+        let inner = rest
+            .trim_end()
+            .strip_suffix(')')
+            .ok_or_else(|| bad("missing `)`"))?;
+        let signature: &[&str] = match name.trim() {
+            "linear" => &["interval", "offset"],
+            "logarithmic" => &["start", "end", "steps", "base", "init"],
+            other => return Err(bad(&format!("unknown schedule `{other}`"))),
+        };
+        let mut args: Vec<Option<&str>> = vec![None; signature.len()];
+        for (position, arg) in inner
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .enumerate()
+        {
+            let (slot, value) = match arg.split_once('=') {
+                Some((key, value)) => (
+                    signature
+                        .iter()
+                        .position(|k| *k == key.trim())
+                        .ok_or_else(|| bad(&format!("unknown argument `{}`", key.trim())))?,
+                    value.trim(),
+                ),
+                None => (position, arg),
+            };
+            *args
+                .get_mut(slot)
+                .ok_or_else(|| bad("too many arguments"))? = Some(value);
+        }
+        let number = |k: usize, default: Option<f64>| -> Result<f64, CockpitError> {
+            match args[k] {
+                Some(v) => v
+                    .parse::<f64>()
+                    .map_err(|_| bad(&format!("`{}` is not a number: `{v}`", signature[k]))),
+                None => default.ok_or_else(|| bad(&format!("`{}` is required", signature[k]))),
+            }
+        };
+        let count = |k: usize, default: Option<f64>| -> Result<f64, CockpitError> {
+            let v = number(k, default)?;
+            if v.fract() != 0.0 {
+                return Err(bad(&format!("`{}` must be a whole number", signature[k])));
+            }
+            Ok(v)
+        };
+        if signature.len() == 2 {
+            let interval = count(0, None)?;
+            if interval < 0.0 {
+                return Err(bad("`interval` must not be negative"));
+            }
+            Self::linear(interval as usize, count(1, Some(0.0))? as i64)
+        } else {
+            let steps = count(2, Some(300.0))?;
+            if steps < 0.0 {
+                return Err(bad("`steps` must not be negative"));
+            }
+            let init = match args[4].map(str::to_ascii_lowercase).as_deref() {
+                None | Some("true") => true,
+                Some("false") => false,
+                Some(other) => {
+                    return Err(bad(&format!("`init` must be true or false, got `{other}`")));
+                }
+            };
+            Self::logarithmic(
+                number(0, None)?,
+                number(1, None)?,
+                steps as usize,
+                number(3, Some(10.0))?,
+                init,
+            )
+        }
+    }
+}
+
+/// Deserialises from the text [`Schedule::from_str`] reads (e.g. `"linear(16)"`).
+impl<'de> serde::Deserialize<'de> for Schedule {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +334,43 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![3, 4, 5]
         );
+    }
+    #[test]
+    fn parses_cockpit_schedule_calls() {
+        let parse = |t: &str| t.parse::<Schedule>();
+        assert_eq!(active(&parse("linear(3, -1)").unwrap(), 10), vec![2, 5, 8]);
+        assert_eq!(
+            active(&parse("linear(interval=2)").unwrap(), 5),
+            vec![0, 2, 4]
+        );
+        assert_eq!(active(&parse("every_step").unwrap(), 3), vec![0, 1, 2]);
+        assert_eq!(
+            active(&parse("logarithmic(0, 1, 4, init=False)").unwrap(), 20),
+            vec![1, 2, 4, 10]
+        );
+        assert_eq!(
+            active(
+                &parse("logarithmic(start=0, end=1, steps=4, base=10)").unwrap(),
+                20
+            ),
+            vec![0, 1, 2, 4, 10]
+        );
+        for bad in [
+            "linear(0)",
+            "linear(1.5)",
+            "linear()",
+            "linear(2",
+            "cosine(3)",
+            "linear(2, 0, 1)",
+            "linear(step=2)",
+            "logarithmic(0, 1, 4, 10, maybe)",
+            "",
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(
+                matches!(err, CockpitError::InvalidSchedule(_)),
+                "{bad}: {err}"
+            );
+        }
     }
 }

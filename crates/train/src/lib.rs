@@ -23,6 +23,7 @@
 //! Logs: burn's metric files (`<dir>/train/epoch-N/Cockpit_<Quantity>.log`), Cockpit's log
 //! `<dir>/cockpit.json` (rewritten at each epoch end) and the stream `<dir>/cockpit.jsonl`.
 
+mod board;
 mod error;
 mod learner;
 pub mod metric;

@@ -8,14 +8,18 @@ use burn::tensor::Tensor;
 use crate::{QuantityError, Snapshot};
 
 /// Which diagonal curvature HessTrace and TIC use (Cockpit's `curvature` argument).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
 pub enum DiagonalKind {
     /// The exact Hessian diagonal (`diag_h`, Cockpit's default), including the terms curved
     /// activations add.
+    #[default]
+    #[serde(rename = "diag_h")]
     Hessian,
     /// The exact diagonal of the generalised Gauss–Newton matrix (`diag_ggn_exact`).
+    #[serde(rename = "diag_ggn_exact")]
     GgnExact,
     /// A one-sample Monte-Carlo estimate of the GGN diagonal (`diag_ggn_mc`).
+    #[serde(rename = "diag_ggn_mc")]
     GgnMc,
 }
 
@@ -27,6 +31,22 @@ impl DiagonalKind {
             Self::GgnExact => "diag_ggn_exact",
             Self::GgnMc => "diag_ggn_mc",
         }
+    }
+}
+
+impl std::str::FromStr for DiagonalKind {
+    type Err = crate::CockpitError;
+
+    /// Reads Cockpit's name (`diag_h`, `diag_ggn_exact`, `diag_ggn_mc`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Self::Hessian, Self::GgnExact, Self::GgnMc]
+            .into_iter()
+            .find(|k| k.cockpit_name() == s)
+            .ok_or_else(|| crate::CockpitError::Unknown {
+                what: "curvature",
+                name: s.to_string(),
+                expected: "diag_h, diag_ggn_exact, diag_ggn_mc".into(),
+            })
     }
 }
 

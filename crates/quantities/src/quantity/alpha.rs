@@ -5,6 +5,7 @@ use std::sync::Arc;
 use burn::tensor::Tensor;
 
 use super::base::{Quantity, StepContext, sum_over_params};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{PerSampleSource, Request};
 use crate::snapshot::read_values;
 use crate::{QuantityError, Schedule, Snapshot, Value};
@@ -169,9 +170,26 @@ fn invert3(mut m: [[f64; 3]; 3]) -> Option<[[f64; 3]; 3]> {
     Some(inv)
 }
 
+impl QuantityType for Alpha {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "Alpha",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            next_step: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for Alpha {
     fn name(&self) -> &str {
-        "Alpha"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use burn::tensor::Tensor;
 
 use crate::persample::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats};
-use crate::{ParamEntry, QuantityError, Snapshot, StepInfo, Value};
+use crate::{CockpitError, ParamEntry, QuantityError, Snapshot, StepInfo, Value};
 
 /// Everything a quantity may read at one tracked step.
 ///
@@ -89,6 +89,17 @@ pub trait Quantity: Send {
     /// such as `"GradHist1d[bins=20]"`.
     fn name(&self) -> &str;
 
+    /// Checks the quantity's settings (linfa's `check()` habit): the Cockpit calls it when the
+    /// quantity joins, so impossible settings are refused before training, not met as a
+    /// division by zero mid-run.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::InvalidSettings`] naming the quantity and what is wrong.
+    fn check(&self) -> Result<(), CockpitError> {
+        Ok(())
+    }
+
     /// Whether the quantity has work to do at `step` (computing or caching).
     fn should_compute(&self, step: usize) -> bool;
 
@@ -165,4 +176,55 @@ pub(crate) fn needs_two(batch: usize, x: impl FnOnce() -> f64) -> f64 {
 pub(crate) fn sqrt_list(squared: burn::tensor::Tensor<1>) -> Result<Value, QuantityError> {
     let values = crate::snapshot::read_values(squared.sqrt())?;
     Ok(Value::List(values))
+}
+
+/// `ε` of a ratio's denominator must be a non-negative finite number.
+pub(crate) fn check_epsilon(quantity: &str, epsilon: f64) -> Result<(), CockpitError> {
+    if epsilon.is_finite() && epsilon >= 0.0 {
+        Ok(())
+    } else {
+        Err(invalid(
+            quantity,
+            format!("epsilon must be finite and ≥ 0, got {epsilon}"),
+        ))
+    }
+}
+
+/// [`CockpitError::InvalidSettings`] for `quantity`.
+pub(crate) fn invalid(quantity: &str, reason: String) -> CockpitError {
+    CockpitError::InvalidSettings {
+        quantity: quantity.to_string(),
+        reason,
+    }
+}
+
+/// A histogram axis needs at least one bin and a finite range `lo < hi`.
+pub(crate) fn check_axis(
+    quantity: &str,
+    axis: &str,
+    bins: usize,
+    (lo, hi): (f64, f64),
+) -> Result<(), CockpitError> {
+    if bins == 0 {
+        return Err(invalid(quantity, format!("{axis}needs at least one bin")));
+    }
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+        return Err(invalid(
+            quantity,
+            format!("{axis}range ({lo}, {hi}) must be finite with lo < hi"),
+        ));
+    }
+    Ok(())
+}
+
+/// Only one Monte-Carlo sample of the GGN diagonal is implemented (Cockpit's default).
+pub(crate) fn check_mc_samples(quantity: &str, mc_samples: usize) -> Result<(), CockpitError> {
+    if mc_samples == 1 {
+        Ok(())
+    } else {
+        Err(invalid(
+            quantity,
+            format!("mc_samples = {mc_samples}: only 1 Monte-Carlo sample is implemented"),
+        ))
+    }
 }

@@ -1,10 +1,12 @@
 //! Bin adaptation for the gradient histograms (Cockpit's `GradAbsMax` / `ParamAbsMax`).
 
+use std::str::FromStr;
+
 use burn::tensor::Tensor;
 
 use super::base::StepContext;
 use crate::snapshot::read_values;
-use crate::{QuantityError, Schedule};
+use crate::{CockpitError, QuantityError, Schedule};
 
 /// What a histogram axis adapts its range to, on its own schedule.
 ///
@@ -103,6 +105,101 @@ impl BinAdaptation {
     }
 }
 
+/// Splits `a, f(b, c), d` at its top-level commas.
+fn top_level_args(text: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut args) = (0i32, 0, Vec::new());
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    args.push(text[start..].trim());
+    args.retain(|a| !a.is_empty());
+    args
+}
+
+/// Parses Cockpit's adaptation calls as its logs and configs write them:
+/// `GradAbsMax(linear(1), padding=0.1, min_size=1e-6)` or `ParamAbsMax(…)`; the schedule
+/// (first, or `track_schedule=`) defaults to every step, `padding` to 0, `min_size` to 1e-6.
+///
+/// ```
+/// # use cockpit_quantities::quantity::BinAdaptation;
+/// let adapt: BinAdaptation = "GradAbsMax(linear(2), padding=0.1)".parse()?;
+/// assert!(matches!(adapt, BinAdaptation::GradAbsMax { padding, .. } if padding == 0.1));
+/// # Ok::<(), cockpit_quantities::CockpitError>(())
+/// ```
+impl FromStr for BinAdaptation {
+    type Err = CockpitError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        let bad = |why: String| CockpitError::InvalidSettings {
+            quantity: "bin adaptation".into(),
+            reason: format!("`{text}`: {why}"),
+        };
+        let (name, rest) = text
+            .split_once('(')
+            .ok_or_else(|| bad("expected `GradAbsMax(…)` or `ParamAbsMax(…)`".into()))?;
+        let inner = rest
+            .trim_end()
+            .strip_suffix(')')
+            .ok_or_else(|| bad("missing `)`".into()))?;
+        let (mut schedule, mut padding, mut min_size) = (Schedule::every_step(), 0.0, 1e-6);
+        for (position, arg) in top_level_args(inner).into_iter().enumerate() {
+            let (key, value) = match arg.split_once('=') {
+                Some((key, value)) if !key.contains('(') => (key.trim(), value.trim()),
+                _ if position == 0 => ("track_schedule", arg),
+                _ => return Err(bad(format!("unexpected argument `{arg}`"))),
+            };
+            let number = || {
+                value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "`{key}` must be a non-negative number, got `{value}`"
+                        ))
+                    })
+            };
+            match key {
+                "track_schedule" | "schedule" => schedule = value.parse()?,
+                "padding" => padding = number()?,
+                "min_size" => min_size = number()?,
+                "verbose" => {}
+                other => return Err(bad(format!("unknown argument `{other}`"))),
+            }
+        }
+        match name.trim() {
+            "GradAbsMax" => Ok(Self::GradAbsMax {
+                schedule,
+                padding,
+                min_size,
+            }),
+            "ParamAbsMax" => Ok(Self::ParamAbsMax {
+                schedule,
+                padding,
+                min_size,
+            }),
+            other => Err(bad(format!("unknown adaptation `{other}`"))),
+        }
+    }
+}
+
+/// Deserialises from the text [`BinAdaptation::from_str`] reads.
+impl<'de> serde::Deserialize<'de> for BinAdaptation {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// `torch.linspace(lo, hi, n)`: the first half from `lo`, the second half from `hi`.
 pub(crate) fn linspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if n < 2 {
@@ -132,5 +229,41 @@ mod tests {
         assert_eq!((edges[0], edges[20]), (-2.0, 2.0));
         assert_eq!(edges[1], -1.8);
         assert!((edges[10]).abs() < 1e-15);
+    }
+    #[test]
+    fn parses_cockpits_adaptation_calls() {
+        let a: BinAdaptation = "GradAbsMax(linear(1), padding=0.1, min_size=1e-6)"
+            .parse()
+            .unwrap();
+        let BinAdaptation::GradAbsMax {
+            schedule,
+            padding,
+            min_size,
+        } = a
+        else {
+            panic!("wrong kind")
+        };
+        assert_eq!((padding, min_size), (0.1, 1e-6));
+        assert!(schedule.is_active(0) && schedule.is_active(1));
+        let p: BinAdaptation = "ParamAbsMax(linear(3, 1), padding=0.2)".parse().unwrap();
+        let BinAdaptation::ParamAbsMax {
+            schedule,
+            padding,
+            min_size,
+        } = p
+        else {
+            panic!("wrong kind")
+        };
+        assert_eq!((padding, min_size), (0.2, 1e-6));
+        assert!(schedule.is_active(4) && !schedule.is_active(3));
+        for bad in [
+            "GradMax(linear(1))",
+            "GradAbsMax(linear(0))",
+            "GradAbsMax(linear(1), padding=-1)",
+            "GradAbsMax(linear(1), pad=0.1)",
+            "GradAbsMax linear(1)",
+        ] {
+            assert!(bad.parse::<BinAdaptation>().is_err(), "{bad}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! CABS.
 
 use super::base::{Quantity, StepContext, read_scalars, sum_over_params};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{OptimizerInfo, QuantityError, Schedule, Value};
 
@@ -40,9 +41,26 @@ pub(crate) fn plain_sgd_lr(ctx: &StepContext<'_>, quantity: &str) -> Result<f64,
     }
 }
 
+impl QuantityType for CABS {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "CABS",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            plain_sgd: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for CABS {
     fn name(&self) -> &str {
-        "CABS"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -70,5 +88,34 @@ impl Quantity for CABS {
             ctx.step,
             Value::Float(lr * (sum_sq - b * g2) / (b * ctx.loss)),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{close, two_samples};
+
+    /// Σ_j (Σ_n g²_{n,j} − B·g_j²) = (10 − 8) + (4 − 2) = 4; lr·4/(B·L) = 0.1·4/4.
+    #[test]
+    fn worked_example_and_refusal_of_momentum() {
+        let ids = [ParamId::new()];
+        let step = two_samples(&ids).with_optimizer(OptimizerInfo::sgd(0.1));
+        let mut q = CABS::new(Schedule::every_step());
+        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 0.1, 1e-12), "{v}");
+        let momentum = two_samples(&ids).with_optimizer(OptimizerInfo::sgd_momentum(0.1, 0.9));
+        assert!(matches!(
+            q.compute(&momentum.ctx()),
+            Err(QuantityError::Unsupported(_))
+        ));
+        assert!(matches!(
+            q.compute(&two_samples(&ids).ctx()),
+            Err(QuantityError::MissingInfo("optimizer"))
+        ));
     }
 }

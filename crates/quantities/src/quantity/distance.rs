@@ -1,6 +1,7 @@
 //! Distance.
 
 use super::base::{Quantity, StepContext, sqrt_list};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// Layer-wise L2 distance from the initial parameters, `‖θ_t^p − θ_0^p‖₂` (Cockpit's
@@ -30,9 +31,22 @@ impl Distance {
     }
 }
 
+impl QuantityType for Distance {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "Distance",
+        shape: ValueShape::PerParameter(Reduction::RootSumOfSquares),
+        needs: Needs::NOTHING,
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for Distance {
     fn name(&self) -> &str {
-        "Distance"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -52,5 +66,31 @@ impl Quantity for Distance {
             ));
         };
         Ok(Some((ctx.step, sqrt_list(ctx.params.sq_distances(init)?)?)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{TinyStep, close};
+
+    /// Measured from step 0's parameters, per parameter: ‖(3, 4)‖ = 5 at step 2.
+    #[test]
+    fn distance_from_the_first_step() {
+        let ids = [ParamId::new()];
+        let at =
+            |step, theta: &[f64]| TinyStep::new(step, &ids, &[theta], &[vec![vec![0.0, 0.0]]], 1.0);
+        let mut q = Distance::new(Schedule::steps([2]));
+        assert!(q.should_compute(0) && !q.should_compute(1));
+        assert_eq!(q.compute(&at(0, &[1.0, 1.0]).ctx()).unwrap(), None);
+        let Some((2, Value::List(d))) = q.compute(&at(2, &[4.0, 5.0]).ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(d[0], 5.0, 1e-12), "{d:?}");
+        // Without step 0 there is nothing to measure from.
+        let mut late = Distance::new(Schedule::steps([2]));
+        assert!(late.compute(&at(2, &[4.0, 5.0]).ctx()).is_err());
     }
 }

@@ -1,11 +1,13 @@
 //! EarlyStopping.
 
 use burn::tensor::Tensor;
+use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, needs_two, read_scalars};
+use super::base::{Quantity, StepContext, check_epsilon, needs_two, read_scalars};
 use super::cabs::plain_sgd_lr;
+use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
-use crate::{QuantityError, Schedule, Value};
+use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// The evidence-based early-stopping criterion (Mahsereci et al., 2017, eq. 7), Cockpit's
 /// `EarlyStopping`:
@@ -34,9 +36,47 @@ impl EarlyStopping {
     }
 }
 
+/// EarlyStopping's settings (Cockpit's keyword arguments).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EarlyStoppingSettings {
+    /// `ε` in the denominator (Cockpit: 1e-5).
+    pub epsilon: f64,
+}
+
+impl Default for EarlyStoppingSettings {
+    fn default() -> Self {
+        Self { epsilon: 1e-5 }
+    }
+}
+
+impl QuantityType for EarlyStopping {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "EarlyStopping",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            plain_sgd: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = EarlyStoppingSettings;
+
+    fn with_settings(schedule: Schedule, settings: EarlyStoppingSettings) -> Self {
+        Self {
+            epsilon: settings.epsilon,
+            ..Self::new(schedule)
+        }
+    }
+}
+
 impl Quantity for EarlyStopping {
     fn name(&self) -> &str {
-        "EarlyStopping"
+        Self::SPEC.name
+    }
+
+    fn check(&self) -> Result<(), CockpitError> {
+        check_epsilon(Self::SPEC.name, self.epsilon)
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -65,5 +105,37 @@ impl Quantity for EarlyStopping {
         let d = ctx.grads.numel() as f64;
         let value = needs_two(stats.batch_size, || 1.0 - b * total / d);
         Ok(Some((ctx.step, Value::Float(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::OptimizerInfo;
+    use crate::quantity::testing::{close, two_samples};
+
+    /// σ² = ((10 − 8)/1, (4 − 2)/1) = (2, 2): 1 − B·mean(4/2, 1/2) = 1 − 2·1.25 = −1.5 (with
+    /// ε = 0 to compare exactly).
+    #[test]
+    fn worked_example() {
+        let step = two_samples(&[ParamId::new()]).with_optimizer(OptimizerInfo::sgd(0.1));
+        let mut q = EarlyStopping::with_settings(
+            Schedule::every_step(),
+            EarlyStoppingSettings { epsilon: 0.0 },
+        );
+        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, -1.5, 1e-12), "{v}");
+        assert!(
+            EarlyStopping::with_settings(
+                Schedule::every_step(),
+                EarlyStoppingSettings { epsilon: f64::NAN }
+            )
+            .check()
+            .is_err()
+        );
     }
 }

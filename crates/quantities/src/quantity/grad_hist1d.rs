@@ -4,13 +4,15 @@ use burn::tensor::IndexingUpdateOp;
 use burn::tensor::{Int, Tensor};
 
 use rayon::prelude::*;
+use serde::Deserialize;
 
-use super::base::{Quantity, StepContext};
+use super::base::{Quantity, StepContext, check_axis};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::scratch::StepScratch;
+use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::snapshot::read_values;
-use crate::{Histogram1d, ParamEntry, QuantityError, Schedule, Value};
+use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Histogram of the individual gradient elements `g_{n,j}` (true per-sample gradients),
 /// Cockpit's `GradHist1d`: per parameter `torch.histc(clamp(g, lo, hi), bins, lo, hi)` (equal
@@ -49,7 +51,7 @@ impl GradHist1d {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: "GradHist1d".into(),
+            name: Self::SPEC.name.into(),
             bins: 100,
             range: (-2.0, 2.0),
             adapt: None,
@@ -57,13 +59,13 @@ impl GradHist1d {
         }
     }
 
-    /// Number of bins.
+    /// Number of bins (at least 1: [`Quantity::check`] refuses 0).
     pub fn with_bins(mut self, bins: usize) -> Self {
-        self.bins = bins.max(1);
+        self.bins = bins;
         self
     }
 
-    /// Initial range `(lo, hi)`.
+    /// Initial range `(lo, hi)`, finite with `lo < hi` ([`Quantity::check`]).
     pub fn with_range(mut self, lo: f64, hi: f64) -> Self {
         self.range = (lo, hi);
         self
@@ -225,9 +227,57 @@ pub(crate) fn count_into(
     counts.scatter(0, index, ones, IndexingUpdateOp::Add)
 }
 
+/// GradHist1d's settings (Cockpit's keyword arguments).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GradHist1dSettings {
+    /// Number of bins (Cockpit: 100).
+    pub bins: usize,
+    /// Initial range `[lo, hi]` (Cockpit: `[-2, 2]`).
+    pub range: (f64, f64),
+    /// Bin adaptation, as Cockpit writes it: `"GradAbsMax(linear(1), padding=0.1)"`.
+    pub adapt: Option<BinAdaptation>,
+}
+
+impl Default for GradHist1dSettings {
+    fn default() -> Self {
+        Self {
+            bins: 100,
+            range: (-2.0, 2.0),
+            adapt: None,
+        }
+    }
+}
+
+impl QuantityType for GradHist1d {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "GradHist1d",
+        shape: ValueShape::Histogram1d,
+        needs: Needs {
+            per_sample: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = GradHist1dSettings;
+
+    fn with_settings(schedule: Schedule, settings: GradHist1dSettings) -> Self {
+        let (lo, hi) = settings.range;
+        Self {
+            adapt: settings.adapt,
+            ..Self::new(schedule)
+                .with_bins(settings.bins)
+                .with_range(lo, hi)
+        }
+    }
+}
+
 impl Quantity for GradHist1d {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn check(&self) -> Result<(), CockpitError> {
+        check_axis(&self.name, "", self.bins, self.range)
     }
 
     fn should_compute(&self, step: usize) -> bool {

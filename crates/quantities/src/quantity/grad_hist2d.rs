@@ -1,14 +1,16 @@
 //! GradHist2d.
 
 use burn::tensor::{Int, Tensor};
+use serde::Deserialize;
 
-use super::base::{Quantity, StepContext};
+use super::base::{Quantity, StepContext, check_axis};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::grad_hist1d::{count_in_parallel, count_into};
 use super::scratch::StepScratch;
+use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::snapshot::read_values;
-use crate::{Histogram2d, ParamEntry, QuantityError, Schedule, Value};
+use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Joint histogram of individual gradient elements `g_{n,j}` (x) and the value of the same
 /// parameter element `θ_j` (y, broadcast over the batch), Cockpit's `GradHist2d`: both clamped
@@ -45,7 +47,7 @@ impl GradHist2d {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: "GradHist2d".into(),
+            name: Self::SPEC.name.into(),
             bins: (40, 50),
             range: ((-1.0, 1.0), (-2.0, 2.0)),
             adapt: (None, None),
@@ -56,7 +58,7 @@ impl GradHist2d {
 
     /// Bins along x (gradients) and y (parameters).
     pub fn with_bins(mut self, x: usize, y: usize) -> Self {
-        self.bins = (x.max(1), y.max(1));
+        self.bins = (x, y);
         self
     }
 
@@ -165,9 +167,60 @@ fn axis_index(v: Tensor<2>, (lo, hi): (f64, f64), bins: usize) -> Tensor<2, Int>
         .clamp(0, bins as i64 - 1)
 }
 
+/// GradHist2d's settings (Cockpit's keyword arguments).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GradHist2dSettings {
+    /// Bins along x (gradient elements) and y (parameters) (Cockpit: `[40, 50]`).
+    pub bins: (usize, usize),
+    /// Initial ranges (Cockpit: `[[-1, 1], [-2, 2]]`).
+    pub range: ((f64, f64), (f64, f64)),
+    /// Bin adaptation per axis, as Cockpit writes it (`null` for none).
+    pub adapt: Option<(Option<BinAdaptation>, Option<BinAdaptation>)>,
+    /// Also keep one histogram per parameter.
+    pub keep_individual: bool,
+}
+
+impl Default for GradHist2dSettings {
+    fn default() -> Self {
+        Self {
+            bins: (40, 50),
+            range: ((-1.0, 1.0), (-2.0, 2.0)),
+            adapt: None,
+            keep_individual: false,
+        }
+    }
+}
+
+impl QuantityType for GradHist2d {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "GradHist2d",
+        shape: ValueShape::Histogram2d,
+        needs: Needs {
+            per_sample: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = GradHist2dSettings;
+
+    fn with_settings(schedule: Schedule, settings: GradHist2dSettings) -> Self {
+        let (x, y) = settings.adapt.unwrap_or_default();
+        Self::new(schedule)
+            .with_bins(settings.bins.0, settings.bins.1)
+            .with_range(settings.range.0, settings.range.1)
+            .with_adaptation(x, y)
+            .keep_individual(settings.keep_individual)
+    }
+}
+
 impl Quantity for GradHist2d {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn check(&self) -> Result<(), CockpitError> {
+        check_axis(&self.name, "x axis: ", self.bins.0, self.range.0)?;
+        check_axis(&self.name, "y axis: ", self.bins.1, self.range.1)
     }
 
     fn should_compute(&self, step: usize) -> bool {

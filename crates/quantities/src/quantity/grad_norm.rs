@@ -1,6 +1,7 @@
 //! GradNorm.
 
 use super::base::{Quantity, StepContext, sqrt_list};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// Layer-wise gradient norms `‖∇_p L(θ_t)‖₂`, one per parameter (Cockpit's `GradNorm`).
@@ -20,9 +21,22 @@ impl GradNorm {
     }
 }
 
+impl QuantityType for GradNorm {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "GradNorm",
+        shape: ValueShape::PerParameter(Reduction::RootSumOfSquares),
+        needs: Needs::NOTHING,
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for GradNorm {
     fn name(&self) -> &str {
-        "GradNorm"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -31,5 +45,34 @@ impl Quantity for GradNorm {
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         Ok(Some((ctx.step, sqrt_list(ctx.grads.sq_norms())?)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{TinyStep, close};
+
+    /// One norm per parameter: ‖(3, 4)‖ = 5, ‖(−12)‖ = 12.
+    #[test]
+    fn per_parameter_norms() {
+        let ids = [ParamId::new(), ParamId::new()];
+        let step = TinyStep::new(
+            0,
+            &ids,
+            &[&[0.0, 0.0], &[0.0]],
+            &[vec![vec![3.0, 4.0], vec![-12.0]]],
+            1.0,
+        );
+        let mut q = GradNorm::new(Schedule::every_step());
+        let Some((0, Value::List(norms))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(
+            close(norms[0], 5.0, 1e-12) && close(norms[1], 12.0, 1e-12),
+            "{norms:?}"
+        );
     }
 }

@@ -3,11 +3,13 @@
 use std::collections::BTreeMap;
 
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
+use serde::Deserialize;
 
-use super::base::{Quantity, StepContext};
+use super::base::{Quantity, StepContext, invalid};
+use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::curvature::random::SplitMix;
 use crate::curvature::{EigenEstimate, Target, lanczos_for, power_iteration};
-use crate::{ParamEntry, QuantityError, Schedule, Snapshot, Value};
+use crate::{CockpitError, ParamEntry, QuantityError, Schedule, Snapshot, Value};
 
 /// How HessMaxEV finds the eigenvalue.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,7 +66,7 @@ impl HessMaxEV {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: "HessMaxEV".into(),
+            name: Self::SPEC.name.into(),
             method: EigenMethod::Power {
                 rtol: 1e-3,
                 atol: 1e-6,
@@ -133,9 +135,75 @@ impl HessMaxEV {
     }
 }
 
+/// HessMaxEV's settings.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HessMaxEVSettings {
+    /// `true` (default): Cockpit's power iteration. `false`: the largest algebraic eigenvalue,
+    /// converged, as Cockpit's `use_power=False` (scipy's `eigsh(k=1, which="LA")`), by Lanczos.
+    pub use_power: bool,
+}
+
+impl Default for HessMaxEVSettings {
+    fn default() -> Self {
+        Self { use_power: true }
+    }
+}
+
+impl QuantityType for HessMaxEV {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "HessMaxEV",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            curvature: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = HessMaxEVSettings;
+
+    fn with_settings(schedule: Schedule, settings: HessMaxEVSettings) -> Self {
+        let quantity = Self::new(schedule);
+        if settings.use_power {
+            quantity
+        } else {
+            quantity.with_method(EigenMethod::Lanczos {
+                tol: 1e-9,
+                max_products: 200,
+                target: Target::LargestAlgebraic,
+            })
+        }
+    }
+}
+
 impl Quantity for HessMaxEV {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn check(&self) -> Result<(), CockpitError> {
+        let (tolerances, max_products) = match self.method {
+            EigenMethod::Power {
+                rtol,
+                atol,
+                max_products,
+            } => ([rtol, atol], max_products),
+            EigenMethod::Lanczos {
+                tol, max_products, ..
+            } => ([tol, 0.0], max_products),
+        };
+        if max_products == 0 {
+            return Err(invalid(
+                &self.name,
+                "max_products must be at least 1".into(),
+            ));
+        }
+        if tolerances.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
+            return Err(invalid(
+                &self.name,
+                format!("tolerances must be finite and ≥ 0, got {:?}", self.method),
+            ));
+        }
+        Ok(())
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -191,5 +259,47 @@ impl Quantity for HessMaxEV {
             ));
         }
         Ok(Some((ctx.step, Value::Float(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{TinyStep, close};
+
+    /// Hessian diag(2, −5, 1): the largest magnitude is −5 (power iteration); the largest
+    /// algebraic is 2 (`use_power = false`).
+    #[test]
+    fn dominant_eigenvalues_of_a_diagonal_hessian() {
+        let ids = [ParamId::new()];
+        let step = TinyStep::new(
+            0,
+            &ids,
+            &[&[0.0, 0.0, 0.0]],
+            &[vec![vec![0.0, 0.0, 0.0]]],
+            1.0,
+        )
+        .with_curvature(vec![vec![2.0, -5.0, 1.0]]);
+        let mut power = HessMaxEV::new(Schedule::every_step());
+        let Some((0, Value::Float(v))) = power.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, -5.0, 1e-2), "{v}");
+        let mut largest = HessMaxEV::with_settings(
+            Schedule::every_step(),
+            HessMaxEVSettings { use_power: false },
+        );
+        let Some((0, Value::Float(v))) = largest.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 2.0, 1e-6), "{v}"); // float32 tensors
+        let zero_budget = HessMaxEV::new(Schedule::every_step()).with_method(EigenMethod::Power {
+            rtol: 1e-3,
+            atol: 1e-6,
+            max_products: 0,
+        });
+        assert!(zero_budget.check().is_err());
     }
 }

@@ -1,8 +1,11 @@
 //! HessTrace.
 
-use super::base::{Quantity, StepContext, read_scalars};
+use serde::Deserialize;
+
+use super::base::{Quantity, StepContext, check_mc_samples, read_scalars};
+use super::spec::{Needs, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::curvature::DiagonalKind;
-use crate::{QuantityError, Schedule, Value};
+use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// The trace of the curvature, per parameter: `[Σ_j diag(p)_j for each p]` (Cockpit's
 /// `HessTrace`), with the exact Hessian diagonal by default (`diag_h`) or the exact or
@@ -16,6 +19,7 @@ pub struct HessTrace {
     schedule: Schedule,
     name: String,
     curvature: DiagonalKind,
+    mc_samples: usize,
 }
 
 impl HessTrace {
@@ -23,8 +27,9 @@ impl HessTrace {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: "HessTrace".into(),
+            name: Self::SPEC.name.into(),
             curvature: DiagonalKind::Hessian,
+            mc_samples: 1,
         }
     }
 
@@ -41,9 +46,51 @@ impl HessTrace {
     }
 }
 
+/// HessTrace's settings (Cockpit's keyword arguments).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HessTraceSettings {
+    /// Which diagonal: `"diag_h"` (default), `"diag_ggn_exact"` or `"diag_ggn_mc"`.
+    pub curvature: DiagonalKind,
+    /// Monte-Carlo samples of `diag_ggn_mc`; only 1 (Cockpit's default) is implemented.
+    pub mc_samples: usize,
+}
+
+impl Default for HessTraceSettings {
+    fn default() -> Self {
+        Self {
+            curvature: DiagonalKind::Hessian,
+            mc_samples: 1,
+        }
+    }
+}
+
+impl QuantityType for HessTrace {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "HessTrace",
+        shape: ValueShape::PerParameter(Reduction::Sum),
+        needs: Needs {
+            curvature: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = HessTraceSettings;
+
+    fn with_settings(schedule: Schedule, settings: HessTraceSettings) -> Self {
+        Self {
+            mc_samples: settings.mc_samples,
+            ..Self::new(schedule).with_curvature(settings.curvature)
+        }
+    }
+}
+
 impl Quantity for HessTrace {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn check(&self) -> Result<(), CockpitError> {
+        check_mc_samples(&self.name, self.mc_samples)
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -58,5 +105,44 @@ impl Quantity for HessTrace {
         let diagonal = ctx.curvature()?.diagonal(ctx.params, self.curvature)?;
         let traces = read_scalars(diagonal.into_iter().map(|d| d.sum()).collect())?;
         Ok(Some((ctx.step, Value::List(traces))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{TinyStep, close};
+
+    /// A quadratic with Hessian diag(2, 3 | −1): traces per parameter 5 and −1.
+    #[test]
+    fn per_parameter_traces() {
+        let ids = [ParamId::new(), ParamId::new()];
+        let step = TinyStep::new(
+            0,
+            &ids,
+            &[&[0.0, 0.0], &[0.0]],
+            &[vec![vec![0.0, 0.0], vec![0.0]]],
+            1.0,
+        )
+        .with_curvature(vec![vec![2.0, 3.0], vec![-1.0]]);
+        let mut q = HessTrace::new(Schedule::every_step());
+        let Some((0, Value::List(t))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(t[0], 5.0, 1e-12) && close(t[1], -1.0, 1e-12), "{t:?}");
+        // Without a curvature source the step info lacks what HessTrace needs.
+        let bare = TinyStep::new(
+            0,
+            &ids,
+            &[&[0.0, 0.0], &[0.0]],
+            &[vec![vec![0.0, 0.0], vec![0.0]]],
+            1.0,
+        );
+        assert!(matches!(
+            q.compute(&bare.ctx()),
+            Err(QuantityError::MissingInfo(_))
+        ));
     }
 }

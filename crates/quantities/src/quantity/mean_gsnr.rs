@@ -1,10 +1,12 @@
 //! MeanGSNR.
 
 use burn::tensor::Tensor;
+use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, read_scalars};
+use super::base::{Quantity, StepContext, check_epsilon, read_scalars};
+use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
-use crate::{QuantityError, Schedule, Value};
+use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// The mean gradient signal-to-noise ratio (Liu et al., 2020), Cockpit's `MeanGSNR`:
 ///
@@ -31,9 +33,46 @@ impl MeanGSNR {
     }
 }
 
+/// MeanGSNR's settings (Cockpit's keyword arguments).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MeanGSNRSettings {
+    /// `ε` in the denominator (Cockpit: 1e-5).
+    pub epsilon: f64,
+}
+
+impl Default for MeanGSNRSettings {
+    fn default() -> Self {
+        Self { epsilon: 1e-5 }
+    }
+}
+
+impl QuantityType for MeanGSNR {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "MeanGSNR",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = MeanGSNRSettings;
+
+    fn with_settings(schedule: Schedule, settings: MeanGSNRSettings) -> Self {
+        Self {
+            epsilon: settings.epsilon,
+            ..Self::new(schedule)
+        }
+    }
+}
+
 impl Quantity for MeanGSNR {
     fn name(&self) -> &str {
-        "MeanGSNR"
+        Self::SPEC.name
+    }
+
+    fn check(&self) -> Result<(), CockpitError> {
+        check_epsilon(Self::SPEC.name, self.epsilon)
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -60,5 +99,25 @@ impl Quantity for MeanGSNR {
         let total: f64 = read_scalars(parts)?.iter().sum();
         let value = total / ctx.grads.numel() as f64;
         Ok(Some((ctx.step, Value::Float(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{close, two_samples};
+
+    /// S = (10/2, 4/2) = (5, 2), S − g² = (1, 1): mean(4/1, 1/1) = 2.5 (ε = 0).
+    #[test]
+    fn worked_example() {
+        let step = two_samples(&[ParamId::new()]);
+        let mut q =
+            MeanGSNR::with_settings(Schedule::every_step(), MeanGSNRSettings { epsilon: 0.0 });
+        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 2.5, 1e-12), "{v}");
     }
 }

@@ -12,10 +12,14 @@ mod grad_norm;
 mod gradient_tests;
 mod hess_max_ev;
 mod hess_trace;
+mod kind;
 mod loss;
 mod mean_gsnr;
 mod parameters;
 mod scratch;
+mod spec;
+#[cfg(test)]
+mod testing;
 mod tic_diag;
 mod time;
 mod update_size;
@@ -27,15 +31,41 @@ pub use bin_adaptation::BinAdaptation;
 pub use cabs::CABS;
 pub use distance::Distance;
 pub use early_stopping::EarlyStopping;
-pub use grad_hist1d::GradHist1d;
-pub use grad_hist2d::GradHist2d;
+pub use early_stopping::EarlyStoppingSettings;
+pub use grad_hist1d::{GradHist1d, GradHist1dSettings};
+pub use grad_hist2d::{GradHist2d, GradHist2dSettings};
 pub use grad_norm::GradNorm;
 pub use gradient_tests::{InnerTest, NormTest, OrthoTest};
-pub use hess_max_ev::{EigenMethod, HessMaxEV};
-pub use hess_trace::HessTrace;
+pub use hess_max_ev::{EigenMethod, HessMaxEV, HessMaxEVSettings};
+pub use hess_trace::{HessTrace, HessTraceSettings};
 pub use loss::Loss;
-pub use mean_gsnr::MeanGSNR;
+pub use mean_gsnr::{MeanGSNR, MeanGSNRSettings};
 pub use parameters::{ParamView, Parameters};
-pub use tic_diag::{TICDiag, TICTrace};
+pub use spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
+pub use tic_diag::{TICDiag, TICTrace, TicSettings};
 pub use time::Time;
 pub use update_size::UpdateSize;
+
+// The one list of quantities: `QuantityKind::Name => Type`, alphabetical. A new quantity is
+// its own file (the type, its `Quantity` and `QuantityType` impls) and one line here.
+kind::kinds! {
+    Alpha => Alpha,
+    CABS => CABS,
+    Distance => Distance,
+    EarlyStopping => EarlyStopping,
+    GradHist1d => GradHist1d,
+    GradHist2d => GradHist2d,
+    GradNorm => GradNorm,
+    HessMaxEV => HessMaxEV,
+    HessTrace => HessTrace,
+    InnerTest => InnerTest,
+    Loss => Loss,
+    MeanGSNR => MeanGSNR,
+    NormTest => NormTest,
+    OrthoTest => OrthoTest,
+    Parameters => Parameters,
+    TICDiag => TICDiag,
+    TICTrace => TICTrace,
+    Time => Time,
+    UpdateSize => UpdateSize,
+}

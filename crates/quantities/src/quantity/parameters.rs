@@ -5,6 +5,7 @@ use std::sync::Arc;
 use burn::tensor::Tensor;
 
 use super::base::{Quantity, StepContext};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::snapshot::read_values;
 use crate::{HostArray, ParamEntry, QuantityError, Schedule, Value};
 
@@ -54,9 +55,22 @@ impl Parameters {
     }
 }
 
+impl QuantityType for Parameters {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "Parameters",
+        shape: ValueShape::Arrays,
+        needs: Needs::NOTHING,
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for Parameters {
     fn name(&self) -> &str {
-        "Parameters"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -82,5 +96,32 @@ impl Quantity for Parameters {
             offset += n;
         }
         Ok(Some((ctx.step, Value::Arrays(arrays))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::TinyStep;
+
+    #[test]
+    fn arrays_are_the_parameters_in_their_shapes() {
+        let ids = [ParamId::new(), ParamId::new()];
+        let step = TinyStep::new(
+            0,
+            &ids,
+            &[&[0.5, -1.0], &[2.0]],
+            &[vec![vec![0.0, 0.0], vec![0.0]]],
+            1.0,
+        );
+        let mut q = Parameters::new(Schedule::every_step());
+        let Some((0, Value::Arrays(arrays))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert_eq!(arrays.len(), 2);
+        assert_eq!(arrays[0].data, vec![0.5, -1.0]);
+        assert_eq!(arrays[1].shape, vec![1]);
     }
 }

@@ -2,10 +2,13 @@
 
 use burn::tensor::Tensor;
 
-use super::base::{Quantity, StepContext, read_scalars};
+use serde::Deserialize;
+
+use super::base::{Quantity, StepContext, check_epsilon, check_mc_samples, read_scalars};
+use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::curvature::DiagonalKind;
 use crate::persample::PerSampleNeeds;
-use crate::{QuantityError, Schedule, Value};
+use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// Takeuchi's information criterion with a diagonal curvature (Thomas et al., 2019),
 /// Cockpit's `TICDiag`: `Σ_j S_j / (h_j + ε)`, with `S_j = (1/B) Σ_n g_{n,j}²` the uncentred
@@ -22,6 +25,7 @@ pub struct TICDiag {
     name: String,
     curvature: DiagonalKind,
     epsilon: f64,
+    mc_samples: usize,
 }
 
 /// TIC with the trace of the curvature (Cockpit's `TICTrace`): `Σ_j S_j / (Σ_j h_j + ε)`.
@@ -35,6 +39,29 @@ pub struct TICTrace {
     name: String,
     curvature: DiagonalKind,
     epsilon: f64,
+    mc_samples: usize,
+}
+
+/// TICDiag's and TICTrace's settings (Cockpit's keyword arguments).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TicSettings {
+    /// Which diagonal: `"diag_h"` (default), `"diag_ggn_exact"` or `"diag_ggn_mc"`.
+    pub curvature: DiagonalKind,
+    /// Monte-Carlo samples of `diag_ggn_mc`; only 1 (Cockpit's default) is implemented.
+    pub mc_samples: usize,
+    /// `ε` added to the curvature (Cockpit: 1e-7).
+    pub epsilon: f64,
+}
+
+impl Default for TicSettings {
+    fn default() -> Self {
+        Self {
+            curvature: DiagonalKind::Hessian,
+            mc_samples: 1,
+            epsilon: 1e-7,
+        }
+    }
 }
 
 macro_rules! tic_builders {
@@ -47,6 +74,7 @@ macro_rules! tic_builders {
                     name: $name.into(),
                     curvature: DiagonalKind::Hessian,
                     epsilon: 1e-7,
+                    mc_samples: 1,
                 }
             }
 
@@ -60,6 +88,28 @@ macro_rules! tic_builders {
             pub fn with_name(mut self, name: impl Into<String>) -> Self {
                 self.name = name.into();
                 self
+            }
+        }
+
+        impl QuantityType for $t {
+            const SPEC: QuantitySpec = QuantitySpec {
+                name: $name,
+                shape: ValueShape::Scalar,
+                needs: Needs {
+                    per_sample: true,
+                    curvature: true,
+                    ..Needs::NOTHING
+                },
+            };
+            type Settings = TicSettings;
+
+            fn with_settings(schedule: Schedule, settings: TicSettings) -> Self {
+                Self {
+                    curvature: settings.curvature,
+                    epsilon: settings.epsilon,
+                    mc_samples: settings.mc_samples,
+                    ..Self::new(schedule)
+                }
             }
         }
     };
@@ -98,6 +148,11 @@ impl Quantity for TICDiag {
         &self.name
     }
 
+    fn check(&self) -> Result<(), CockpitError> {
+        check_mc_samples(&self.name, self.mc_samples)?;
+        check_epsilon(&self.name, self.epsilon)
+    }
+
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step)
     }
@@ -124,6 +179,11 @@ impl Quantity for TICTrace {
         &self.name
     }
 
+    fn check(&self) -> Result<(), CockpitError> {
+        check_mc_samples(&self.name, self.mc_samples)?;
+        check_epsilon(&self.name, self.epsilon)
+    }
+
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step)
     }
@@ -145,5 +205,33 @@ impl Quantity for TICTrace {
             ctx.step,
             Value::Float(second / (trace + self.epsilon)),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{close, two_samples};
+
+    /// S = (10/2, 4/2) = (5, 2) and h = (2, 4): TICDiag 5/2 + 2/4 = 3, TICTrace 7/6 (ε = 0).
+    #[test]
+    fn worked_example() {
+        let step = two_samples(&[ParamId::new()]).with_curvature(vec![vec![2.0, 4.0]]);
+        let settings = TicSettings {
+            epsilon: 0.0,
+            ..TicSettings::default()
+        };
+        let mut diag = TICDiag::with_settings(Schedule::every_step(), settings);
+        let Some((0, Value::Float(v))) = diag.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 3.0, 1e-12), "{v}");
+        let mut trace = TICTrace::with_settings(Schedule::every_step(), settings);
+        let Some((0, Value::Float(v))) = trace.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 7.0 / 6.0, 1e-12), "{v}");
     }
 }

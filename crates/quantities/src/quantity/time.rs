@@ -3,6 +3,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::base::{Quantity, StepContext};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// Wall-clock time when the step was tracked, in seconds since the Unix epoch (Cockpit's
@@ -23,9 +24,22 @@ impl Time {
     }
 }
 
+impl QuantityType for Time {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "Time",
+        shape: ValueShape::Scalar,
+        needs: Needs::NOTHING,
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for Time {
     fn name(&self) -> &str {
-        "Time"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -38,5 +52,28 @@ impl Quantity for Time {
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
         Ok(Some((ctx.step, Value::Float(now))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::two_samples;
+
+    #[test]
+    fn wall_clock_seconds_do_not_go_back() {
+        let step = two_samples(&[ParamId::new()]);
+        let mut q = Time::new(Schedule::every_step());
+        let read = |q: &mut Time| match q.compute(&step.ctx()).unwrap() {
+            Some((0, Value::Float(t))) => t,
+            other => panic!("{other:?}"),
+        };
+        let (first, second) = (read(&mut q), read(&mut q));
+        assert!(
+            first.is_finite() && first > 0.0 && second >= first,
+            "{first} {second}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! UpdateSize.
 
 use super::base::{Quantity, StepContext, sqrt_list};
+use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// Layer-wise size of the optimizer's update, `‖θ_{t+1}^p − θ_t^p‖₂` (Cockpit's `UpdateSize`).
@@ -29,9 +30,25 @@ impl UpdateSize {
     }
 }
 
+impl QuantityType for UpdateSize {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "UpdateSize",
+        shape: ValueShape::PerParameter(Reduction::RootSumOfSquares),
+        needs: Needs {
+            next_step: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for UpdateSize {
     fn name(&self) -> &str {
-        "UpdateSize"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -52,5 +69,28 @@ impl Quantity for UpdateSize {
             self.start = Some((ctx.step, ctx.params.clone()));
         }
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{TinyStep, close};
+
+    /// ‖θ_{t+1} − θ_t‖ per parameter, stored under step t.
+    #[test]
+    fn update_stored_under_its_start() {
+        let ids = [ParamId::new()];
+        let at =
+            |step, theta: &[f64]| TinyStep::new(step, &ids, &[theta], &[vec![vec![0.0, 0.0]]], 1.0);
+        let mut q = UpdateSize::new(Schedule::steps([3]));
+        assert!(q.should_compute(3) && q.should_compute(4) && !q.should_compute(5));
+        assert_eq!(q.compute(&at(3, &[1.0, 1.0]).ctx()).unwrap(), None);
+        let Some((3, Value::List(u))) = q.compute(&at(4, &[1.6, 0.2]).ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(u[0], 1.0, 1e-12), "{u:?}");
     }
 }

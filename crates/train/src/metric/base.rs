@@ -12,15 +12,22 @@ pub enum MetricForm {
 }
 
 impl MetricForm {
-    /// The form burn shows `kind` in.
+    /// The form burn shows `kind` in: numeric for scalars and per-parameter lists, text for
+    /// the rest (by the quantity's [`ValueShape`](cockpit_quantities::quantity::ValueShape)).
     pub fn of(kind: QuantityKind) -> Self {
-        match kind {
-            QuantityKind::GradHist1d | QuantityKind::GradHist2d | QuantityKind::Parameters => {
-                Self::Text
-            }
-            _ => Self::Numeric,
+        if kind.spec().shape.is_numeric() {
+            Self::Numeric
+        } else {
+            Self::Text
         }
     }
+}
+
+/// Where the epoch-writing metric reports burn's epoch ends (with the learning rate burn
+/// last reported): the only thing a metric can ask of the adapter besides reading values.
+pub(crate) trait EpochSink: Send + Sync {
+    /// burn ended an epoch.
+    fn end_epoch(&self, learning_rate: Option<f64>);
 }
 
 /// The metric's name in burn (unique among a run's metrics; `Cockpit Loss` does not collide

@@ -4,6 +4,7 @@ mod base;
 mod numeric;
 mod text;
 
+pub(crate) use base::EpochSink;
 pub use base::{MetricForm, metric_name, numeric_value, text_value};
 pub use numeric::CockpitMetric;
 pub use text::CockpitTextMetric;

@@ -9,8 +9,8 @@ use burn::train::metric::{
     SerializedEntry,
 };
 
-use super::base::{metric_name, numeric_value};
-use crate::CockpitLearner;
+use super::base::{EpochSink, metric_name, numeric_value};
+use crate::board::Board;
 
 /// A Cockpit quantity as a numeric burn-train metric (`Cockpit GradNorm`, …).
 ///
@@ -20,29 +20,32 @@ use crate::CockpitLearner;
 /// the schedule, or not computable) log nothing. The Cockpit log keeps every value under its
 /// own step. The epoch value is the mean of the epoch's values.
 ///
-/// Made only by [`CockpitLearner::register`], which registers it on the training split.
+/// Made only by [`CockpitLearner::register`](crate::CockpitLearner::register), which
+/// registers it on the training split.
 #[derive(Clone)]
 pub struct CockpitMetric {
     key: String,
     name: MetricName,
-    cockpit: CockpitLearner,
+    board: Arc<Board>,
+    /// Set on the one metric that reports epoch ends.
+    epoch: Option<Arc<dyn EpochSink>>,
+    learning_rate: Option<f64>,
     state: NumericMetricState,
     updates: usize,
     current: Option<f64>,
-    first: bool,
 }
 
 impl CockpitMetric {
-    pub(crate) fn new(key: String, cockpit: CockpitLearner) -> Self {
-        let first = cockpit.claim_epoch_duty();
+    pub(crate) fn new(key: String, board: Arc<Board>, epoch: Option<Arc<dyn EpochSink>>) -> Self {
         Self {
             name: Arc::new(metric_name(&key)),
             key,
-            cockpit,
+            board,
+            epoch,
+            learning_rate: None,
             state: NumericMetricState::default(),
             updates: 0,
             current: None,
-            first,
         }
     }
 
@@ -79,13 +82,12 @@ impl Metric for CockpitMetric {
         metadata: &MetricMetadata,
     ) -> Result<SerializedEntry, TensorReadError> {
         self.updates += 1;
-        if self.first {
-            self.cockpit
-                .note_lr(metadata.lr.as_ref().map(|lr| lr.base()));
+        if let Some(lr) = &metadata.lr {
+            self.learning_rate = Some(lr.base());
         }
         self.current = self
-            .cockpit
-            .take_value(self.updates, &self.key)
+            .board
+            .take(self.updates, &self.key)
             .and_then(|(_, value)| numeric_value(&self.key, &value));
         Ok(match self.current {
             Some(value) => {
@@ -97,8 +99,8 @@ impl Metric for CockpitMetric {
     }
 
     fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
-        if self.first {
-            self.cockpit.end_epoch();
+        if let Some(epoch) = &self.epoch {
+            epoch.end_epoch(self.learning_rate);
         }
         Ok(self.state.compute_final(self.format()))
     }

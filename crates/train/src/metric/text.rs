@@ -6,28 +6,29 @@ use burn::tensor::TensorReadError;
 use burn::train::metric::{Metric, MetricMetadata, MetricName, SerializedEntry};
 
 use super::base::{metric_name, text_value};
-use crate::CockpitLearner;
+use crate::board::Board;
 
 /// A Cockpit histogram (GradHist1d, GradHist2d) as a text burn-train metric: one line per
 /// tracked step with the range, the count and a bar per bin. The histogram itself is in the
 /// Cockpit log.
 ///
-/// Made only by [`CockpitLearner::register`], which registers it on the training split.
+/// Made only by [`CockpitLearner::register`](crate::CockpitLearner::register), which
+/// registers it on the training split.
 #[derive(Clone)]
 pub struct CockpitTextMetric {
     key: String,
     name: MetricName,
-    cockpit: CockpitLearner,
+    board: Arc<Board>,
     updates: usize,
     last: Option<String>,
 }
 
 impl CockpitTextMetric {
-    pub(crate) fn new(key: String, cockpit: CockpitLearner) -> Self {
+    pub(crate) fn new(key: String, board: Arc<Board>) -> Self {
         Self {
             name: Arc::new(metric_name(&key)),
             key,
-            cockpit,
+            board,
             updates: 0,
             last: None,
         }
@@ -54,7 +55,7 @@ impl Metric for CockpitTextMetric {
         _metadata: &MetricMetadata,
     ) -> Result<SerializedEntry, TensorReadError> {
         self.updates += 1;
-        Ok(match self.cockpit.take_value(self.updates, &self.key) {
+        Ok(match self.board.take(self.updates, &self.key) {
             Some((step, value)) => {
                 let text = format!("step {step} {}", text_value(&value));
                 self.last = Some(text.clone());

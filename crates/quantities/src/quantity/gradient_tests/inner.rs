@@ -2,6 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The inner-product test (Bollapragada et al., 2017), Cockpit's `InnerTest`: with
@@ -27,9 +28,25 @@ impl InnerTest {
     }
 }
 
+impl QuantityType for InnerTest {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "InnerTest",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for InnerTest {
     fn name(&self) -> &str {
-        "InnerTest"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -55,5 +72,24 @@ impl Quantity for InnerTest {
             ((pi_sq - b * g2 * g2) / ((b - 1.0) * b * g2 * g2)).sqrt()
         });
         Ok(Some((ctx.step, Value::Float(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{close, two_samples};
+
+    /// π = (4, 6), ‖g‖² = 5: Σ (π_n − 5)² = 2 over (B−1)·B·‖g‖⁴ = 50: √0.04 = 0.2.
+    #[test]
+    fn worked_example() {
+        let step = two_samples(&[ParamId::new()]);
+        let mut q = InnerTest::new(Schedule::every_step());
+        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 0.2, 1e-12), "{v}");
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The norm test (Byrd et al., 2012), Cockpit's `NormTest`:
@@ -27,9 +28,25 @@ impl NormTest {
     }
 }
 
+impl QuantityType for NormTest {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "NormTest",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for NormTest {
     fn name(&self) -> &str {
-        "NormTest"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -55,5 +72,41 @@ impl Quantity for NormTest {
             ((sum_sq - b * g2) / ((b - 1.0) * b * g2)).sqrt()
         });
         Ok(Some((ctx.step, Value::Float(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{TinyStep, close, two_samples};
+
+    /// Σ_n ‖g_n − g‖² = 2 + 2, over (B−1)·B·‖g‖² = 10: √0.4.
+    #[test]
+    fn worked_example() {
+        let step = two_samples(&[ParamId::new()]);
+        let mut q = NormTest::new(Schedule::every_step());
+        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 0.4f64.sqrt(), 1e-12), "{v}");
+    }
+
+    /// Identical samples: no noise, the test is 0. One sample: undefined, NaN.
+    #[test]
+    fn identical_samples_and_a_single_sample() {
+        let ids = [ParamId::new()];
+        let same = TinyStep::new(0, &ids, &[&[0.0]], &[vec![vec![2.0]], vec![vec![2.0]]], 1.0);
+        let mut q = NormTest::new(Schedule::every_step());
+        assert_eq!(
+            q.compute(&same.ctx()).unwrap(),
+            Some((0, Value::Float(0.0)))
+        );
+        let one = TinyStep::new(0, &ids, &[&[0.0]], &[vec![vec![2.0]]], 1.0);
+        let Some((0, Value::Float(v))) = q.compute(&one.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(v.is_nan());
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The orthogonality test (Bollapragada et al., 2017), Cockpit's `OrthoTest`: with
@@ -28,9 +29,25 @@ impl OrthoTest {
     }
 }
 
+impl QuantityType for OrthoTest {
+    const SPEC: QuantitySpec = QuantitySpec {
+        name: "OrthoTest",
+        shape: ValueShape::Scalar,
+        needs: Needs {
+            per_sample: true,
+            ..Needs::NOTHING
+        },
+    };
+    type Settings = NoSettings;
+
+    fn with_settings(schedule: Schedule, _: NoSettings) -> Self {
+        Self::new(schedule)
+    }
+}
+
 impl Quantity for OrthoTest {
     fn name(&self) -> &str {
-        "OrthoTest"
+        Self::SPEC.name
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -62,5 +79,25 @@ impl Quantity for OrthoTest {
             ((sum_sq - pi_sq / g2) / ((b - 1.0) * b * g2)).sqrt()
         });
         Ok(Some((ctx.step, Value::Float(value))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+
+    use super::*;
+    use crate::quantity::testing::{close, two_samples};
+
+    /// g₁ − (4/5)g = (−0.6, 1.2), g₂ − (6/5)g = (0.6, −1.2): Σ ‖·‖² = 3.6 over
+    /// (B−1)·B·‖g‖² = 10: √0.36 = 0.6.
+    #[test]
+    fn worked_example() {
+        let step = two_samples(&[ParamId::new()]);
+        let mut q = OrthoTest::new(Schedule::every_step());
+        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert!(close(v, 0.6, 1e-12), "{v}");
     }
 }

@@ -1,0 +1,305 @@
+//! [`CockpitConfig`]: a Cockpit described in a TOML or JSON file.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{Configuration, Named};
+use crate::quantity::{Quantity, QuantityKind};
+use crate::{Cockpit, CockpitError, Schedule};
+
+/// A Cockpit as a config file describes it: an optional preset, a default schedule, and
+/// quantities with Cockpit's keyword arguments. Every setting is checked when the Cockpit is
+/// built, before training.
+///
+/// ```toml
+/// configuration = "economy"          # optional preset, default settings
+/// schedule = "linear(16)"            # default schedule (every step if absent)
+///
+/// [[quantity]]                       # replaces the preset's GradHist1d
+/// class = "GradHist1d"
+/// kwargs = { bins = 20, range = [-1, 1], adapt = "GradAbsMax(linear(1), padding=0.1)" }
+///
+/// [[quantity]]                       # a second HessTrace under its own key
+/// class = "HessTrace"
+/// key = "HessTrace[ggn]"
+/// schedule = "logarithmic(0, 3, 20)"
+/// kwargs = { curvature = "diag_ggn_exact" }
+/// ```
+///
+/// The same as JSON: `{"configuration": "economy", "quantity": [{"class": "GradHist1d",
+/// "kwargs": {"bins": 20}}]}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CockpitConfig {
+    /// One of Cockpit's presets, each quantity with its default settings.
+    #[serde(default)]
+    pub configuration: Option<Configuration>,
+    /// The schedule of the preset and of every quantity that names none.
+    #[serde(default)]
+    pub schedule: Schedule,
+    /// Quantities with settings; one whose key is a preset quantity's replaces it.
+    #[serde(default, rename = "quantity", alias = "quantities")]
+    pub quantities: Vec<QuantityConfig>,
+}
+
+/// One quantity of a [`CockpitConfig`]: the form of Cockpit's `{class, kwargs}` (as recorded
+/// in the fixtures' `variants`), plus a schedule and an output key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantityConfig {
+    /// Cockpit's class name.
+    pub class: QuantityKind,
+    /// Cockpit's keyword arguments (see each quantity's `…Settings`); absent for the defaults.
+    #[serde(default)]
+    pub kwargs: serde_json::Value,
+    /// Its own schedule, instead of the config's.
+    #[serde(default)]
+    pub schedule: Option<Schedule>,
+    /// The output key, instead of the class name.
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+impl QuantityConfig {
+    /// `class` with Cockpit's keyword arguments `kwargs`.
+    pub fn new(class: QuantityKind, kwargs: serde_json::Value) -> Self {
+        Self {
+            class,
+            kwargs,
+            schedule: None,
+            key: None,
+        }
+    }
+
+    /// Stores the values under `key`.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// The output key: `key`, else the class name.
+    pub fn output_key(&self) -> &str {
+        self.key.as_deref().unwrap_or(self.class.name())
+    }
+
+    /// Builds the quantity, on its own schedule or `default_schedule`.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::InvalidSettings`] for settings that do not deserialise or cannot work.
+    pub fn build(&self, default_schedule: &Schedule) -> Result<Box<dyn Quantity>, CockpitError> {
+        let schedule = self
+            .schedule
+            .clone()
+            .unwrap_or_else(|| default_schedule.clone());
+        let quantity = self
+            .class
+            .configure(schedule, self.kwargs.clone())
+            .map_err(|err| match err {
+                CockpitError::InvalidSettings { reason, .. } => CockpitError::InvalidSettings {
+                    quantity: self.output_key().to_string(),
+                    reason,
+                },
+                other => other,
+            })?;
+        Ok(match &self.key {
+            Some(key) if key != self.class.name() => Box::new(Named::new(key.clone(), quantity)),
+            _ => quantity,
+        })
+    }
+}
+
+impl CockpitConfig {
+    /// Reads a config from `path`: TOML for `.toml`, JSON for `.json`.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::ConfigFile`] if the file cannot be read, has another extension, or does
+    /// not parse (unknown fields included).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, CockpitError> {
+        let path = path.as_ref();
+        let refuse = |reason: String| CockpitError::ConfigFile {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|err| refuse(err.to_string()))?;
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Self::from_toml(&text),
+            Some("json") => Self::from_json(&text),
+            _ => Err(refuse("expected a .toml or .json file".into())),
+        }
+        .map_err(|err| match err {
+            CockpitError::ConfigFile { reason, .. } => refuse(reason),
+            other => other,
+        })
+    }
+
+    /// Parses a TOML config.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::ConfigFile`] (with an empty path) if it does not parse.
+    pub fn from_toml(text: &str) -> Result<Self, CockpitError> {
+        toml::from_str(text).map_err(|err| CockpitError::ConfigFile {
+            path: Default::default(),
+            reason: err.to_string(),
+        })
+    }
+
+    /// Parses a JSON config.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::ConfigFile`] (with an empty path) if it does not parse.
+    pub fn from_json(text: &str) -> Result<Self, CockpitError> {
+        serde_json::from_str(text).map_err(|err| CockpitError::ConfigFile {
+            path: Default::default(),
+            reason: err.to_string(),
+        })
+    }
+
+    /// Every quantity of the config, checked: the preset's (minus those a configured quantity
+    /// replaces), then the configured ones.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::InvalidSettings`] for the first quantity whose settings are refused.
+    pub fn quantities(&self) -> Result<Vec<Box<dyn Quantity>>, CockpitError> {
+        let replaced = |kind: QuantityKind| {
+            self.quantities
+                .iter()
+                .any(|q| q.output_key() == kind.name())
+        };
+        let mut built: Vec<Box<dyn Quantity>> = self
+            .configuration
+            .map(Configuration::kinds)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&kind| !replaced(kind))
+            .map(|kind| kind.build(self.schedule.clone()))
+            .collect();
+        for quantity in &self.quantities {
+            built.push(quantity.build(&self.schedule)?);
+        }
+        Ok(built)
+    }
+
+    /// Builds the Cockpit.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::InvalidSettings`], [`CockpitError::DuplicateQuantity`] for two quantities
+    /// under one key.
+    pub fn build(&self) -> Result<Cockpit, CockpitError> {
+        Cockpit::new(self.quantities()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOML: &str = r#"
+configuration = "economy"
+schedule = "linear(4)"
+
+[[quantity]]
+class = "GradHist1d"
+kwargs = { bins = 20, range = [-1, 1], adapt = "GradAbsMax(linear(1), padding=0.1)" }
+
+[[quantity]]
+class = "HessTrace"
+key = "HessTrace[ggn]"
+schedule = "linear(2, 1)"
+kwargs = { curvature = "diag_ggn_exact" }
+"#;
+
+    #[test]
+    fn toml_and_json_give_the_same_cockpit() {
+        let from_toml = CockpitConfig::from_toml(TOML).unwrap().build().unwrap();
+        let json = r#"{"configuration": "economy", "schedule": "linear(4)", "quantity": [
+            {"class": "GradHist1d", "kwargs": {"bins": 20, "range": [-1, 1],
+             "adapt": "GradAbsMax(linear(1), padding=0.1)"}},
+            {"class": "HessTrace", "key": "HessTrace[ggn]", "schedule": "linear(2, 1)",
+             "kwargs": {"curvature": "diag_ggn_exact"}}]}"#;
+        let from_json = CockpitConfig::from_json(json).unwrap().build().unwrap();
+        let names = from_toml.quantity_names();
+        assert_eq!(names, from_json.quantity_names());
+        // Economy's nine, GradHist1d replaced (once), plus the keyed HessTrace.
+        assert_eq!(names.len(), 10);
+        assert_eq!(names.iter().filter(|n| **n == "GradHist1d").count(), 1);
+        assert!(names.contains(&"HessTrace[ggn]"));
+        assert!(from_toml.needs_curvature(1) && !from_toml.needs_curvature(2));
+        assert!(from_toml.is_tracking(4) && !from_toml.is_tracking(2 * 4 + 2));
+    }
+
+    #[test]
+    fn bad_configs_are_typed_errors_before_training() {
+        for (text, what) in [
+            ("configuration = \"cheap\"", "configuration"),
+            ("schedule = \"linear(0)\"", "schedule"),
+            ("colour = \"blue\"", "unknown field"),
+            ("[[quantity]]\nclass = \"GradNrm\"", "GradNrm"),
+        ] {
+            let err = CockpitConfig::from_toml(text).unwrap_err();
+            assert!(
+                matches!(err, CockpitError::ConfigFile { .. }),
+                "{what}: {err}"
+            );
+            assert!(err.to_string().contains(what), "{what}: {err}");
+        }
+        for kwargs in [
+            "{ bins = 0 }",
+            "{ range = [1, -1] }",
+            "{ bins = 10, colour = 1 }",
+        ] {
+            let text = format!("[[quantity]]\nclass = \"GradHist1d\"\nkwargs = {kwargs}");
+            let err = CockpitConfig::from_toml(&text)
+                .unwrap()
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(&err, CockpitError::InvalidSettings { quantity, .. } if quantity == "GradHist1d"),
+                "{kwargs}: {err}"
+            );
+        }
+        let twice = "[[quantity]]\nclass = \"Loss\"\n[[quantity]]\nclass = \"Loss\"";
+        assert!(matches!(
+            CockpitConfig::from_toml(twice).unwrap().build(),
+            Err(CockpitError::DuplicateQuantity(_))
+        ));
+    }
+
+    #[test]
+    fn files_are_read_by_extension() {
+        let dir = std::env::temp_dir().join(format!("cockpit-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let toml_path = dir.join("cockpit.toml");
+        std::fs::write(&toml_path, TOML).unwrap();
+        assert_eq!(
+            CockpitConfig::from_file(&toml_path)
+                .unwrap()
+                .quantities
+                .len(),
+            2
+        );
+        let yaml = dir.join("cockpit.yaml");
+        std::fs::write(&yaml, TOML).unwrap();
+        let missing = dir.join("missing.toml");
+        for path in [yaml, missing] {
+            let err = CockpitConfig::from_file(&path).unwrap_err();
+            assert!(
+                matches!(&err, CockpitError::ConfigFile { path: p, .. } if *p == path),
+                "{err}"
+            );
+        }
+        let broken = dir.join("broken.json");
+        std::fs::write(&broken, "{\"configuration\": ").unwrap();
+        assert!(matches!(
+            CockpitConfig::from_file(&broken),
+            Err(CockpitError::ConfigFile { .. })
+        ));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

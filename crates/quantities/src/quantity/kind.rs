@@ -1,0 +1,239 @@
+//! [`QuantityKind`]: Cockpit's quantities by name, each answering with the facts its own file
+//! states ([`QuantityType`]).
+//!
+//! The enum itself is generated from the one list in `quantity/mod.rs` (the `kinds!`
+//! invocation): adding a quantity is its file plus one line there.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::QuantityKind;
+use super::base::Quantity;
+use super::spec::{QuantityType, Reduction, ValueShape};
+use crate::{CockpitError, Schedule, Value};
+
+/// Generates [`QuantityKind`] from `Kind => Type` lines: the variants, `ALL`, and the
+/// dispatch of [`QuantityKind::spec`], [`QuantityKind::build`] and
+/// [`QuantityKind::configure`] to each type's [`QuantityType`] implementation.
+macro_rules! kinds {
+    ($($kind:ident => $ty:ty),* $(,)?) => {
+        /// One of Cockpit's quantities, by its class name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum QuantityKind {
+            $(
+                #[doc = concat!("Cockpit's `", stringify!($kind), "` ([`", stringify!($ty), "`]).")]
+                $kind,
+            )*
+        }
+
+        impl QuantityKind {
+            /// Every quantity, in alphabetical order.
+            pub const ALL: [QuantityKind; [$(stringify!($kind)),*].len()] = [$(Self::$kind),*];
+
+            /// The quantity's facts: Cockpit name, value shape, what it needs.
+            pub fn spec(self) -> &'static $crate::quantity::QuantitySpec {
+                match self {
+                    $(Self::$kind => &<$ty as $crate::QuantityType>::SPEC,)*
+                }
+            }
+
+            /// Builds the quantity with Cockpit's default settings on `schedule`.
+            pub fn build(self, schedule: $crate::Schedule) -> Box<dyn $crate::Quantity> {
+                match self {
+                    $(Self::$kind => Box::new(<$ty as $crate::QuantityType>::with_settings(
+                        schedule,
+                        Default::default(),
+                    )),)*
+                }
+            }
+
+            /// Builds the quantity on `schedule` with settings deserialised from Cockpit's
+            /// keyword arguments (`{"bins": 20, "range": [-1, 1]}`; `null` for the defaults),
+            /// checked ([`Quantity::check`](crate::Quantity::check)).
+            ///
+            /// # Errors
+            ///
+            /// [`CockpitError::InvalidSettings`](crate::CockpitError::InvalidSettings) for an unknown key, a value of the wrong type
+            /// or settings that cannot work.
+            pub fn configure(
+                self,
+                schedule: $crate::Schedule,
+                settings: serde_json::Value,
+            ) -> Result<Box<dyn $crate::Quantity>, $crate::CockpitError> {
+                match self {
+                    $(Self::$kind => $crate::quantity::kind::configure::<$ty>(schedule, settings),)*
+                }
+            }
+        }
+    };
+}
+pub(crate) use kinds;
+
+pub(crate) fn configure<T: QuantityType>(
+    schedule: Schedule,
+    settings: serde_json::Value,
+) -> Result<Box<dyn Quantity>, CockpitError> {
+    let settings: T::Settings = if settings.is_null() {
+        T::Settings::default()
+    } else {
+        serde_json::from_value(settings).map_err(|err| CockpitError::InvalidSettings {
+            quantity: T::SPEC.name.to_string(),
+            reason: err.to_string(),
+        })?
+    };
+    let quantity = T::with_settings(schedule, settings);
+    quantity.check()?;
+    Ok(Box::new(quantity))
+}
+
+impl QuantityKind {
+    /// Cockpit's class name, which is also the output key.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// How Cockpit's instruments turn this quantity's per-parameter list into one network-wide
+    /// number: the root-sum-of-squares for the norms (GradNorm, Distance, UpdateSize, as
+    /// `grad_norm_gauge` and `distance_gauge` draw them) and the sum for HessTrace (the trace of
+    /// the whole Hessian, as `trace_gauge` draws it); `None` for quantities that are not
+    /// per-parameter lists. Metrics, the dashboard and `diagnose` all reduce through this.
+    pub fn reduction(self) -> Option<Reduction> {
+        match self.spec().shape {
+            ValueShape::PerParameter(reduction) => Some(reduction),
+            _ => None,
+        }
+    }
+
+    /// The network-wide number a value of this quantity shows as: scalars as they are,
+    /// per-parameter lists by [`QuantityKind::reduction`]; `None` for histograms and arrays.
+    pub fn network_value(self, value: &Value) -> Option<f64> {
+        match value {
+            Value::List(values) => Some(
+                self.reduction()
+                    .unwrap_or(Reduction::RootSumOfSquares)
+                    .apply(values),
+            ),
+            other => other.as_f64(),
+        }
+    }
+}
+
+impl fmt::Display for QuantityKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for QuantityKind {
+    type Err = CockpitError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| CockpitError::Unknown {
+                what: "quantity",
+                name: s.to_string(),
+                expected: Self::ALL.map(QuantityKind::name).join(", "),
+            })
+    }
+}
+
+/// Deserialises from Cockpit's class name.
+impl<'de> serde::Deserialize<'de> for QuantityKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_reduce_as_cockpit_instruments_draw_them() {
+        let list = Value::List(vec![3.0, -4.0]);
+        assert_eq!(QuantityKind::GradNorm.network_value(&list), Some(5.0));
+        assert_eq!(QuantityKind::Distance.network_value(&list), Some(5.0));
+        // A trace over the network is the sum of the per-parameter traces, signs kept.
+        assert_eq!(QuantityKind::HessTrace.network_value(&list), Some(-1.0));
+        assert_eq!(
+            QuantityKind::Alpha.network_value(&Value::Float(0.5)),
+            Some(0.5)
+        );
+        assert_eq!(QuantityKind::Alpha.reduction(), None);
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_errors() {
+        assert_eq!(QuantityKind::ALL.len(), 19);
+        for kind in QuantityKind::ALL {
+            assert_eq!(kind.name().parse::<QuantityKind>().unwrap(), kind);
+        }
+        let err = "GradNrm".parse::<QuantityKind>().unwrap_err().to_string();
+        assert!(err.contains("GradNrm") && err.contains("GradNorm"), "{err}");
+    }
+
+    #[test]
+    fn every_quantity_builds_under_its_cockpit_name() {
+        for kind in QuantityKind::ALL {
+            let quantity = kind.build(Schedule::every_step());
+            assert_eq!(quantity.name(), kind.name());
+            assert!(quantity.check().is_ok(), "{kind}: defaults must be valid");
+        }
+    }
+
+    /// The facts a spec states agree with what the built quantity does at a step.
+    #[test]
+    fn specs_agree_with_the_quantities() {
+        for kind in QuantityKind::ALL {
+            let q = kind.build(Schedule::every_step());
+            let needs = kind.spec().needs;
+            assert_eq!(q.uses_per_sample(1), needs.per_sample, "{kind}: per-sample");
+            assert_eq!(q.uses_curvature(1), needs.curvature, "{kind}: curvature");
+            // A two-step quantity also runs at the step after a scheduled one.
+            let sparse = kind.build(Schedule::steps([3]));
+            assert_eq!(
+                sparse.should_compute(4),
+                needs.next_step,
+                "{kind}: next step"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_are_deserialised_and_checked() {
+        let hist =
+            |v: serde_json::Value| QuantityKind::GradHist1d.configure(Schedule::every_step(), v);
+        assert!(hist(serde_json::json!({"bins": 20, "range": [-1, 1]})).is_ok());
+        assert!(hist(serde_json::Value::Null).is_ok());
+        for bad in [
+            serde_json::json!({"bins": 0}),
+            serde_json::json!({"range": [1, 1]}),
+            serde_json::json!({"range": [2, -2]}),
+            serde_json::json!({"bins": 10, "bin": 3}),
+            serde_json::json!({"adapt": "GradAbsMax(linear(0))"}),
+        ] {
+            let err = hist(bad.clone()).err().expect("refused");
+            assert!(
+                matches!(err, CockpitError::InvalidSettings { .. }),
+                "{bad}: {err}"
+            );
+        }
+        let curvature = |v| QuantityKind::TICDiag.configure(Schedule::every_step(), v);
+        assert!(curvature(serde_json::json!({"curvature": "diag_ggn_exact"})).is_ok());
+        for bad in [
+            serde_json::json!({"curvature": "diag_x"}),
+            serde_json::json!({"mc_samples": 4}),
+            serde_json::json!({"epsilon": -1.0}),
+        ] {
+            assert!(curvature(bad.clone()).is_err(), "{bad}");
+        }
+        assert!(
+            QuantityKind::GradNorm
+                .configure(Schedule::every_step(), serde_json::json!({"bins": 3}))
+                .is_err()
+        );
+    }
+}

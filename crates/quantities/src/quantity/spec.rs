@@ -1,0 +1,109 @@
+//! What is known about a quantity without running a step: its [`QuantitySpec`] (Cockpit name,
+//! value shape, network-wide reduction, needs) and its checked, deserialisable settings
+//! ([`QuantityType`]). Each quantity file states these facts once;
+//! [`QuantityKind`](crate::QuantityKind) hands them to the Cockpit, the burn-train metrics, the dashboard,
+//! `diagnose` and `replay`.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::base::Quantity;
+use crate::Schedule;
+
+/// How a per-parameter list becomes one network-wide number ([`ValueShape::PerParameter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    /// `√Σ_p v_p²`: the norm over the whole network of per-parameter norms.
+    RootSumOfSquares,
+    /// `Σ_p v_p`: the whole network's value of per-parameter sums (a trace).
+    Sum,
+}
+
+impl Reduction {
+    /// Reduces `values`.
+    pub fn apply(self, values: &[f64]) -> f64 {
+        match self {
+            Self::RootSumOfSquares => values.iter().map(|v| v * v).sum::<f64>().sqrt(),
+            Self::Sum => values.iter().sum(),
+        }
+    }
+}
+
+/// The shape of a quantity's value in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueShape {
+    /// One number per step.
+    Scalar,
+    /// One number per parameter, reduced to a network-wide number as Cockpit's instruments draw
+    /// it.
+    PerParameter(Reduction),
+    /// A 1d histogram (`hist`, `edges`).
+    Histogram1d,
+    /// A 2d histogram (`hist`, `edges`, optionally one per parameter).
+    Histogram2d,
+    /// One array per parameter.
+    Arrays,
+}
+
+impl ValueShape {
+    /// Whether a value of this shape shows as one number (scalars and per-parameter lists).
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Self::Scalar | Self::PerParameter(_))
+    }
+}
+
+/// What a quantity needs from a tracked step, known before training starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// Per-sample gradients or losses ([`StepInfo::with_per_sample`](crate::StepInfo::with_per_sample)).
+    pub per_sample: bool,
+    /// Hessian-vector products or curvature diagonals
+    /// ([`StepInfo::with_curvature`](crate::StepInfo::with_curvature)).
+    pub curvature: bool,
+    /// Plain SGD (no momentum, dampening, weight decay or Nesterov): the formula assumes it.
+    pub plain_sgd: bool,
+    /// θ_{t+1} as well as θ_t: the value of step t is stored when step t + 1 is tracked.
+    pub next_step: bool,
+}
+
+impl Needs {
+    /// Nothing beyond the parameters, the mean gradient and the loss.
+    pub const NOTHING: Self = Self {
+        per_sample: false,
+        curvature: false,
+        plain_sgd: false,
+        next_step: false,
+    };
+}
+
+/// The facts of one quantity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantitySpec {
+    /// Cockpit's class name, which is also the default output key.
+    pub name: &'static str,
+    /// The shape of its value.
+    pub shape: ValueShape,
+    /// What it needs from a step.
+    pub needs: Needs,
+}
+
+/// A quantity type with its facts and its settings, as Cockpit's keyword arguments.
+///
+/// Implemented by each of the 19 quantities in its own file; [`crate::QuantityKind`] reads it.
+pub trait QuantityType: Quantity + Sized + 'static {
+    /// The quantity's facts.
+    const SPEC: QuantitySpec;
+
+    /// Its settings, deserialised (serde) from Cockpit's keyword arguments (`{"bins": 20}`);
+    /// the default is Cockpit's default. Unknown keys are refused.
+    type Settings: DeserializeOwned + Default;
+
+    /// The quantity on `schedule` with `settings`. The settings are checked when the quantity
+    /// joins a [`Cockpit`](crate::Cockpit) ([`Quantity::check`]).
+    fn with_settings(schedule: Schedule, settings: Self::Settings) -> Self;
+}
+
+/// The settings of a quantity that has none (`{}`).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoSettings {}

@@ -1,0 +1,303 @@
+//! The public API of [`CockpitLearner`], and the hooks the instrumented model calls.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::train::{LearnerModel, SupervisedTraining, TrainStep};
+use cockpit_diagnose::{Diagnosis, Monitor};
+use cockpit_quantities::curvature::CurvatureSource;
+use cockpit_quantities::{Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule};
+
+use super::epoch::EpochWriter;
+use super::state::{Pending, State};
+use super::{LOG_FILE, STREAM_FILE};
+use crate::TrainError;
+use crate::metric::{CockpitMetric, CockpitTextMetric, MetricForm};
+use crate::model::{Instrumented, Replay};
+
+/// A Cockpit for a burn-train run: it instruments the model
+/// ([`CockpitLearner::instrument`]), registers one metric per quantity on the training split
+/// ([`CockpitLearner::register`]) and writes Cockpit's log next to burn's metric logs.
+///
+/// ```ignore
+/// let cockpit = CockpitLearner::new(Configuration::Economy, Schedule::every_step(), OptimizerInfo::sgd(0.05))?
+///     .with_artifact_dir(ARTIFACT_DIR)?;
+/// let learner = Learner::new(cockpit.instrument(model)?, SgdConfig::new().init(), 0.05);
+/// let result = cockpit.register(SupervisedTraining::new(ARTIFACT_DIR, train, valid)).launch(learner);
+/// cockpit.write()?; // ARTIFACT_DIR/cockpit.json (the stream cockpit.jsonl is written as it runs)
+/// ```
+///
+/// Steps are optimizer steps counted from 0 across epochs (burn's metric metadata restarts
+/// its iteration count each epoch; the adapter keeps its own). Quantities are computed in
+/// `TrainStep::optimize`, on the gradient the optimizer applies:
+/// - with gradient accumulation, that is the accumulated gradient; the loss is the mean of the
+///   accumulated steps' losses, and per-sample and curvature quantities are refused (a
+///   warning says so) because their batch is not one batch;
+/// - with several devices, the gradients of all devices summed (as burn's optimizer does);
+///   per-sample and curvature quantities are refused likewise.
+///
+/// Cloning gives another handle to the same Cockpit.
+#[derive(Clone)]
+pub struct CockpitLearner {
+    state: Arc<Mutex<State>>,
+    kinds: Vec<QuantityKind>,
+}
+
+impl std::fmt::Debug for CockpitLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CockpitLearner")
+            .field("quantities", &self.kinds)
+            .field("steps", &self.steps())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CockpitLearner {
+    /// A Cockpit running one of Cockpit's configurations on `schedule`, for a run that trains
+    /// with `optimizer` (burn's optimizers are type-erased in the `Learner`, so it is declared
+    /// here; [`OptimizerInfo::sgd`] for `SgdConfig::new()`).
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::UnsupportedForOptimizer`] when CABS or EarlyStopping is asked for with an
+    /// optimizer other than plain SGD.
+    pub fn new(
+        configuration: Configuration,
+        schedule: Schedule,
+        optimizer: OptimizerInfo,
+    ) -> Result<Self, TrainError> {
+        Self::from_kinds(configuration.kinds(), schedule, optimizer)
+    }
+
+    /// A Cockpit running the given quantities on `schedule` (see [`CockpitLearner::new`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::NoQuantities`], [`TrainError::UnsupportedForOptimizer`], or the Cockpit's
+    /// error for a kind given twice.
+    pub fn from_kinds(
+        kinds: impl IntoIterator<Item = QuantityKind>,
+        schedule: Schedule,
+        optimizer: OptimizerInfo,
+    ) -> Result<Self, TrainError> {
+        let kinds: Vec<QuantityKind> = kinds.into_iter().collect();
+        if kinds.is_empty() {
+            return Err(TrainError::NoQuantities);
+        }
+        for kind in &kinds {
+            if kind.spec().needs.plain_sgd && !optimizer.is_plain_sgd() {
+                return Err(TrainError::UnsupportedForOptimizer {
+                    quantity: kind.name().to_string(),
+                    optimizer: format!("{optimizer:?}"),
+                    reason: "its formula assumes plain SGD (no momentum, dampening or weight \
+                             decay), as in Cockpit",
+                });
+            }
+        }
+        let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?;
+        Ok(Self {
+            state: Arc::new(Mutex::new(State::new(cockpit, optimizer))),
+            kinds,
+        })
+    }
+
+    /// Writes Cockpit's log to `dir/cockpit.json` (at every epoch end and on
+    /// [`CockpitLearner::write`]) and streams each tracked step to `dir/cockpit.jsonl`. Use
+    /// burn's artifact directory to keep everything of a run together.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::ArtifactDir`] or the stream's error if the directory or file cannot be
+    /// created.
+    pub fn with_artifact_dir(self, dir: impl AsRef<Path>) -> Result<Self, TrainError> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|source| TrainError::ArtifactDir {
+            path: dir.clone(),
+            source,
+        })?;
+        {
+            let mut state = self.lock();
+            let cockpit = std::mem::replace(
+                &mut state.cockpit,
+                Cockpit::new(Vec::new()).map_err(TrainError::from)?,
+            );
+            state.cockpit = cockpit.with_stream(dir.join(STREAM_FILE))?;
+            state.dir = Some(dir);
+        }
+        Ok(self)
+    }
+
+    /// Runs `cockpit diagnose`'s checks on everything tracked so far at every epoch end and
+    /// warns (`log::warn!` and [`CockpitLearner::warnings`]) once for each new finding, with
+    /// the model's parameter names. Opt-in: the checks cost one pass over the logged series
+    /// per epoch, no tensor work.
+    pub fn with_diagnosis(self) -> Self {
+        self.lock().monitor = Some(Monitor::new());
+        self
+    }
+
+    /// The latest epoch-end diagnosis ([`CockpitLearner::with_diagnosis`]); `None` before the
+    /// first epoch ends or without diagnosis.
+    pub fn diagnosis(&self) -> Option<Diagnosis> {
+        let state = self.lock();
+        state.monitor.as_ref().and_then(|m| m.last().cloned())
+    }
+
+    /// The configured quantities.
+    pub fn kinds(&self) -> &[QuantityKind] {
+        &self.kinds
+    }
+
+    /// Wraps `model` so the Cockpit sees every training step (see [`Instrumented`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::CurvatureNeedsReplay`] if curvature quantities are configured: use
+    /// [`CockpitLearner::instrument_with_curvature`].
+    pub fn instrument<M: TrainStep + Module + 'static>(
+        &self,
+        model: M,
+    ) -> Result<Instrumented<M>, TrainError> {
+        let curvature: Vec<String> = self
+            .kinds
+            .iter()
+            .filter(|k| k.spec().needs.curvature)
+            .map(|k| k.name().to_string())
+            .collect();
+        if !curvature.is_empty() {
+            return Err(TrainError::CurvatureNeedsReplay {
+                quantities: curvature,
+            });
+        }
+        Ok(Instrumented::new(model, self.clone(), None))
+    }
+
+    /// Like [`CockpitLearner::instrument`], and lets curvature quantities replay the step's
+    /// batch at shifted parameters: Hessian-vector products by central differences of
+    /// gradients, the Hessian diagonal (HessTrace, TIC) by Hutchinson's estimate with
+    /// `probes` probes.
+    ///
+    /// # Cost
+    ///
+    /// Two forward and backward passes per product; HessMaxEV takes up to 100 products,
+    /// the diagonal `probes`.
+    pub fn instrument_with_curvature<M>(&self, model: M, probes: usize) -> Instrumented<M>
+    where
+        M: TrainStep + Module + Sync + 'static,
+        M::Input: Clone + Sync,
+    {
+        let replay: Replay<M> = Arc::new(move |model: &M, item: &M::Input| {
+            let model = model.clone();
+            let item = item.clone();
+            let grads_of = move |moved: &M| -> Result<GradientsParams, _> {
+                Ok(moved.step(item.clone()).grads)
+            };
+            let hvp = cockpit_quantities::curvature::FiniteDifferenceHvp::new(&model, grads_of);
+            Box::new(cockpit_quantities::curvature::Hutchinson::new(
+                hvp, probes, 0x5eed,
+            )) as Box<dyn CurvatureSource>
+        });
+        Instrumented::new(model, self.clone(), Some(replay))
+    }
+
+    /// Registers one metric per configured quantity on the training split of `training`:
+    /// numbers and layer-wise lists (reduced over layers by
+    /// [`QuantityKind::reduction`]) as numeric metrics, histograms as text metrics. The
+    /// metrics are made here only, so they cannot be registered on the validation split, where
+    /// no gradient exists. They read the values of their iteration and nothing else; the first
+    /// numeric one also writes Cockpit's epoch entry when burn ends an epoch.
+    pub fn register<M: LearnerModel>(
+        &self,
+        training: SupervisedTraining<M>,
+    ) -> SupervisedTraining<M> {
+        let board = self.lock().board.clone();
+        let mut epoch_writer = Some(EpochWriter(self.state.clone()));
+        let mut training = training;
+        for kind in &self.kinds {
+            board.add_reader();
+            let key = kind.name().to_string();
+            training = match MetricForm::of(*kind) {
+                MetricForm::Numeric => {
+                    let epoch = epoch_writer.take().map(|w| Arc::new(w) as _);
+                    training.metric_train_numeric(CockpitMetric::new(key, board.clone(), epoch))
+                }
+                MetricForm::Text => {
+                    training.metric_train(CockpitTextMetric::new(key, board.clone()))
+                }
+            };
+        }
+        training
+    }
+
+    /// Writes Cockpit's log to the artifact directory and returns its path.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::NoArtifactDir`] without an artifact directory, [`TrainError::Cockpit`] if
+    /// the file cannot be written (the values stay in memory).
+    pub fn write(&self) -> Result<PathBuf, TrainError> {
+        let state = self.lock();
+        let dir = state.dir.clone().ok_or(TrainError::NoArtifactDir)?;
+        let path = dir.join(LOG_FILE);
+        state.cockpit.write(&path)?;
+        Ok(path)
+    }
+
+    /// Everything tracked so far (`output[step][name]`), as the custom-loop Cockpit has it.
+    pub fn output(&self) -> cockpit_quantities::Output {
+        self.lock().cockpit.output().clone()
+    }
+
+    /// Warnings so far: the Cockpit's own (non-finite values) and the adapter's (quantities
+    /// that failed, refused per-sample or curvature work), each adapter warning once.
+    pub fn warnings(&self) -> Vec<String> {
+        let state = self.lock();
+        let mut all = state.cockpit.warnings().to_vec();
+        all.extend(state.problems.iter().cloned());
+        all
+    }
+
+    /// Optimizer steps tracked so far.
+    pub fn steps(&self) -> usize {
+        self.lock().step
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent data (every update is a single
+        // assignment), so a poisoned lock is still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    pub(crate) fn wants_per_sample(&self) -> bool {
+        let state = self.lock();
+        state.cockpit.needs_per_sample(state.step)
+    }
+
+    pub(crate) fn wants_curvature(&self) -> bool {
+        let state = self.lock();
+        state.cockpit.needs_curvature(state.step)
+    }
+
+    /// A training step's forward and backward pass ran.
+    pub(crate) fn push_step(&self, pending: Pending) {
+        let mut state = self.lock();
+        state.iteration += 1;
+        state.pending.push(pending);
+    }
+
+    /// The optimizer is about to apply `grads` to `model`: track the step.
+    pub(crate) fn track<M: Module>(
+        &self,
+        model: &M,
+        grads: &GradientsParams,
+        lr: f64,
+        devices: usize,
+    ) {
+        let mut state = self.lock();
+        state.track(model, grads, lr, devices);
+    }
+}

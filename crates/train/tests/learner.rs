@@ -707,3 +707,65 @@ fn epoch_end_diagnosis_names_dead_layers() {
         "warned once: {warnings:?}"
     );
 }
+
+/// A Learner Cockpit from a config file's contents: settings and keys reach the log, the
+/// metrics are registered under the configured keys, bad settings fail before training.
+#[test]
+fn learner_from_a_config() {
+    let config = cockpit_quantities::CockpitConfig::from_toml(
+        r#"
+[[quantity]]
+class = "GradNorm"
+
+[[quantity]]
+class = "GradHist1d"
+key = "GradHist1d[bins=10]"
+kwargs = { bins = 10, range = [-0.5, 0.5] }
+"#,
+    )
+    .unwrap();
+    let cockpit = CockpitLearner::from_config(&config, OptimizerInfo::sgd(LR)).unwrap();
+    let device = Device::flex().autodiff();
+    let dir = scratch("config");
+    launch(
+        cockpit.instrument(Net::new(&device)).unwrap(),
+        &cockpit,
+        &dir,
+        1,
+        |t| t,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
+    let output = cockpit.output();
+    let hists = output.series("GradHist1d[bins=10]");
+    assert_eq!(hists.len(), SAMPLES / BATCH, "one histogram per step");
+    for (_, value) in hists {
+        let Value::Hist1d(h) = value else {
+            panic!("not a histogram: {value:?}")
+        };
+        assert_eq!(h.hist.len(), 10);
+        assert_eq!((h.edges[0], h.edges[10]), (-0.5, 0.5));
+    }
+    assert_eq!(output.series("GradNorm").len(), SAMPLES / BATCH);
+
+    let momentum = cockpit_quantities::CockpitConfig::from_toml(
+        "[[quantity]]\nclass = \"CABS\"\nkey = \"my CABS\"",
+    )
+    .unwrap();
+    let err =
+        CockpitLearner::from_config(&momentum, OptimizerInfo::sgd_momentum(LR, 0.9)).unwrap_err();
+    assert!(
+        matches!(&err, TrainError::UnsupportedForOptimizer { quantity, .. } if quantity == "my CABS"),
+        "{err}"
+    );
+    let zero_bins = cockpit_quantities::CockpitConfig::from_toml(
+        "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 0 }",
+    )
+    .unwrap();
+    assert!(matches!(
+        CockpitLearner::from_config(&zero_bins, OptimizerInfo::sgd(LR)),
+        Err(TrainError::Cockpit(
+            cockpit_quantities::CockpitError::InvalidSettings { .. }
+        ))
+    ));
+}

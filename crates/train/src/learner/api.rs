@@ -8,7 +8,9 @@ use burn::optim::GradientsParams;
 use burn::train::{LearnerModel, SupervisedTraining, TrainStep};
 use cockpit_diagnose::{Diagnosis, Monitor};
 use cockpit_quantities::curvature::CurvatureSource;
-use cockpit_quantities::{Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule};
+use cockpit_quantities::{
+    Cockpit, CockpitConfig, Configuration, OptimizerInfo, QuantityKind, Schedule,
+};
 
 use super::epoch::EpochWriter;
 use super::state::{Pending, State};
@@ -43,6 +45,8 @@ use crate::model::{Instrumented, Replay};
 pub struct CockpitLearner {
     state: Arc<Mutex<State>>,
     kinds: Vec<QuantityKind>,
+    /// Output key and kind of each quantity: one metric each.
+    keys: Vec<(String, QuantityKind)>,
 }
 
 impl std::fmt::Debug for CockpitLearner {
@@ -83,23 +87,71 @@ impl CockpitLearner {
         optimizer: OptimizerInfo,
     ) -> Result<Self, TrainError> {
         let kinds: Vec<QuantityKind> = kinds.into_iter().collect();
-        if kinds.is_empty() {
+        let keys = kinds.iter().map(|k| (k.name().to_string(), *k)).collect();
+        Self::checked(keys, optimizer, || {
+            Cockpit::from_kinds(kinds.iter().copied(), &schedule)
+        })
+    }
+
+    /// A Cockpit as a config file describes it ([`CockpitConfig`]: a preset, schedules,
+    /// quantities with Cockpit's keyword arguments and their own keys), for a run that trains
+    /// with `optimizer`. Every setting is checked here, before training.
+    ///
+    /// # Errors
+    ///
+    /// As [`CockpitLearner::from_kinds`], and [`TrainError::Cockpit`] for settings the
+    /// quantities refuse.
+    pub fn from_config(
+        config: &CockpitConfig,
+        optimizer: OptimizerInfo,
+    ) -> Result<Self, TrainError> {
+        let configured = |kind: QuantityKind| {
+            config
+                .quantities
+                .iter()
+                .any(|q| q.output_key() == kind.name())
+        };
+        let mut keys: Vec<(String, QuantityKind)> = config
+            .configuration
+            .map(Configuration::kinds)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&kind| !configured(kind))
+            .map(|kind| (kind.name().to_string(), kind))
+            .collect();
+        keys.extend(
+            config
+                .quantities
+                .iter()
+                .map(|q| (q.output_key().to_string(), q.class)),
+        );
+        Self::checked(keys, optimizer, || config.build())
+    }
+
+    /// Refuses what cannot work with `optimizer` before building the Cockpit.
+    fn checked(
+        keys: Vec<(String, QuantityKind)>,
+        optimizer: OptimizerInfo,
+        build: impl FnOnce() -> Result<Cockpit, cockpit_quantities::CockpitError>,
+    ) -> Result<Self, TrainError> {
+        if keys.is_empty() {
             return Err(TrainError::NoQuantities);
         }
-        for kind in &kinds {
+        for (key, kind) in &keys {
             if kind.spec().needs.plain_sgd && !optimizer.is_plain_sgd() {
                 return Err(TrainError::UnsupportedForOptimizer {
-                    quantity: kind.name().to_string(),
+                    quantity: key.clone(),
                     optimizer: format!("{optimizer:?}"),
                     reason: "its formula assumes plain SGD (no momentum, dampening or weight \
                              decay), as in Cockpit",
                 });
             }
         }
-        let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?;
+        let cockpit = build()?;
         Ok(Self {
             state: Arc::new(Mutex::new(State::new(cockpit, optimizer))),
-            kinds,
+            kinds: keys.iter().map(|(_, kind)| *kind).collect(),
+            keys,
         })
     }
 
@@ -215,9 +267,9 @@ impl CockpitLearner {
         let board = self.lock().board.clone();
         let mut epoch_writer = Some(EpochWriter(self.state.clone()));
         let mut training = training;
-        for kind in &self.kinds {
+        for (key, kind) in &self.keys {
             board.add_reader();
-            let key = kind.name().to_string();
+            let key = key.clone();
             training = match MetricForm::of(*kind) {
                 MetricForm::Numeric => {
                     let epoch = epoch_writer.take().map(|w| Arc::new(w) as _);

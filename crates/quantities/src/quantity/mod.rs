@@ -30,8 +30,7 @@ pub use base::{Quantity, StepContext};
 pub use bin_adaptation::BinAdaptation;
 pub use cabs::CABS;
 pub use distance::Distance;
-pub use early_stopping::EarlyStopping;
-pub use early_stopping::EarlyStoppingSettings;
+pub use early_stopping::{EarlyStopping, EarlyStoppingSettings};
 pub use grad_hist1d::{GradHist1d, GradHist1dSettings};
 pub use grad_hist2d::{GradHist2d, GradHist2dSettings};
 pub use grad_norm::GradNorm;
@@ -47,7 +46,8 @@ pub use time::Time;
 pub use update_size::UpdateSize;
 
 // The one list of quantities: `QuantityKind::Name => Type`, alphabetical. A new quantity is
-// its own file (the type, its `Quantity` and `QuantityType` impls) and one line here.
+// its own file (the type, its `Quantity` and `QuantityType` impls) and, in this file, its
+// `mod` and `pub use` lines and one line in this list.
 kind::kinds! {
     Alpha => Alpha,
     CABS => CABS,

@@ -36,7 +36,13 @@ impl Quantity for Named {
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        self.inner.check()
+        self.inner.check().map_err(|err| match err {
+            CockpitError::InvalidSettings { reason, .. } => CockpitError::InvalidSettings {
+                quantity: self.key.clone(),
+                reason,
+            },
+            other => other,
+        })
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -32,7 +32,6 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 #[derive(Debug, Clone)]
 pub struct GradHist1d {
     schedule: Schedule,
-    name: String,
     bins: usize,
     range: (f64, f64),
     adapt: Option<BinAdaptation>,
@@ -51,7 +50,6 @@ impl GradHist1d {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: Self::SPEC.name.into(),
             bins: 100,
             range: (-2.0, 2.0),
             adapt: None,
@@ -74,12 +72,6 @@ impl GradHist1d {
     /// Bin adaptation.
     pub fn with_adaptation(mut self, adapt: BinAdaptation) -> Self {
         self.adapt = Some(adapt);
-        self
-    }
-
-    /// The output key (e.g. a variant key such as `GradHist1d[bins=20]`).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
         self
     }
 }
@@ -273,11 +265,11 @@ impl QuantityType for GradHist1d {
 
 impl Quantity for GradHist1d {
     fn name(&self) -> &str {
-        &self.name
+        Self::SPEC.name
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        check_axis(&self.name, "", self.bins, self.range)
+        check_axis(Self::SPEC.name, "", self.bins, self.range)
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -27,7 +27,6 @@ use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Valu
 #[derive(Debug, Clone)]
 pub struct GradHist2d {
     schedule: Schedule,
-    name: String,
     bins: (usize, usize),
     range: ((f64, f64), (f64, f64)),
     adapt: (Option<BinAdaptation>, Option<BinAdaptation>),
@@ -47,7 +46,6 @@ impl GradHist2d {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: Self::SPEC.name.into(),
             bins: (40, 50),
             range: ((-1.0, 1.0), (-2.0, 2.0)),
             adapt: (None, None),
@@ -77,12 +75,6 @@ impl GradHist2d {
     /// Also keep one histogram per parameter (`param_groups`, `param_k` in the log).
     pub fn keep_individual(mut self, keep: bool) -> Self {
         self.keep_individual = keep;
-        self
-    }
-
-    /// The output key.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
         self
     }
 }
@@ -215,12 +207,12 @@ impl QuantityType for GradHist2d {
 
 impl Quantity for GradHist2d {
     fn name(&self) -> &str {
-        &self.name
+        Self::SPEC.name
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        check_axis(&self.name, "x axis: ", self.bins.0, self.range.0)?;
-        check_axis(&self.name, "y axis: ", self.bins.1, self.range.1)
+        check_axis(Self::SPEC.name, "x axis: ", self.bins.0, self.range.0)?;
+        check_axis(Self::SPEC.name, "y axis: ", self.bins.1, self.range.1)
     }
 
     fn should_compute(&self, step: usize) -> bool {

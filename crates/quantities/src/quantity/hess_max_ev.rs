@@ -54,7 +54,6 @@ pub enum EigenMethod {
 #[derive(Debug, Clone)]
 pub struct HessMaxEV {
     schedule: Schedule,
-    name: String,
     method: EigenMethod,
     rng: SplitMix,
     start_vectors: BTreeMap<usize, Vec<f64>>,
@@ -66,7 +65,6 @@ impl HessMaxEV {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: Self::SPEC.name.into(),
             method: EigenMethod::Power {
                 rtol: 1e-3,
                 atol: 1e-6,
@@ -94,12 +92,6 @@ impl HessMaxEV {
     /// in snapshot order and burn layout), e.g. the ones a recorded run used.
     pub fn with_start_vectors(mut self, vectors: BTreeMap<usize, Vec<f64>>) -> Self {
         self.start_vectors = vectors;
-        self
-    }
-
-    /// The output key.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
         self
     }
 
@@ -177,7 +169,7 @@ impl QuantityType for HessMaxEV {
 
 impl Quantity for HessMaxEV {
     fn name(&self) -> &str {
-        &self.name
+        Self::SPEC.name
     }
 
     fn check(&self) -> Result<(), CockpitError> {
@@ -193,13 +185,13 @@ impl Quantity for HessMaxEV {
         };
         if max_products == 0 {
             return Err(invalid(
-                &self.name,
+                Self::SPEC.name,
                 "max_products must be at least 1".into(),
             ));
         }
         if tolerances.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
             return Err(invalid(
-                &self.name,
+                Self::SPEC.name,
                 format!("tolerances must be finite and ≥ 0, got {:?}", self.method),
             ));
         }
@@ -255,7 +247,8 @@ impl Quantity for HessMaxEV {
             self.warnings.push(format!(
                 "{} did not converge within {products} Hessian-vector products at step {}; \
                  returning the last estimate",
-                self.name, ctx.step
+                Self::SPEC.name,
+                ctx.step
             ));
         }
         Ok(Some((ctx.step, Value::Float(value))))

@@ -17,7 +17,6 @@ use crate::{CockpitError, QuantityError, Schedule, Value};
 #[derive(Debug, Clone)]
 pub struct HessTrace {
     schedule: Schedule,
-    name: String,
     curvature: DiagonalKind,
     mc_samples: usize,
 }
@@ -27,7 +26,6 @@ impl HessTrace {
     pub fn new(schedule: Schedule) -> Self {
         Self {
             schedule,
-            name: Self::SPEC.name.into(),
             curvature: DiagonalKind::Hessian,
             mc_samples: 1,
         }
@@ -36,12 +34,6 @@ impl HessTrace {
     /// Which curvature diagonal to sum.
     pub fn with_curvature(mut self, curvature: DiagonalKind) -> Self {
         self.curvature = curvature;
-        self
-    }
-
-    /// The output key.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
         self
     }
 }
@@ -86,11 +78,11 @@ impl QuantityType for HessTrace {
 
 impl Quantity for HessTrace {
     fn name(&self) -> &str {
-        &self.name
+        Self::SPEC.name
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        check_mc_samples(&self.name, self.mc_samples)
+        check_mc_samples(Self::SPEC.name, self.mc_samples)
     }
 
     fn should_compute(&self, step: usize) -> bool {

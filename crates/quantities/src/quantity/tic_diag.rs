@@ -22,7 +22,6 @@ use crate::{CockpitError, QuantityError, Schedule, Value};
 #[derive(Debug, Clone)]
 pub struct TICDiag {
     schedule: Schedule,
-    name: String,
     curvature: DiagonalKind,
     epsilon: f64,
     mc_samples: usize,
@@ -36,7 +35,6 @@ pub struct TICDiag {
 #[derive(Debug, Clone)]
 pub struct TICTrace {
     schedule: Schedule,
-    name: String,
     curvature: DiagonalKind,
     epsilon: f64,
     mc_samples: usize,
@@ -71,7 +69,6 @@ macro_rules! tic_builders {
             pub fn new(schedule: Schedule) -> Self {
                 Self {
                     schedule,
-                    name: $name.into(),
                     curvature: DiagonalKind::Hessian,
                     epsilon: 1e-7,
                     mc_samples: 1,
@@ -81,12 +78,6 @@ macro_rules! tic_builders {
             /// Which curvature diagonal to use.
             pub fn with_curvature(mut self, curvature: DiagonalKind) -> Self {
                 self.curvature = curvature;
-                self
-            }
-
-            /// The output key.
-            pub fn with_name(mut self, name: impl Into<String>) -> Self {
-                self.name = name.into();
                 self
             }
         }
@@ -145,12 +136,12 @@ fn tic_parts(
 
 impl Quantity for TICDiag {
     fn name(&self) -> &str {
-        &self.name
+        Self::SPEC.name
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        check_mc_samples(&self.name, self.mc_samples)?;
-        check_epsilon(&self.name, self.epsilon)
+        check_mc_samples(Self::SPEC.name, self.mc_samples)?;
+        check_epsilon(Self::SPEC.name, self.epsilon)
     }
 
     fn should_compute(&self, step: usize) -> bool {
@@ -176,12 +167,12 @@ impl Quantity for TICDiag {
 
 impl Quantity for TICTrace {
     fn name(&self) -> &str {
-        &self.name
+        Self::SPEC.name
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        check_mc_samples(&self.name, self.mc_samples)?;
-        check_epsilon(&self.name, self.epsilon)
+        check_mc_samples(Self::SPEC.name, self.mc_samples)?;
+        check_epsilon(Self::SPEC.name, self.epsilon)
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -172,22 +172,14 @@ fn check(args: CheckArgs) -> Result<(), CliError> {
     if let Some(preset) = config.configuration {
         println!("preset {} on {:?}", preset.label(), config.schedule);
     }
-    for kind in config
-        .configuration
-        .map(|c| c.kinds())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|k| config.quantities.iter().all(|q| q.output_key() != k.name()))
-    {
-        println!("{:<24} {}", kind.name(), needs(kind));
-    }
-    for quantity in &config.quantities {
-        println!(
-            "{:<24} {} on {:?}",
-            quantity.output_key(),
-            needs(quantity.class),
-            quantity.schedule.as_ref().unwrap_or(&config.schedule)
-        );
+    for (key, kind) in config.keys() {
+        let schedule = config
+            .quantities
+            .iter()
+            .find(|q| q.output_key() == key)
+            .and_then(|q| q.schedule.as_ref())
+            .unwrap_or(&config.schedule);
+        println!("{key:<24} {} on {schedule:?}", needs(kind));
     }
     println!("ok: {} valid", args.config.display());
     Ok(())

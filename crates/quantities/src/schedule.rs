@@ -268,8 +268,7 @@ impl FromStr for Schedule {
 /// Deserialises from the text [`Schedule::from_str`] reads (e.g. `"linear(16)"`).
 impl<'de> serde::Deserialize<'de> for Schedule {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        crate::config::parse_text(deserializer)
     }
 }
 

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::named::under_key;
 use super::{Configuration, Named};
 use crate::quantity::{Quantity, QuantityKind};
 use crate::{Cockpit, CockpitError, Schedule};
@@ -96,13 +97,7 @@ impl QuantityConfig {
         let quantity = self
             .class
             .configure(schedule, self.kwargs.clone())
-            .map_err(|err| match err {
-                CockpitError::InvalidSettings { reason, .. } => CockpitError::InvalidSettings {
-                    quantity: self.output_key().to_string(),
-                    reason,
-                },
-                other => other,
-            })?;
+            .map_err(|err| under_key(err, self.output_key()))?;
         Ok(match &self.key {
             Some(key) if key != self.class.name() => Box::new(Named::new(key.clone(), quantity)),
             _ => quantity,
@@ -159,6 +154,34 @@ impl CockpitConfig {
         })
     }
 
+    /// The preset's quantities that no configured quantity replaces (same output key).
+    fn preset_kinds(&self) -> Vec<QuantityKind> {
+        self.configuration
+            .map(Configuration::kinds)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|kind| {
+                self.quantities
+                    .iter()
+                    .all(|q| q.output_key() != kind.name())
+            })
+            .collect()
+    }
+
+    /// The output key and class of every quantity the config builds, in the order
+    /// [`CockpitConfig::quantities`] builds them.
+    pub fn keys(&self) -> Vec<(String, QuantityKind)> {
+        self.preset_kinds()
+            .into_iter()
+            .map(|kind| (kind.name().to_string(), kind))
+            .chain(
+                self.quantities
+                    .iter()
+                    .map(|q| (q.output_key().to_string(), q.class)),
+            )
+            .collect()
+    }
+
     /// Every quantity of the config, checked: the preset's (minus those a configured quantity
     /// replaces), then the configured ones.
     ///
@@ -166,17 +189,9 @@ impl CockpitConfig {
     ///
     /// [`CockpitError::InvalidSettings`] for the first quantity whose settings are refused.
     pub fn quantities(&self) -> Result<Vec<Box<dyn Quantity>>, CockpitError> {
-        let replaced = |kind: QuantityKind| {
-            self.quantities
-                .iter()
-                .any(|q| q.output_key() == kind.name())
-        };
         let mut built: Vec<Box<dyn Quantity>> = self
-            .configuration
-            .map(Configuration::kinds)
-            .unwrap_or_default()
+            .preset_kinds()
             .into_iter()
-            .filter(|&kind| !replaced(kind))
             .map(|kind| kind.build(self.schedule.clone()))
             .collect();
         for quantity in &self.quantities {
@@ -225,6 +240,9 @@ kwargs = { curvature = "diag_ggn_exact" }
              "kwargs": {"curvature": "diag_ggn_exact"}}]}"#;
         let from_json = CockpitConfig::from_json(json).unwrap().build().unwrap();
         let names = from_toml.quantity_names();
+        let config = CockpitConfig::from_toml(TOML).unwrap();
+        let keys: Vec<String> = config.keys().into_iter().map(|(key, _)| key).collect();
+        assert_eq!(keys, names, "keys() lists what quantities() builds");
         assert_eq!(names, from_json.quantity_names());
         // Economy's nine, GradHist1d replaced (once), plus the keyed HessTrace.
         assert_eq!(names.len(), 10);

@@ -4,7 +4,9 @@
 mod file;
 mod named;
 mod preset;
+mod text;
 
 pub use file::{CockpitConfig, QuantityConfig};
 pub use named::Named;
 pub use preset::Configuration;
+pub(crate) use text::parse_text;

@@ -21,6 +21,17 @@ impl Named {
     }
 }
 
+/// `err` naming the quantity by `key` when it is about the quantity's settings.
+pub(crate) fn under_key(err: CockpitError, key: &str) -> CockpitError {
+    match err {
+        CockpitError::InvalidSettings { reason, .. } => CockpitError::InvalidSettings {
+            quantity: key.to_string(),
+            reason,
+        },
+        other => other,
+    }
+}
+
 impl std::fmt::Debug for Named {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Named")
@@ -36,13 +47,7 @@ impl Quantity for Named {
     }
 
     fn check(&self) -> Result<(), CockpitError> {
-        self.inner.check().map_err(|err| match err {
-            CockpitError::InvalidSettings { reason, .. } => CockpitError::InvalidSettings {
-                quantity: self.key.clone(),
-                reason,
-            },
-            other => other,
-        })
+        self.inner.check().map_err(|err| under_key(err, &self.key))
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -70,8 +70,7 @@ impl FromStr for Configuration {
 /// Deserialises from the label (`"economy"`, `"business"`, `"full"`).
 impl<'de> serde::Deserialize<'de> for Configuration {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        crate::config::parse_text(deserializer)
     }
 }
 

@@ -195,8 +195,7 @@ impl FromStr for BinAdaptation {
 /// Deserialises from the text [`BinAdaptation::from_str`] reads.
 impl<'de> serde::Deserialize<'de> for BinAdaptation {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = <String as serde::Deserialize>::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        crate::config::parse_text(deserializer)
     }
 }
 

@@ -142,8 +142,7 @@ impl FromStr for QuantityKind {
 /// Deserialises from Cockpit's class name.
 impl<'de> serde::Deserialize<'de> for QuantityKind {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
+        crate::config::parse_text(deserializer)
     }
 }
 

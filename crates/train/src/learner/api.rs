@@ -105,26 +105,7 @@ impl CockpitLearner {
         config: &CockpitConfig,
         optimizer: OptimizerInfo,
     ) -> Result<Self, TrainError> {
-        let configured = |kind: QuantityKind| {
-            config
-                .quantities
-                .iter()
-                .any(|q| q.output_key() == kind.name())
-        };
-        let mut keys: Vec<(String, QuantityKind)> = config
-            .configuration
-            .map(Configuration::kinds)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|&kind| !configured(kind))
-            .map(|kind| (kind.name().to_string(), kind))
-            .collect();
-        keys.extend(
-            config
-                .quantities
-                .iter()
-                .map(|q| (q.output_key().to_string(), q.class)),
-        );
+        let keys = config.keys();
         Self::checked(keys, optimizer, || config.build())
     }
 
@@ -317,11 +298,7 @@ impl CockpitLearner {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves consistent data (every update is a single
-        // assignment), so a poisoned lock is still usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
+        State::lock(&self.state)
     }
 
     pub(crate) fn wants_per_sample(&self) -> bool {

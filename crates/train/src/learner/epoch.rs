@@ -14,10 +14,7 @@ pub(crate) struct EpochWriter(pub(crate) Arc<Mutex<State>>);
 
 impl EpochSink for EpochWriter {
     fn end_epoch(&self, learning_rate: Option<f64>) {
-        self.0
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .end_epoch(learning_rate);
+        State::lock(&self.0).end_epoch(learning_rate);
     }
 }
 

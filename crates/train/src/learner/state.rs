@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
@@ -44,6 +44,12 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Locks the shared state. A panic while holding the lock leaves consistent data (every
+    /// update is a single assignment), so a poisoned lock is still usable.
+    pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+        state.lock().unwrap_or_else(|poison| poison.into_inner())
+    }
+
     pub(crate) fn new(cockpit: Cockpit, optimizer: OptimizerInfo) -> Self {
         Self {
             cockpit,

@@ -22,8 +22,8 @@ pub(crate) struct Pending {
     pub(crate) curvature: Option<Box<dyn CurvatureSource>>,
 }
 
-/// Everything the adapter keeps between training steps, behind the [`CockpitLearner`]'s lock
-/// (crate::CockpitLearner).
+/// Everything the adapter keeps between training steps, behind the
+/// [`CockpitLearner`](crate::CockpitLearner)'s lock.
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) cockpit: Cockpit,
@@ -65,9 +65,7 @@ impl State {
             monitor: None,
         }
     }
-}
 
-impl State {
     /// Records a warning once.
     pub(crate) fn problem(&mut self, message: String) {
         if self.reported.insert(message.clone()) {

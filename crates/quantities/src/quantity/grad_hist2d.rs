@@ -1,11 +1,12 @@
 //! GradHist2d.
 
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use serde::Deserialize;
 
 use super::base::{Quantity, StepContext, check_axis};
 use super::bin_adaptation::{BinAdaptation, linspace};
-use super::grad_hist1d::{count_in_parallel, count_into};
+use super::grad_hist1d::count_into;
+use super::outer_bins::{Axis, Rule, host_matmul_tn, outer_histogram2d};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
@@ -22,8 +23,13 @@ use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Valu
 ///
 /// # Cost
 ///
-/// Materialises the per-sample gradients chunk by chunk and scatters `B·D` pairs on the
-/// device; one host read of `x·y` counts (per parameter with `keep_individual`).
+/// Linear layers on the fast path hand over rank-one per-sample gradients `a_n e_nᵀ` (read
+/// to the host once, with the layer's parameters): rows whose products lie either side of
+/// zero in the two x-bins around it (small gradients) are counted by one 0/1 matrix product
+/// `[d_in, 2B]×[2B, d_out]` on the device (as large as the weight gradient) and one pass over
+/// the parameter's y-bins; the other rows pair each product with its parameter's y-bin on the
+/// host, on every core. Other parameters are materialised chunk by chunk and scattered on the
+/// device. One host read of `x·y` counts (per parameter with `keep_individual`).
 #[derive(Debug, Clone)]
 pub struct GradHist2d {
     schedule: Schedule,
@@ -32,6 +38,7 @@ pub struct GradHist2d {
     adapt: (Option<BinAdaptation>, Option<BinAdaptation>),
     keep_individual: bool,
     counts: StepScratch<Counts>,
+    axes: (Option<Axis>, Option<Axis>),
 }
 
 /// One step's counts per parameter: binned on the device and on the host.
@@ -51,6 +58,7 @@ impl GradHist2d {
             adapt: (None, None),
             keep_individual: false,
             counts: StepScratch::default(),
+            axes: (None, None),
         }
     }
 
@@ -77,76 +85,6 @@ impl GradHist2d {
         self.keep_individual = keep;
         self
     }
-}
-
-/// The bin of `v` as [`axis_index`] computes it (in `f64`); NaN goes to bin 0.
-fn host_axis_bin(v: f64, (lo, hi): (f64, f64), bins: usize) -> usize {
-    if v.is_nan() {
-        return 0;
-    }
-    let width = (hi - lo) / bins as f64;
-    let k = ((v.clamp(lo + width / 2.0, hi - width / 2.0) - lo) / width).floor();
-    (k.max(0.0) as usize).min(bins - 1)
-}
-
-/// Joint histogram of the products `a_{n,i}·e_{n,o}` (x) and `θ[i·d_out + o]` (y) of `b`
-/// samples, without forming the products one by one: along a row sorted by `e_n` the x-bin is
-/// monotone, so its runs are found by binary search and only the y-bins are looked up.
-pub(crate) fn outer_histogram2d(
-    a: &[f64],
-    e: &[f64],
-    theta: &[f64],
-    b: usize,
-    range: ((f64, f64), (f64, f64)),
-    (xb, yb): (usize, usize),
-) -> Result<Vec<u64>, QuantityError> {
-    let (d_in, d_out) = (a.len() / b.max(1), e.len() / b.max(1));
-    let ybin: Vec<usize> = theta
-        .iter()
-        .map(|t| host_axis_bin(*t, range.1, yb))
-        .collect();
-    let sample = |n: usize, counts: &mut [u64]| {
-        let row = &e[n * d_out..(n + 1) * d_out];
-        let mut order: Vec<usize> = (0..d_out).collect();
-        order.sort_by(|&p, &q| row[p].total_cmp(&row[q]));
-        let finite = row.iter().all(|v| v.is_finite());
-        for (i, &ai) in a[n * d_in..(n + 1) * d_in].iter().enumerate() {
-            let ys = &ybin[i * d_out..(i + 1) * d_out];
-            if !finite || !ai.is_finite() {
-                for o in 0..d_out {
-                    counts[host_axis_bin(ai * row[o], range.0, xb) * yb + ys[o]] += 1;
-                }
-                continue;
-            }
-            let pos = |k: usize| {
-                if ai < 0.0 {
-                    order[d_out - 1 - k]
-                } else {
-                    order[k]
-                }
-            };
-            let at = |k: usize| host_axis_bin(ai * row[pos(k)], range.0, xb);
-            let mut p = 0;
-            while p < d_out {
-                let bin = at(p);
-                let end = if at(d_out - 1) == bin {
-                    d_out
-                } else {
-                    let (mut l, mut h) = (p, d_out - 1);
-                    while h - l > 1 {
-                        let m = (l + h) / 2;
-                        if at(m) == bin { l = m } else { h = m }
-                    }
-                    h
-                };
-                for k in p..end {
-                    counts[bin * yb + ys[pos(k)]] += 1;
-                }
-                p = end;
-            }
-        }
-    };
-    count_in_parallel(b, xb * yb, sample)
 }
 
 fn axis_index(v: Tensor<2>, (lo, hi): (f64, f64), bins: usize) -> Tensor<2, Int> {
@@ -237,14 +175,19 @@ impl Quantity for GradHist2d {
         elements: Elements,
     ) -> Result<(), QuantityError> {
         let (xb, yb) = self.bins;
-        let (range, bins) = (self.range, self.bins);
+        let range = self.range;
         let scratch = self.counts.at(step);
         if let Elements::Outer { a, e } = &elements {
             let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+            let device = a.device();
             let a = read_values(a.clone().reshape([b * d_in]))?;
             let e = read_values(e.clone().reshape([b * d_out]))?;
             let theta = read_values(entry.value.clone())?;
-            let counts = outer_histogram2d(&a, &e, &theta, b, range, bins)?;
+            let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
+            let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
+            let counts = outer_histogram2d(&a, &e, &theta, b, (x, y), |r, c, k, m, n| {
+                device_matmul_tn(r, c, k, m, n, &device)
+            })?;
             if scratch.host.len() <= index {
                 scratch.host.resize(index + 1, None);
             }
@@ -340,43 +283,20 @@ impl Quantity for GradHist2d {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The factored 2-d histogram equals pairing every product with its parameter one by one.
-    #[test]
-    fn outer_histogram2d_equals_brute_force() {
-        let mut state = 11u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
-        };
-        let (b, d_in, d_out) = (4, 6, 29);
-        let mut a: Vec<f64> = (0..b * d_in).map(|_| next()).collect();
-        let e: Vec<f64> = (0..b * d_out).map(|_| next() * 0.4).collect();
-        let theta: Vec<f64> = (0..d_in * d_out).map(|_| next()).collect();
-        a[2] = 0.0;
-        for (range, bins) in [
-            (((-1.0, 1.0), (-2.0, 2.0)), (40, 50)),
-            (((-0.3, 0.7), (-1.0, 1.5)), (10, 12)),
-        ] {
-            let mut expected = vec![0u64; bins.0 * bins.1];
-            for n in 0..b {
-                for i in 0..d_in {
-                    for o in 0..d_out {
-                        let x = host_axis_bin(a[n * d_in + i] * e[n * d_out + o], range.0, bins.0);
-                        let y = host_axis_bin(theta[i * d_out + o], range.1, bins.1);
-                        expected[x * bins.1 + y] += 1;
-                    }
-                }
-            }
-            assert_eq!(
-                outer_histogram2d(&a, &e, &theta, b, range, bins).ok(),
-                Some(expected)
-            );
-        }
+/// `rᵀc` of 0/1 matrices (`r` `[k, m]`, `c` `[k, n]`) on the device when its float type
+/// counts exactly (`f32`/`f64`, counts below 2²⁴), else on the host.
+fn device_matmul_tn(
+    r: &[f32],
+    c: &[f32],
+    k: usize,
+    m: usize,
+    n: usize,
+    device: &Device,
+) -> Result<Vec<f64>, QuantityError> {
+    let rt = Tensor::<2>::from_data(TensorData::new(r.to_vec(), [k, m]), device);
+    if !matches!(rt.dtype(), DType::F32 | DType::F64) || k >= 1 << 24 {
+        return host_matmul_tn(r, c, k, m, n);
     }
+    let ct = Tensor::<2>::from_data(TensorData::new(c.to_vec(), [k, n]), device);
+    read_values(rt.transpose().matmul(ct).reshape([m * n]))
 }

@@ -15,6 +15,7 @@ mod hess_trace;
 mod kind;
 mod loss;
 mod mean_gsnr;
+mod outer_bins;
 mod parameters;
 mod scratch;
 mod spec;

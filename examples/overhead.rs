@@ -23,12 +23,16 @@ use burn::nn::conv::Conv2dConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use burn_cockpit::curvature::{
-    Activation, CurvatureSource, FiniteDifferenceHvp, Hutchinson, MlpCurvature, MlpLayer, MlpLoss,
+    Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
+    MlpLayer, MlpLoss,
 };
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
 use burn_cockpit::{
-    Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
+    Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
+    StepInfo, backend,
 };
 
 #[path = "common/bench.rs"]
@@ -48,21 +52,39 @@ trait Net: Module + Sync + 'static {
     }
 }
 
-/// The step's curvature: exact diagonals where the net has them (else Hutchinson with 10
-/// probes), products by finite differences.
-fn curvature<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Box<dyn CurvatureSource> {
-    let (xs, ys) = (x.clone(), y.clone());
-    let hvp = move || {
-        let (xs, ys) = (xs.clone(), ys.clone());
-        FiniteDifferenceHvp::new(model, move |m: &M| {
-            let loss = per_sample_loss(m, xs.clone(), ys.clone()).mean();
-            Ok(GradientsParams::from_grads(loss.backward(), m))
-        })
-    };
-    match model.exact_curvature(x, y) {
-        Some(exact) => Box::new(exact.with_hvp(hvp())),
-        None => Box::new(Hutchinson::new(hvp(), 10, 1)),
+/// Hessian-vector products counted (`hvp_products`).
+static PRODUCTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the products a source computes.
+#[derive(Debug)]
+struct Counted<S>(S);
+
+impl<S: CurvatureSource> CurvatureSource for Counted<S> {
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
+        PRODUCTS.fetch_add(1, Ordering::Relaxed);
+        self.0.hvp(params, v)
     }
+
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        self.0.diagonal(params, kind)
+    }
+}
+
+/// The step's curvature: exact diagonals and products where the net is a plain MLP (else
+/// Hutchinson with 10 probes on finite-difference products).
+fn curvature<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Box<dyn CurvatureSource> {
+    if let Some(exact) = model.exact_curvature(x.clone(), y.clone()) {
+        return Box::new(Counted(exact));
+    }
+    let hvp = FiniteDifferenceHvp::new(model, move |m: &M| {
+        let loss = per_sample_loss(m, x.clone(), y.clone()).mean();
+        Ok(GradientsParams::from_grads(loss.backward(), m))
+    });
+    Box::new(Counted(Hutchinson::new(hvp, 10, 1)))
 }
 
 #[derive(Module, Debug)]
@@ -97,7 +119,11 @@ impl Net for Mlp {
         let mut input = x.detach();
         let mut layers = Vec::new();
         for (i, layer) in self.layers.iter().enumerate() {
-            let z = layer.forward(input.clone()).detach();
+            let z = burn::tensor::module::linear(
+                input.clone(),
+                layer.weight.val().detach(),
+                layer.bias.as_ref().map(|b| b.val().detach()),
+            );
             let activation = if i < last {
                 Activation::Relu
             } else {
@@ -167,7 +193,8 @@ fn run<M: Net>(
     mut cockpit: Option<Cockpit>,
     exact: bool,
     data: &[(Tensor<2>, Tensor<2>)],
-) -> f64 {
+) -> (f64, Vec<usize>) {
+    let mut products = Vec::new();
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
     let start = Instant::now();
@@ -208,8 +235,13 @@ fn run<M: Net>(
                 }
                 None => {}
             }
+            let before = PRODUCTS.load(Ordering::Relaxed);
             if let Err(err) = cockpit.track(step, &model, &grads, info) {
                 eprintln!("tracking failed: {err}");
+            }
+            let used = PRODUCTS.load(Ordering::Relaxed) - before;
+            if used > 0 {
+                products.push(used);
             }
         }
         model = optim.step(LR, model, grads);
@@ -230,7 +262,7 @@ fn run<M: Net>(
     let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
         .sum()
         .into_scalar::<f32>();
-    start.elapsed().as_secs_f64() / steps as f64
+    (start.elapsed().as_secs_f64() / steps as f64, products)
 }
 
 fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -270,22 +302,35 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     if let Some(only) = only {
         configs.retain(|(name, _)| only.split(',').any(|o| o == name));
     }
-    run::<M>(device, 3, None, exact, &data); // warm-up
+    let _ = run::<M>(device, 3, None, exact, &data); // warm-up
     println!(
         "model {name}, batch {BATCH}, engine {engine}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
     let mut plain_times = Vec::new();
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut products: Vec<f64> = Vec::new();
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
-        plain_times.push(run::<M>(device, steps, None, exact, &data));
-        for (i, (_, kinds)) in configs.iter().enumerate() {
+        plain_times.push(run::<M>(device, steps, None, exact, &data).0);
+        for (i, (name, kinds)) in configs.iter().enumerate() {
             let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?;
-            results[i].push(run::<M>(device, steps, Some(cockpit), exact, &data));
+            let (time, used) = run::<M>(device, steps, Some(cockpit), exact, &data);
+            results[i].push(time);
+            if name == "HessMaxEV" {
+                products.extend(used.into_iter().map(|p| p as f64));
+            }
         }
     }
     let plain = median(plain_times);
     println!("plain step: {:.3} ms", plain * 1e3);
+    if !products.is_empty() {
+        println!(
+            "hvp_products HessMaxEV {} (median over {} tracked steps, max {})",
+            median(products.clone()),
+            products.len(),
+            products.iter().copied().fold(0.0, f64::max)
+        );
+    }
     for ((name, _), times) in configs.iter().zip(results) {
         let t = median(times);
         println!(

@@ -13,7 +13,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{DType, Device, Tensor};
 use cockpit_quantities::curvature::{CurvatureSource, FiniteDifferenceHvp};
 use cockpit_quantities::persample::Recorder;
-use cockpit_quantities::quantity::{HessMaxEV, Parameters};
+use cockpit_quantities::quantity::{EigenMethod, HessMaxEV, Parameters};
 use cockpit_quantities::{
     Cockpit, CockpitError, EpochLog, HostArray, OptimizerInfo, Output, Quantity, QuantityKind,
     Schedule, Snapshot, StepInfo,
@@ -124,6 +124,7 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             ) as Box<dyn Quantity>,
             QuantityKind::HessMaxEV if options.recorded_start_vectors => Box::new(
                 HessMaxEV::new(Schedule::every_step())
+                    .with_method(EigenMethod::cockpit_power())
                     .with_start_vectors(recorded_start_vectors(fixture)),
             ),
             other => other.build(Schedule::every_step()),
@@ -157,16 +158,20 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
             LossKind::CrossEntropy => one_hot(&step.targets.data, classes),
         };
         let targets = tensor(targets, [batch, classes], &device, dtype);
+        // Exact products and diagonals where the net is a chain of Linear layers and
+        // activations; finite differences of gradients otherwise.
         let curvature = cockpit.needs_curvature(step.step).then(|| {
-            let (loss_kind, x, y) = (fixture.loss, inputs.clone(), targets.clone());
-            let hvp = FiniteDifferenceHvp::new(&model, move |m: &FixtureNet| {
-                let loss = per_sample_loss(loss_kind, m.forward(x.clone()), y.clone()).mean();
-                Ok(GradientsParams::from_grads(loss.backward(), m))
-            });
             let seed = 2001 + step.step as u64;
             match model.curvature(inputs.clone(), fixture.loss, targets.clone(), seed) {
-                Some(exact) => Box::new(exact.with_hvp(hvp)) as Box<dyn CurvatureSource>,
-                None => Box::new(hvp) as Box<dyn CurvatureSource>,
+                Some(exact) => Box::new(exact) as Box<dyn CurvatureSource>,
+                None => {
+                    let (loss_kind, x, y) = (fixture.loss, inputs.clone(), targets.clone());
+                    Box::new(FiniteDifferenceHvp::new(&model, move |m: &FixtureNet| {
+                        let loss =
+                            per_sample_loss(loss_kind, m.forward(x.clone()), y.clone()).mean();
+                        Ok(GradientsParams::from_grads(loss.backward(), m))
+                    })) as Box<dyn CurvatureSource>
+                }
             }
         });
         // Start recording only now: the curvature source's own forward passes are not the step's.

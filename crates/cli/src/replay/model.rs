@@ -105,8 +105,11 @@ impl FixtureNet {
                         layers.push(layer);
                     }
                     let linear = &self.linears[k];
+                    // Detached parameters: a forward pass through the tracked ones would leave
+                    // autodiff nodes behind that no backward pass consumes.
                     let weight = linear.weight.val().detach();
-                    let z = linear.forward(x.clone()).detach();
+                    let bias = linear.bias.as_ref().map(|b| b.val().detach());
+                    let z = burn::tensor::module::linear(x.clone(), weight.clone(), bias);
                     pending = Some(MlpLayer {
                         weight_id: linear.weight.id,
                         bias_id: linear.bias.as_ref().map(|b| b.id),

@@ -168,6 +168,27 @@ pub fn lanczos_for(
     max_products: usize,
     target: Target,
 ) -> Result<EigenEstimate, QuantityError> {
+    lanczos_with_vector(source, params, start, tol, max_products, target).map(|(e, _)| e)
+}
+
+/// [`lanczos_for`], also returning the Ritz vector (unit norm, aligned with `params`) of the
+/// returned value: the start of the next step's run (a warm start, as the dominant eigenvector
+/// drifts slowly between steps).
+///
+/// Each iteration reads three small batches of numbers from the device (the Rayleigh quotient,
+/// the reorthogonalisation coefficients against the whole basis at once, the residual norm).
+///
+/// # Errors
+///
+/// As [`lanczos`].
+pub fn lanczos_with_vector(
+    source: &dyn CurvatureSource,
+    params: &Snapshot,
+    start: &Snapshot,
+    tol: f64,
+    max_products: usize,
+    target: Target,
+) -> Result<(EigenEstimate, Snapshot), QuantityError> {
     let start_norm = norm(start)?;
     if start_norm == 0.0 || !start_norm.is_finite() {
         return Err(QuantityError::Shape(
@@ -181,6 +202,7 @@ pub fn lanczos_for(
         products: 0,
         converged: false,
     };
+    let mut ritz = Vec::new();
     for k in 0..max_products {
         let q = &basis[k];
         let mut w = source.hvp(params, q)?;
@@ -190,12 +212,20 @@ pub fn lanczos_for(
         if k > 0 {
             w = combine(&w, &basis[k - 1], -beta[k - 1])?;
         }
-        for b in &basis {
-            let c = read_values(dot(b, &w)?)?[0];
+        // Full reorthogonalisation against the whole basis (classical Gram–Schmidt after the
+        // three-term recurrence, one read for all coefficients).
+        let dots = basis
+            .iter()
+            .map(|b| dot(b, &w))
+            .collect::<Result<Vec<_>, _>>()?;
+        let coefficients = read_values(Tensor::cat(dots, 0))?;
+        for (b, c) in basis.iter().zip(coefficients) {
             w = combine(&w, b, -c)?;
         }
         let b = norm(&w)?;
-        let (theta, last_component) = extreme_ritz(&alpha, &beta, target);
+        let (theta, vector) = extreme_ritz(&alpha, &beta, target);
+        let last_component = vector.last().copied().unwrap_or(0.0);
+        ritz = vector;
         estimate = EigenEstimate {
             value: theta,
             products: k + 1,
@@ -203,19 +233,24 @@ pub fn lanczos_for(
         };
         if (b * last_component).abs() <= tol * theta.abs() || b == 0.0 {
             estimate.converged = true;
-            return Ok(estimate);
+            break;
         }
         beta.push(b);
         basis.push(scaled(&w, 1.0 / b));
     }
-    Ok(estimate)
+    // The Ritz vector Σ_k s_k q_k over the basis the tridiagonal matrix saw.
+    let mut vector = scaled(&basis[0], ritz.first().copied().unwrap_or(1.0));
+    for (q, s) in basis.iter().zip(&ritz).skip(1) {
+        vector = combine(&vector, q, *s)?;
+    }
+    Ok((estimate, vector))
 }
 
 // Jacobi rotations update rows and columns `p`, `q` together: plainer by index.
 #[allow(clippy::needless_range_loop)]
-/// The eigenvalue of largest magnitude of the symmetric tridiagonal matrix (diagonal `alpha`,
-/// off-diagonal `beta`) and the last component of its unit eigenvector (Jacobi rotations).
-fn extreme_ritz(alpha: &[f64], beta: &[f64], target: Target) -> (f64, f64) {
+/// The eigenvalue `target` picks of the symmetric tridiagonal matrix (diagonal `alpha`,
+/// off-diagonal `beta`) and its unit eigenvector (Jacobi rotations).
+fn extreme_ritz(alpha: &[f64], beta: &[f64], target: Target) -> (f64, Vec<f64>) {
     let n = alpha.len();
     let mut a = vec![vec![0.0; n]; n];
     let mut vecs = vec![vec![0.0; n]; n];
@@ -270,7 +305,7 @@ fn extreme_ritz(alpha: &[f64], beta: &[f64], target: Target) -> (f64, f64) {
     let best = (0..n)
         .max_by(|&i, &j| key(i).total_cmp(&key(j)))
         .unwrap_or(0);
-    (a[best][best], vecs[n - 1][best])
+    (a[best][best], (0..n).map(|k| vecs[k][best]).collect())
 }
 
 #[cfg(test)]
@@ -283,8 +318,10 @@ mod tests {
         let (theta, _) = extreme_ritz(&[2.0, 2.0], &[1.0], Target::LargestMagnitude);
         assert!((theta - 3.0).abs() < 1e-12);
         // diag(1, −5, 2): largest magnitude −5.
-        let (theta, last) = extreme_ritz(&[1.0, -5.0, 2.0], &[0.0, 0.0], Target::LargestMagnitude);
-        assert!((theta + 5.0).abs() < 1e-12 && last.abs() < 1e-12);
+        let (theta, vector) =
+            extreme_ritz(&[1.0, -5.0, 2.0], &[0.0, 0.0], Target::LargestMagnitude);
+        assert!((theta + 5.0).abs() < 1e-12 && vector[2].abs() < 1e-12);
+        assert!((vector[1].abs() - 1.0).abs() < 1e-12);
         let (theta, _) = extreme_ritz(&[1.0, -5.0, 2.0], &[0.0, 0.0], Target::LargestAlgebraic);
         assert!((theta - 2.0).abs() < 1e-12);
     }

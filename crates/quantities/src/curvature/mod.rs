@@ -10,7 +10,9 @@ mod mlp;
 pub(crate) mod random;
 
 pub use base::{CurvatureSource, DiagonalKind};
-pub use eigen::{EigenEstimate, Target, lanczos, lanczos_for, power_iteration};
+pub use eigen::{
+    EigenEstimate, Target, lanczos, lanczos_for, lanczos_with_vector, power_iteration,
+};
 pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::Hutchinson;
 pub use mlp::{Activation, MlpCurvature, MlpLayer, MlpLoss};

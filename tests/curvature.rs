@@ -147,6 +147,14 @@ fn symmetric_eigenvalues(mut a: Vec<Vec<f64>>) -> Vec<f64> {
     (0..n).map(|i| a[i][i]).collect()
 }
 
+/// The eigenvalue of largest magnitude.
+fn dominant(eigenvalues: Vec<f64>) -> f64 {
+    eigenvalues
+        .into_iter()
+        .max_by(|a, b| a.abs().total_cmp(&b.abs()))
+        .unwrap()
+}
+
 /// The exact `diag_h` and `diag_ggn_exact` equal the diagonal of the dense Hessian built from
 /// unit-vector products, and the fixtures' recorded exact sums; the dense Hessian's dominant
 /// eigenvalue equals the recorded one.
@@ -190,12 +198,7 @@ fn exact_diagonals_equal_the_dense_hessian() {
                 );
             }
         }
-        let eigenvalues = symmetric_eigenvalues(dense);
-        let dominant = eigenvalues
-            .iter()
-            .copied()
-            .max_by(|a, b| a.abs().total_cmp(&b.abs()))
-            .unwrap();
+        let dominant = dominant(symmetric_eigenvalues(dense));
         let recorded = extras["dominant_eigenvalue"].as_f64().unwrap();
         assert!(
             common::close(dominant, recorded, 1e-6, 1e-9),
@@ -344,12 +347,7 @@ fn exact_products_equal_the_dense_hessian() {
                 );
             }
         }
-        let eigenvalues = symmetric_eigenvalues(ours);
-        let dominant = eigenvalues
-            .iter()
-            .copied()
-            .max_by(|a, b| a.abs().total_cmp(&b.abs()))
-            .unwrap();
+        let dominant = dominant(symmetric_eigenvalues(ours));
         let recorded = extras["dominant_eigenvalue"].as_f64().unwrap();
         assert!(
             common::close(dominant, recorded, 1e-9, 1e-12),

@@ -66,6 +66,17 @@ fn norm(v: &Snapshot) -> Result<f64, QuantityError> {
     Ok(read_values(v.sq_norms().sum())?[0].sqrt())
 }
 
+/// `start/‖start‖`; [`QuantityError::Shape`] for a zero or non-finite start vector.
+fn unit_start(start: &Snapshot) -> Result<Snapshot, QuantityError> {
+    let start_norm = norm(start)?;
+    if start_norm == 0.0 || !start_norm.is_finite() {
+        return Err(QuantityError::Shape(
+            "the start vector is zero or not finite".into(),
+        ));
+    }
+    Ok(scaled(start, 1.0 / start_norm))
+}
+
 /// Cockpit's power iteration (`HessMaxEV`, `use_power=True`): `v ← start/‖start‖`; repeat
 /// `w = Hv`, `λ = vᵀw`, `v = w/‖w‖` until `|λ_old − λ| ≤ atol + rtol·|λ|` (the first comparison is
 /// against +∞), at most `max_products` times; converges to the largest-**magnitude** eigenvalue.
@@ -82,13 +93,7 @@ pub fn power_iteration(
     atol: f64,
     max_products: usize,
 ) -> Result<EigenEstimate, QuantityError> {
-    let start_norm = norm(start)?;
-    if start_norm == 0.0 || !start_norm.is_finite() {
-        return Err(QuantityError::Shape(
-            "the start vector is zero or not finite".into(),
-        ));
-    }
-    let mut v = scaled(start, 1.0 / start_norm);
+    let mut v = unit_start(start)?;
     let mut previous = f64::INFINITY;
     let mut last = f64::NAN;
     for k in 1..=max_products {
@@ -189,13 +194,7 @@ pub fn lanczos_with_vector(
     max_products: usize,
     target: Target,
 ) -> Result<(EigenEstimate, Snapshot), QuantityError> {
-    let start_norm = norm(start)?;
-    if start_norm == 0.0 || !start_norm.is_finite() {
-        return Err(QuantityError::Shape(
-            "the start vector is zero or not finite".into(),
-        ));
-    }
-    let mut basis = vec![scaled(start, 1.0 / start_norm)];
+    let mut basis = vec![unit_start(start)?];
     let (mut alpha, mut beta): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     let mut estimate = EigenEstimate {
         value: f64::NAN,

@@ -65,8 +65,9 @@ pub enum EigenMethod {
 ///
 /// One Hessian-vector product per iteration (exact products of an
 /// [`MlpCurvature`](crate::curvature::MlpCurvature) cost about two gradient passes; finite
-/// differences two full forward and backward passes); warm-started Lanczos typically 2–10
-/// products per step, power iteration 3–100. Lanczos keeps its basis (one parameter-sized
+/// differences two full forward and backward passes); warm-started Lanczos took a median of 13
+/// (at most 25) products per step on the benchmark MLP (`BENCHMARKS.md`), power iteration
+/// 5–51 on the fixtures. Lanczos keeps its basis (one parameter-sized
 /// vector per product) and the eigenvector until the next tracked step.
 #[derive(Debug, Clone)]
 pub struct HessMaxEV {

@@ -228,6 +228,79 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
     assert_fast_equals_exact(&fast, &exact, 3);
 }
 
+/// Alpha's SGD path (`d = −lr·∇L`, projections from the shared per-sample passes) equals its
+/// general path (`d = θ_{s+1} − θ_s`, its own projections) on plain SGD steps, and warns when
+/// the announced learning rate is not the one the parameters moved by.
+fn alpha_sgd_path_equals_general_path(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 8;
+    let lr = 0.1;
+    let mut model = Mlp::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let schedule = Schedule::every_step();
+    let infos = [
+        OptimizerInfo::sgd(lr),
+        OptimizerInfo::Other {
+            name: "Adam".into(),
+            lr: Some(lr),
+        },
+        OptimizerInfo::sgd(lr / 2.0),
+    ];
+    let mut cockpits: Vec<Cockpit> = infos
+        .iter()
+        .map(|_| Cockpit::from_kinds([QuantityKind::Alpha], &schedule).unwrap())
+        .collect();
+    let steps = 4;
+    for step in 0..steps {
+        let (x, y) = data(&device, batch, 5, step);
+        let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), &device);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(inputs), y);
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        for (cockpit, optimizer) in cockpits.iter_mut().zip(&infos) {
+            let info = StepInfo::new(loss.clone().detach())
+                .with_individual_losses(per_sample.clone().detach())
+                .with_optimizer(optimizer.clone())
+                .with_per_sample(factors.clone());
+            cockpit.track(step, &model, &grads, info).unwrap();
+        }
+        model = optim.step(lr, model, grads);
+    }
+    for step in 0..steps - 1 {
+        let (sgd, general) = (
+            float(&cockpits[0], step, "Alpha"),
+            float(&cockpits[1], step, "Alpha"),
+        );
+        assert!(
+            (sgd - general).abs() <= 1e-4 * (1.0 + general.abs()),
+            "step {step}: SGD path {sgd}, general path {general}"
+        );
+    }
+    assert!(
+        cockpits[0].warnings().is_empty(),
+        "{:?}",
+        cockpits[0].warnings()
+    );
+    assert!(
+        cockpits[1].warnings().is_empty(),
+        "{:?}",
+        cockpits[1].warnings()
+    );
+    let mismatch = cockpits[2].warnings();
+    assert_eq!(
+        mismatch.len(),
+        1,
+        "checked on the first end point: {mismatch:?}"
+    );
+    assert!(
+        mismatch.iter().all(|w| w.contains("plain SGD step")),
+        "{mismatch:?}"
+    );
+}
+
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
 #[derive(Module, Debug)]
 struct ConvNet {
@@ -602,6 +675,7 @@ fn a_missing_per_sample_source_is_a_typed_error() {
 on_every_backend!(
     instrumented_layers_train_identically,
     fast_path_equals_exact_fallback,
+    alpha_sgd_path_equals_general_path,
     conv_fast_path_equals_single_sample_passes,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,

@@ -69,6 +69,9 @@ pub struct Cockpit {
     stream: Option<JsonLinesWriter>,
     warnings: Vec<String>,
     latest: Output,
+    /// The mean gradient of the last tracked step, kept while a quantity asks for
+    /// [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
+    previous_grads: Option<(usize, Snapshot)>,
 }
 
 impl std::fmt::Debug for Cockpit {
@@ -96,6 +99,7 @@ impl Cockpit {
             stream: None,
             warnings: Vec::new(),
             latest: Output::new(),
+            previous_grads: None,
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -231,6 +235,7 @@ impl Cockpit {
             self.warn(format!("step {step}: the loss is {loss}"));
         }
         let per_sample = self.reduce_per_sample(step, &params, &grads, &info);
+        self.previous_grads = None;
         let ctx = StepContext {
             step,
             params: &params,
@@ -268,6 +273,14 @@ impl Cockpit {
         }
         for warning in warnings {
             self.warn(warning);
+        }
+        let next = step + 1;
+        if self
+            .quantities
+            .iter()
+            .any(|q| q.should_compute(next) && q.per_sample_needs(next).dots_with_previous_grad)
+        {
+            self.previous_grads = Some((step, grads.clone()));
         }
         self.output.merge(computed.clone());
         self.latest = computed.clone();
@@ -331,6 +344,10 @@ impl Cockpit {
             }
             Ok(())
         };
+        let previous = match &self.previous_grads {
+            Some((at, previous)) if at + 1 == step => Some(previous),
+            _ => None,
+        };
         let mut request = Request::new();
         request.sq_norms = needs.sq_norms;
         request.sum_sq = needs.sum_sq;
@@ -338,10 +355,22 @@ impl Cockpit {
         if needs.dots_with_grad {
             request.directions.push(grads);
         }
+        let with_previous = needs.dots_with_previous_grad && previous.is_some();
+        if let Some(previous) = previous.filter(|_| with_previous) {
+            request.directions.push(previous);
+        }
         if needs.elements {
             request.elements = Some(&mut sink);
         }
-        source.reduce(params, request).map(Some)
+        let mut stats = source.reduce(params, request)?;
+        let mut dots = std::mem::take(&mut stats.dots).into_iter();
+        if needs.dots_with_grad {
+            stats.dots_with_grad = dots.next();
+        }
+        if with_previous {
+            stats.dots_with_previous_grad = dots.next();
+        }
+        Ok(Some(stats))
     }
 
     /// Cockpit's `log(...)`: stores the epoch's losses, accuracies and learning rate under

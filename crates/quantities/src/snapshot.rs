@@ -155,6 +155,20 @@ impl Snapshot {
 }
 
 impl Snapshot {
+    /// `factor · self`, parameter by parameter, on the device.
+    pub fn scaled(&self, factor: f64) -> Snapshot {
+        Snapshot {
+            entries: self
+                .entries
+                .iter()
+                .map(|entry| ParamEntry {
+                    value: entry.value.clone() * factor,
+                    ..entry.clone()
+                })
+                .collect(),
+        }
+    }
+
     /// `self − other`, parameter by parameter (matched by [`ParamId`]), on the device.
     ///
     /// # Errors

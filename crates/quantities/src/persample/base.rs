@@ -45,6 +45,10 @@ pub struct PerSampleNeeds {
     pub sq_norms: bool,
     /// `⟨g_{n,p}, ∇_p L⟩` per sample and parameter (dot with the mean gradient).
     pub dots_with_grad: bool,
+    /// `⟨g_{n,p}, ∇_p L_{t−1}⟩` per sample and parameter: dot with the previous step's mean
+    /// gradient (Alpha's end point on its SGD path, where the step was `−lr·∇L_{t−1}`). The
+    /// Cockpit keeps that gradient from step `t − 1` when a quantity asks for it at `t`.
+    pub dots_with_previous_grad: bool,
     /// `Σ_n g_{n,p}^{⊙2}` per parameter (elementwise).
     pub sum_sq: bool,
     /// `max_{n,j} |g_{n,p,j}|` per parameter.
@@ -58,6 +62,7 @@ impl PerSampleNeeds {
     pub const NONE: Self = Self {
         sq_norms: false,
         dots_with_grad: false,
+        dots_with_previous_grad: false,
         sum_sq: false,
         abs_max: false,
         elements: false,
@@ -65,7 +70,12 @@ impl PerSampleNeeds {
 
     /// Whether anything is needed.
     pub fn any(&self) -> bool {
-        self.sq_norms || self.dots_with_grad || self.sum_sq || self.abs_max || self.elements
+        self.sq_norms
+            || self.dots_with_grad
+            || self.dots_with_previous_grad
+            || self.sum_sq
+            || self.abs_max
+            || self.elements
     }
 
     /// The union of two needs.
@@ -73,6 +83,7 @@ impl PerSampleNeeds {
         Self {
             sq_norms: self.sq_norms || other.sq_norms,
             dots_with_grad: self.dots_with_grad || other.dots_with_grad,
+            dots_with_previous_grad: self.dots_with_previous_grad || other.dots_with_previous_grad,
             sum_sq: self.sum_sq || other.sum_sq,
             abs_max: self.abs_max || other.abs_max,
             elements: self.elements || other.elements,
@@ -89,8 +100,15 @@ pub struct PerSampleStats {
     pub batch_size: usize,
     /// `‖g_{n,p}‖²`, `[B]` per parameter.
     pub sq_norms: Option<Vec<Tensor<1>>>,
-    /// `⟨g_{n,p}, v_p⟩`, `[B]` per parameter, for each requested direction `v`.
+    /// `⟨g_{n,p}, v_p⟩`, `[B]` per parameter, for each requested direction `v` (what a
+    /// source returns for [`Request::directions`]).
     pub dots: Vec<Vec<Tensor<1>>>,
+    /// `⟨g_{n,p}, ∇_p L⟩`, `[B]` per parameter ([`PerSampleNeeds::dots_with_grad`]; filled by
+    /// the Cockpit from `dots`).
+    pub dots_with_grad: Option<Vec<Tensor<1>>>,
+    /// `⟨g_{n,p}, ∇_p L_{t−1}⟩`, `[B]` per parameter
+    /// ([`PerSampleNeeds::dots_with_previous_grad`]; filled by the Cockpit from `dots`).
+    pub dots_with_previous_grad: Option<Vec<Tensor<1>>>,
     /// `Σ_n g_{n,p}^{⊙2}`, `[numel]` per parameter (flattened in burn's layout).
     pub sum_sq: Option<Vec<Tensor<1>>>,
     /// `max |g_{n,p,j}|`, `[1]` per parameter.

@@ -290,6 +290,8 @@ impl Accumulator {
                 None
             },
             dots: self.dots.into_iter().map(cat).collect::<Result<_, _>>()?,
+            dots_with_grad: None,
+            dots_with_previous_grad: None,
             sum_sq,
             abs_max: if want_max {
                 Some(cat(self.abs_max)?.into_iter().map(|m| m.max()).collect())

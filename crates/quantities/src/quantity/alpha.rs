@@ -6,23 +6,49 @@ use burn::tensor::Tensor;
 
 use super::base::{Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
-use crate::persample::{PerSampleSource, Request};
+use crate::persample::{PerSampleNeeds, PerSampleSource, Request};
 use crate::snapshot::read_values;
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
-/// One end of Alpha's step: parameters, loss and its variance, and the per-sample gradients.
+/// One end of Alpha's step: parameters, loss and its variance, and how the step's
+/// projections are had.
 #[derive(Debug, Clone)]
 struct Point {
     step: usize,
     params: Snapshot,
     f: f64,
     var_f: f64,
-    source: Arc<dyn PerSampleSource>,
+    /// How the projections are had, at a start point.
+    path: Option<Path>,
 }
 
-/// The local step-size quality α (Cockpit's `Alpha`): where the step `d = θ_{s+1} − θ_s`
-/// landed on a quadratic fitted along it. −1: no step or a concave fit; 0: the step reached
-/// the fitted minimum; 1: it landed at the same height on the other side; < −1: uphill.
+/// Cockpit's two ways to the projections `g_nᵀd`.
+#[derive(Debug, Clone)]
+enum Path {
+    /// Plain SGD: `d = −lr·∇L_s`. At the start point `⟨g_n, ∇L_s⟩` comes from the step's
+    /// shared per-sample pass (the dots InnerTest and OrthoTest read), at the end point
+    /// `⟨g_n, ∇L_s⟩` from the next step's pass (`dots_with_previous_grad`).
+    Sgd {
+        lr: f64,
+        grads: Snapshot,
+        /// `Σ_p ⟨g_{n,p}, ∇_p L_s⟩`, `[B]`.
+        dots: Tensor<1>,
+    },
+    /// Any other optimizer: `d = θ_{s+1} − θ_s`, projected through the kept per-sample source.
+    General { source: Arc<dyn PerSampleSource> },
+}
+
+/// The relative mismatch `‖(θ_{s+1} − θ_s) + lr·∇L_s‖ / ‖lr·∇L_s‖` above which Alpha warns that
+/// the step was not the plain SGD step the optimizer info announced.
+const SGD_MISMATCH: f64 = 1e-2;
+
+/// Alpha checks the SGD step on its first end point and every this many after (the check
+/// costs three parameter-sized temporaries).
+const SGD_CHECK_EVERY: usize = 64;
+
+/// The local step-size quality α (Cockpit's `Alpha`): where the step `d` landed on a
+/// quadratic fitted along it. −1: no step or a concave fit; 0: the step reached the fitted
+/// minimum; 1: it landed at the same height on the other side; < −1: uphill.
 ///
 /// A two-step quantity computed at s+1 and stored under s. At both points it takes the
 /// mini-batch loss `f` and the unbiased variance of the per-sample losses, the projected
@@ -31,19 +57,29 @@ struct Point {
 /// least squares (weights `1/variance`, zero variances replaced by 1e-10) and returns
 /// `α = 2t/(−μ₁/μ₂) − 1`. A singular fit gives −1 if `t = 0` and no value otherwise.
 ///
-/// `d` is always `θ_{s+1} − θ_s` (Cockpit's general path), which equals its SGD fast path's
-/// `−lr·g` up to rounding, so it works for any optimizer.
+/// As in Cockpit, `d = −lr·∇L_s` when the step info names plain SGD
+/// ([`OptimizerInfo::is_plain_sgd`](crate::OptimizerInfo::is_plain_sgd), learning rate > 0),
+/// else `d = θ_{s+1} − θ_s` (any optimizer). On the SGD path Alpha checks its first end point
+/// and every 64th after, and warns when the parameters did not move by `d` (relative
+/// mismatch above 1 %: the optimizer info is wrong).
 ///
 /// # Cost
 ///
-/// Keeps θ_s and the step's per-sample source for one step (`B·(d_in + d_out)` per Linear
-/// layer on the fast path; the exact fallback re-runs its `B` passes at the end point); two
-/// projections `⟨g_n, d⟩` (one matmul per layer each); one host read of `2B + 1` numbers plus
-/// the per-sample losses.
+/// SGD path: the projections come with the steps' shared per-sample passes: `⟨g_n, ∇L_s⟩` at
+/// s (shared with InnerTest and OrthoTest), `⟨g_n, ∇L_s⟩` at s+1 (one matmul per Linear
+/// layer); keeps θ_s and ∇L_s for one step. Other optimizers: keeps θ_s and the step's
+/// per-sample source (`B·(d_in + d_out)` per Linear layer on the fast path; the exact fallback
+/// re-runs its `B` passes at the end point) and projects twice on `d` (one matmul per layer
+/// each). One host read of `2B + 2` numbers plus the per-sample losses.
 #[derive(Debug, Clone)]
 pub struct Alpha {
     schedule: Schedule,
     start: Option<Point>,
+    /// Whether the last start point took the SGD path (`None` before the first).
+    sgd: Option<bool>,
+    /// End points taken on the SGD path so far.
+    sgd_end_points: usize,
+    warnings: Vec<String>,
 }
 
 impl Alpha {
@@ -52,46 +88,71 @@ impl Alpha {
         Self {
             schedule,
             start: None,
+            sgd: None,
+            sgd_end_points: 0,
+            warnings: Vec::new(),
         }
     }
 
-    fn point(ctx: &StepContext<'_>) -> Result<Point, QuantityError> {
+    fn point(ctx: &StepContext<'_>, is_start: bool) -> Result<Point, QuantityError> {
         let losses = ctx
             .info
             .individual_losses()
             .ok_or(QuantityError::MissingInfo("individual_losses"))?;
-        let source = ctx.per_sample_source()?.clone();
         let losses = read_values(losses.clone())?;
+        let sgd_lr = ctx
+            .info
+            .optimizer()
+            .filter(|o| o.is_plain_sgd())
+            .and_then(|o| o.lr())
+            .filter(|lr| lr.is_finite() && *lr > 0.0);
+        let path = match sgd_lr {
+            _ if !is_start => None,
+            Some(lr) => {
+                let stats = ctx.per_sample_stats()?;
+                let dots = stats
+                    .dots_with_grad
+                    .as_deref()
+                    .ok_or(QuantityError::MissingInfo(
+                        "per-sample dots with the gradient",
+                    ))?;
+                Some(Path::Sgd {
+                    lr,
+                    grads: ctx.grads.clone(),
+                    dots: sum_over_params(dots)?,
+                })
+            }
+            None => Some(Path::General {
+                source: ctx.per_sample_source()?.clone(),
+            }),
+        };
         Ok(Point {
             step: ctx.step,
             params: ctx.params.clone(),
             f: ctx.loss,
             var_f: unbiased_variance(&losses),
-            source,
+            path,
         })
     }
 
+    /// α of the step from `start` to the context's step (`end` holds its loss and variance).
     fn end(
+        &mut self,
         start: &Point,
         end: &Point,
         ctx: &StepContext<'_>,
     ) -> Result<Option<f64>, QuantityError> {
-        let d = end.params.difference(&start.params)?;
-        let project = |source: &Arc<dyn PerSampleSource>| -> Result<Tensor<1>, QuantityError> {
-            let mut request = Request::new();
-            request.directions = vec![&d];
-            let stats = source.reduce(ctx.params, request)?;
-            sum_over_params(stats.dots.first().map(Vec::as_slice).unwrap_or_default())
+        let path = start
+            .path
+            .as_ref()
+            .ok_or(QuantityError::MissingInfo("Alpha's start point"))?;
+        let (t, ys, ye) = match path {
+            Path::Sgd { lr, grads, dots } => self.sgd_projections(start, *lr, grads, dots, ctx)?,
+            Path::General { source } => general_projections(start, end, source, ctx)?,
         };
-        let (ys, ye) = (project(&start.source)?, project(&end.source)?);
-        let (bs, be) = (ys.dims()[0], ye.dims()[0]);
-        let values = read_values(Tensor::cat(vec![d.sq_norms().sum(), ys, ye], 0))?;
-        let t = values[0].sqrt();
         if t == 0.0 {
             return Ok(Some(-1.0));
         }
-        let ys: Vec<f64> = values[1..1 + bs].iter().map(|y| y / t).collect();
-        let ye: Vec<f64> = values[1 + bs..1 + bs + be].iter().map(|y| y / t).collect();
         let observations = [start.f, end.f, mean(&ys), mean(&ye)];
         let variances = [
             start.var_f,
@@ -101,6 +162,86 @@ impl Alpha {
         ];
         Ok(alpha(t, observations, variances))
     }
+
+    /// `t = ‖d‖` and the projections `y_n = g_nᵀd/‖d‖` at both points for `d = −lr·∇L_s`,
+    /// from the dots the steps' shared passes computed. Every [`SGD_CHECK_EVERY`]-th end point
+    /// (the first included) also checks that the parameters moved by `d`.
+    fn sgd_projections(
+        &mut self,
+        start: &Point,
+        lr: f64,
+        grads: &Snapshot,
+        dots: &Tensor<1>,
+        ctx: &StepContext<'_>,
+    ) -> Result<(f64, Vec<f64>, Vec<f64>), QuantityError> {
+        let stats = ctx.per_sample_stats()?;
+        let end_dots =
+            stats
+                .dots_with_previous_grad
+                .as_deref()
+                .ok_or(QuantityError::MissingInfo(
+                    "per-sample dots with the previous gradient",
+                ))?;
+        let end_dots = sum_over_params(end_dots)?;
+        let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
+        let check = self.sgd_end_points % SGD_CHECK_EVERY == 0;
+        self.sgd_end_points += 1;
+        // ‖∇L_s‖², ‖(θ_{s+1} − θ_s) + lr·∇L_s‖² when checking, and the dots: one read.
+        let mut parts = vec![grads.sq_norms().sum()];
+        if check {
+            let moved = ctx.params.difference(&start.params)?;
+            parts.push(moved.sq_distances(&grads.scaled(-lr))?.sum());
+        }
+        let offset = parts.len();
+        parts.extend([dots.clone(), end_dots]);
+        let values = read_values(Tensor::cat(parts, 0))?;
+        let norm = values[0].sqrt();
+        let t = lr * norm;
+        if check {
+            let relative = values[1].sqrt() / t;
+            if t > 0.0 && relative > SGD_MISMATCH {
+                self.warnings.push(format!(
+                    "step {}: Alpha: the parameters moved {relative:.2e} (relative) away from \
+                     the plain SGD step −lr·∇L the optimizer info announced; α assumes that step",
+                    start.step
+                ));
+            }
+        }
+        // y_n = ⟨g_n, d⟩/‖d‖ with d = −lr·∇L_s.
+        let project = |v: &[f64]| v.iter().map(|y| -y / norm).collect::<Vec<f64>>();
+        Ok((
+            t,
+            project(&values[offset..offset + bs]),
+            project(&values[offset + bs..offset + bs + be]),
+        ))
+    }
+}
+
+/// `t = ‖d‖` and the projections `y_n = g_nᵀd/‖d‖` at both points for `d = θ_{s+1} − θ_s`,
+/// through the start point's kept per-sample source and the end point's.
+fn general_projections(
+    start: &Point,
+    end: &Point,
+    source: &Arc<dyn PerSampleSource>,
+    ctx: &StepContext<'_>,
+) -> Result<(f64, Vec<f64>, Vec<f64>), QuantityError> {
+    let moved = end.params.difference(&start.params)?;
+    let project = |source: &Arc<dyn PerSampleSource>| -> Result<Tensor<1>, QuantityError> {
+        let mut request = Request::new();
+        request.directions = vec![&moved];
+        let stats = source.reduce(ctx.params, request)?;
+        sum_over_params(stats.dots.first().map(Vec::as_slice).unwrap_or_default())
+    };
+    let (ys, ye) = (project(source)?, project(ctx.per_sample_source()?)?);
+    let (bs, be) = (ys.dims()[0], ye.dims()[0]);
+    let values = read_values(Tensor::cat(vec![moved.sq_norms().sum(), ys, ye], 0))?;
+    let t = values[0].sqrt();
+    let project = |v: &[f64]| v.iter().map(|y| y / t).collect::<Vec<f64>>();
+    Ok((
+        t,
+        project(&values[1..1 + bs]),
+        project(&values[1 + bs..1 + bs + be]),
+    ))
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -200,17 +341,35 @@ impl Quantity for Alpha {
         self.should_compute(step)
     }
 
+    fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
+        let end_on_sgd_path = self.start.as_ref().is_some_and(|start| {
+            start.step + 1 == step && matches!(start.path, Some(Path::Sgd { .. }))
+        });
+        PerSampleNeeds {
+            // Asked for until a start point shows another optimizer (shared with the
+            // gradient tests, so usually free).
+            dots_with_grad: self.schedule.is_active(step) && self.sgd != Some(false),
+            dots_with_previous_grad: end_on_sgd_path,
+            ..PerSampleNeeds::NONE
+        }
+    }
+
+    fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         let start = self.start.take().filter(|s| s.step + 1 == ctx.step);
-        let point = Self::point(ctx)?;
+        let point = Self::point(ctx, self.schedule.is_active(ctx.step))?;
         let mut result = None;
         if let Some(start) = start
             && self.schedule.was_active_before(ctx.step)
-            && let Some(value) = Self::end(&start, &point, ctx)?
+            && let Some(value) = self.end(&start, &point, ctx)?
         {
             result = Some((start.step, Value::Float(value)));
         }
         if self.schedule.is_active(ctx.step) {
+            self.sgd = Some(matches!(point.path, Some(Path::Sgd { .. })));
             self.start = Some(point);
         }
         Ok(result)

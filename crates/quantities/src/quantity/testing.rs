@@ -70,9 +70,11 @@ impl TinyStep {
             sq_norms: Some(per_param(&|p| {
                 per_sample.iter().map(|g| dot(&g[p], &g[p])).collect()
             })),
-            dots: vec![per_param(&|p| {
+            dots: Vec::new(),
+            dots_with_grad: Some(per_param(&|p| {
                 per_sample.iter().map(|g| dot(&g[p], &mean[p])).collect()
-            })],
+            })),
+            dots_with_previous_grad: None,
             sum_sq: Some(per_param(&|p| {
                 (0..params[p].len())
                     .map(|j| per_sample.iter().map(|g| g[p][j] * g[p][j]).sum())

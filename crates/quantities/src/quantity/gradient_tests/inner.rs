@@ -62,7 +62,7 @@ impl Quantity for InnerTest {
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         let stats = ctx.per_sample_stats()?;
-        let dots = stats.dots.first().map(Vec::as_slice).unwrap_or_default();
+        let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
         let pi_sq = sum_over_params(dots)?.square().sum();
         let [pi_sq, g2] = read_scalars(vec![pi_sq, ctx.grads.sq_norms().sum()])?[..] else {
             return Err(QuantityError::Read("expected two numbers".into()));

@@ -65,7 +65,7 @@ impl Quantity for OrthoTest {
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
-        let dots = stats.dots.first().map(Vec::as_slice).unwrap_or_default();
+        let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
         let parts = vec![
             sum_over_params(sq_norms)?.sum(),
             sum_over_params(dots)?.square().sum(),

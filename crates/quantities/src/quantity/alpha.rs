@@ -24,6 +24,7 @@ struct Point {
 
 /// Cockpit's two ways to the projections `g_nᵀd`.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per Alpha, moved, never copied
 enum Path {
     /// Plain SGD: `d = −lr·∇L_s`. At the start point `⟨g_n, ∇L_s⟩` comes from the step's
     /// shared per-sample pass (the dots InnerTest and OrthoTest read), at the end point
@@ -184,7 +185,7 @@ impl Alpha {
                 ))?;
         let end_dots = sum_over_params(end_dots)?;
         let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
-        let check = self.sgd_end_points % SGD_CHECK_EVERY == 0;
+        let check = self.sgd_end_points.is_multiple_of(SGD_CHECK_EVERY);
         self.sgd_end_points += 1;
         // ‖∇L_s‖², ‖(θ_{s+1} − θ_s) + lr·∇L_s‖² when checking, and the dots: one read.
         let mut parts = vec![grads.sq_norms().sum()];

@@ -207,6 +207,27 @@ pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, QuantityError> {
         .map_err(|err| QuantityError::Read(format!("{err:?}")))
 }
 
+/// Reads a device tensor into `buffer` as `f64`, reusing its allocation (the histograms read
+/// their factors every step).
+///
+/// # Errors
+///
+/// [`QuantityError::Read`] if the backend cannot read the tensor.
+pub(crate) fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), QuantityError> {
+    let data = tensor
+        .try_into_data()
+        .map_err(|err| QuantityError::Read(format!("{err:?}")))?;
+    buffer.clear();
+    if let Ok(values) = data.as_slice::<f32>() {
+        buffer.extend(values.iter().map(|&v| f64::from(v)));
+    } else if let Ok(values) = data.as_slice::<f64>() {
+        buffer.extend_from_slice(values);
+    } else {
+        buffer.extend(data.iter::<f64>());
+    }
+    Ok(())
+}
+
 /// The visitor behind [`Snapshot`]: tracks the module path through `enter_module` /
 /// `exit_module` and collects every parameter that requires a gradient.
 struct Collector<'a> {

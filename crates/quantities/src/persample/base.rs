@@ -25,7 +25,8 @@ pub enum Elements {
 }
 
 impl Elements {
-    /// The per-sample gradients as a `[b, numel]` tensor (materialising outer products).
+    /// The per-sample gradients as a `[b, numel]` tensor (materialising outer products: a
+    /// factored chunk may hold many samples, so this can be large).
     pub fn dense(self) -> Tensor<2> {
         match self {
             Elements::Dense(g) => g,
@@ -126,7 +127,8 @@ pub struct Request<'a> {
     /// `max |g_{n,p,j}|`.
     pub abs_max: bool,
     /// Receives the per-sample gradients `(parameter index, elements)`; dense chunks have at
-    /// most `chunk_elements` elements (at least one sample).
+    /// most `chunk_elements` elements, factored chunks ([`Elements::Outer`]) at most
+    /// `chunk_elements` factor entries (at least one sample either way).
     pub elements: Option<&'a mut dyn FnMut(usize, Elements) -> Result<(), QuantityError>>,
     /// Largest chunk handed to `elements`, in elements.
     pub chunk_elements: usize,

@@ -134,7 +134,8 @@ impl PerSampleSource for LinearFactors {
                 stats.push_abs_max(index, m.max());
             }
             if let Some(sink) = request.elements.as_mut() {
-                let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
+                // Factored chunks hold `b·(d_in + d_out)` numbers: usually the whole batch.
+                let chunk = chunk_samples(request.chunk_elements, d_in + d_out, batch);
                 for start in (0..batch).step_by(chunk) {
                     let end = (start + chunk).min(batch);
                     let a = a.clone().slice(start..end);

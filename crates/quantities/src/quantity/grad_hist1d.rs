@@ -11,7 +11,7 @@ use super::outer_bins::{Axis, Rule, outer_histogram};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::snapshot::read_values;
+use crate::snapshot::{read_into, read_values};
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Histogram of the individual gradient elements `g_{n,j}` (true per-sample gradients),
@@ -38,6 +38,8 @@ pub struct GradHist1d {
     adapt: Option<BinAdaptation>,
     counts: StepScratch<Counts>,
     axis: Option<Axis>,
+    /// Host copies of the factors, reused across layers and steps.
+    host: (Vec<f64>, Vec<f64>),
 }
 
 /// One step's counts: binned on the device and on the host.
@@ -57,6 +59,7 @@ impl GradHist1d {
             adapt: None,
             counts: StepScratch::default(),
             axis: None,
+            host: (Vec::new(), Vec::new()),
         }
     }
 
@@ -185,9 +188,10 @@ impl Quantity for GradHist1d {
         match elements {
             Elements::Outer { a, e } => {
                 let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
-                let a = read_values(a.reshape([b * d_in]))?;
-                let e = read_values(e.reshape([b * d_out]))?;
-                let outer = outer_histogram(&a, &e, b, axis)?;
+                let (host_a, host_e) = &mut self.host;
+                read_into(a.reshape([b * d_in]), host_a)?;
+                read_into(e.reshape([b * d_out]), host_e)?;
+                let outer = outer_histogram(host_a, host_e, b, axis)?;
                 let host = counts.host.get_or_insert_with(|| vec![0; bins]);
                 for (total, c) in host.iter_mut().zip(outer) {
                     *total += c;

@@ -10,7 +10,7 @@ use super::outer_bins::{Axis, Rule, host_matmul_tn, outer_histogram2d};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::snapshot::read_values;
+use crate::snapshot::{read_into, read_values};
 use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Joint histogram of individual gradient elements `g_{n,j}` (x) and the value of the same
@@ -39,6 +39,8 @@ pub struct GradHist2d {
     keep_individual: bool,
     counts: StepScratch<Counts>,
     axes: (Option<Axis>, Option<Axis>),
+    /// Host copies of the factors and the parameter, reused across layers and steps.
+    host: [Vec<f64>; 3],
 }
 
 /// One step's counts per parameter: binned on the device and on the host.
@@ -59,6 +61,7 @@ impl GradHist2d {
             keep_individual: false,
             counts: StepScratch::default(),
             axes: (None, None),
+            host: Default::default(),
         }
     }
 
@@ -180,12 +183,14 @@ impl Quantity for GradHist2d {
         if let Elements::Outer { a, e } = &elements {
             let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
             let device = a.device();
-            let a = read_values(a.clone().reshape([b * d_in]))?;
-            let e = read_values(e.clone().reshape([b * d_out]))?;
-            let theta = read_values(entry.value.clone())?;
+            let [a_host, e_host, theta] = &mut self.host;
+            read_into(a.clone().reshape([b * d_in]), a_host)?;
+            read_into(e.clone().reshape([b * d_out]), e_host)?;
+            read_into(entry.value.clone(), theta)?;
+            let (a, e) = (&*a_host, &*e_host);
             let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
             let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
-            let counts = outer_histogram2d(&a, &e, &theta, b, (x, y), |r, c, k, m, n| {
+            let counts = outer_histogram2d(a, e, theta, b, (x, y), |r, c, k, m, n| {
                 device_matmul_tn(r, c, k, m, n, &device)
             })?;
             if scratch.host.len() <= index {

@@ -288,21 +288,104 @@ fn count_directly(r: f64, columns: &[f64], axis: &Axis, counts: &mut [u64]) {
     }
 }
 
+/// The smallest order key in `low..=high` at which the monotone `pred` holds (`high + 1`
+/// if none).
+fn first_key(mut low: u64, mut high: u64, pred: impl Fn(f64) -> bool) -> u64 {
+    if !pred(from_order_key(high)) {
+        return high + 1;
+    }
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if pred(from_order_key(mid)) {
+            high = mid;
+        } else {
+            low = mid + 1;
+        }
+    }
+    low
+}
+
+impl Columns<'_> {
+    /// The row factors `r > 0` and `r < 0` whose rows are split at zero, as closed intervals
+    /// (empty when `lo > hi`). Both sets are intervals: the row is split when the product
+    /// closest to zero on the negative side is below zero's threshold (true from some `|r|`
+    /// on, as rounding is monotone) and the extreme products stay in the two bins around
+    /// zero (true up to some `|r|`). Found by bisection over the floats with
+    /// [`Columns::classify`] itself, so a row in an interval is exactly a row `classify`
+    /// splits.
+    fn split_intervals(&self, axis: &Axis) -> [(f64, f64); 2] {
+        let split = |r: f64| self.classify(r, axis).split_at_zero;
+        let below = |r: f64| self.classify(r, axis).negatives_below_zero;
+        // Positive rows: `negatives_below_zero` holds from some r on, the rest up to some r.
+        let (p_low, p_high) = (
+            order_key(f64::MIN_POSITIVE * f64::EPSILON),
+            order_key(f64::MAX),
+        );
+        let from = first_key(p_low, p_high, below);
+        let positive = if from > p_high || !split(from_order_key(from)) {
+            (f64::INFINITY, f64::NEG_INFINITY)
+        } else {
+            let beyond = first_key(from, p_high, |r| !split(r));
+            (from_order_key(from), from_order_key(beyond - 1))
+        };
+        // Negative rows: mirrored (`negatives_below_zero` holds up to some r < 0).
+        let (n_low, n_high) = (
+            order_key(f64::MIN),
+            order_key(-f64::MIN_POSITIVE * f64::EPSILON),
+        );
+        let until = first_key(n_low, n_high, |r| !below(r));
+        let negative = if until == n_low || !split(from_order_key(until - 1)) {
+            (f64::INFINITY, f64::NEG_INFINITY)
+        } else {
+            let first = first_key(n_low, until - 1, split);
+            (from_order_key(first), from_order_key(until - 1))
+        };
+        [positive, negative]
+    }
+}
+
+/// Below this many rows a sample's rows are classified one by one (finding the split
+/// intervals takes a few hundred classifications).
+const INTERVAL_ROWS: usize = 64;
+
 /// Adds the bins of every product `rows[i]·columns[o]` of one sample to `counts`.
 fn count_sample(rows: &[f64], columns: &[f64], axis: &Axis, counts: &mut [u64]) {
-    let d = columns.len();
-    let Some(mut cols) = Columns::new(columns) else {
+    // A zero column puts every finite row's product in zero's bin.
+    let nonzero: Vec<f64> = columns.iter().copied().filter(|&c| c != 0.0).collect();
+    let zeros = (columns.len() - nonzero.len()) as u64;
+    let Some(mut cols) = Columns::new(&nonzero) else {
         for &r in rows {
             count_directly(r, columns, axis, counts);
         }
         return;
     };
+    let d = nonzero.len();
     let log_d = (usize::BITS - d.leading_zeros()) as usize;
+    let [positive, negative] = if rows.len() >= INTERVAL_ROWS && d > 0 {
+        cols.split_intervals(axis)
+    } else {
+        [(f64::INFINITY, f64::NEG_INFINITY); 2]
+    };
+    // Rows in the split intervals are only counted; the others are gathered (branch-free,
+    // as the two kinds interleave at random) and binned below.
+    let (mut positive_split, mut negative_split) = (0u64, 0u64);
+    let mut rest = vec![0.0; rows.len()];
+    let mut kept = 0;
     for &r in rows {
+        let in_positive = (positive.0 <= r) & (r <= positive.1);
+        let in_negative = (negative.0 <= r) & (r <= negative.1);
+        positive_split += u64::from(in_positive);
+        negative_split += u64::from(in_negative);
+        rest[kept] = r;
+        kept += usize::from(!(in_positive | in_negative));
+    }
+    let mut finite = 0u64;
+    for &r in &rest[..kept] {
         if !r.is_finite() {
             count_directly(r, columns, axis, counts);
             continue;
         }
+        finite += 1;
         if r == 0.0 {
             counts[axis.zero] += d as u64;
             continue;
@@ -317,7 +400,7 @@ fn count_sample(rows: &[f64], columns: &[f64], axis: &Axis, counts: &mut [u64]) 
         if low == high {
             counts[low] += d as u64;
         } else if d <= 16 || (high - low) * log_d >= d {
-            count_directly(r, columns, axis, counts);
+            count_directly(r, &nonzero, axis, counts);
         } else {
             // The runs of equal bins along the sorted row, one search per bin edge from the
             // nearer end (the tails are short); the edge at zero from the signs.
@@ -338,6 +421,11 @@ fn count_sample(rows: &[f64], columns: &[f64], axis: &Axis, counts: &mut [u64]) 
             counts[high] += (d - start) as u64;
         }
     }
+    let (negatives, positives) = (cols.negatives as u64, cols.positives as u64);
+    counts[axis.below_zero] += positive_split * negatives + negative_split * positives;
+    counts[axis.zero] +=
+        positive_split * (d as u64 - negatives) + negative_split * (d as u64 - positives);
+    counts[axis.zero] += (positive_split + negative_split + finite) * zeros;
 }
 
 /// Histogram of every product `a[n·d_in + i]·e[n·d_out + o]` of `b` samples on `axis`, equal
@@ -708,10 +796,16 @@ mod tests {
             (6, 40, 9),
             (4, 3, 200),
             (3, 300, 120),
+            (8, 150, 81),
             (1, 1, 1),
         ] {
             for scale in [0.001, 0.3, 3.0] {
-                let (a, e) = factors(7 + d_out as u64, b, d_in, d_out, scale);
+                let (a, mut e) = factors(7 + d_out as u64, b, d_in, d_out, scale);
+                if d_out == 81 {
+                    // ReLU-like: many exact zeros among the columns, and a whole zero sample.
+                    e.iter_mut().step_by(2).for_each(|v| *v = 0.0);
+                    e[..d_out].iter_mut().for_each(|v| *v = 0.0);
+                }
                 for (range, bins) in [
                     ((-2.0, 2.0), 100),
                     ((-1.0456, 1.0456), 20),

@@ -12,7 +12,9 @@
 //! Linear head). `--engine exact` gives the per-sample quantities single-sample backward
 //! passes instead of the instrumented layers' fast path. `--interval N` tracks every N-th step;
 //! `--only a,b` keeps the named configurations. Prints one line per configuration as
-//! `overhead <name> <ratio>` plus absolute milliseconds per step.
+//! `overhead <name> <ratio>` plus absolute milliseconds per step, and `peak_memory <name>
+//! <ratio>`: the run's peak host heap above what was allocated before it (model, optimizer,
+//! activations, the Cockpit's state) against a plain run's.
 
 use std::time::Instant;
 
@@ -37,6 +39,11 @@ use burn_cockpit::{
 
 #[path = "common/bench.rs"]
 mod bench;
+
+/// The host heap, now and at its peak (with the flex and ndarray backends every tensor lives
+/// there; wgpu's device memory is not counted).
+#[global_allocator]
+static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 use bench::{arg, median};
 
 const BATCH: usize = 128;
@@ -186,14 +193,27 @@ fn per_sample_loss<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
         .reshape([b])
 }
 
-/// Runs `steps` training steps, tracking with `cockpit` if given; returns seconds per step.
+/// What one benchmark run measured.
+struct Run {
+    /// Seconds per step.
+    seconds: f64,
+    /// Hessian-vector products per tracked step that used any.
+    products: Vec<usize>,
+    /// The run's peak host heap above what was allocated before it (model, optimizer,
+    /// activations, the Cockpit's state), in bytes.
+    peak_bytes: usize,
+}
+
+/// Runs `steps` training steps, tracking with `cockpit` if given.
 fn run<M: Net>(
     device: &Device,
     steps: usize,
     mut cockpit: Option<Cockpit>,
     exact: bool,
     data: &[(Tensor<2>, Tensor<2>)],
-) -> (f64, Vec<usize>) {
+) -> Run {
+    HEAP.reset_peak_usage();
+    let before = HEAP.current_usage();
     let mut products = Vec::new();
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
@@ -262,7 +282,11 @@ fn run<M: Net>(
     let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
         .sum()
         .into_scalar::<f32>();
-    (start.elapsed().as_secs_f64() / steps as f64, products)
+    Run {
+        seconds: start.elapsed().as_secs_f64() / steps as f64,
+        products,
+        peak_bytes: HEAP.peak_usage().saturating_sub(before),
+    }
 }
 
 fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::Error>> {
@@ -296,6 +320,14 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         ],
     ));
     configs.push(("economy".into(), Configuration::Economy.kinds()));
+    configs.push((
+        "economy_without_GradHist1d".into(),
+        Configuration::Economy
+            .kinds()
+            .into_iter()
+            .filter(|k| *k != QuantityKind::GradHist1d)
+            .collect(),
+    ));
     configs.push(("business".into(), Configuration::Business.kinds()));
     configs.push(("full".into(), Configuration::Full.kinds()));
     let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
@@ -306,23 +338,32 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     println!(
         "model {name}, batch {BATCH}, engine {engine}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
-    let mut plain_times = Vec::new();
+    let (mut plain_times, mut plain_peaks) = (Vec::new(), Vec::new());
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut peaks: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut products: Vec<f64> = Vec::new();
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
-        plain_times.push(run::<M>(device, steps, None, exact, &data).0);
+        let plain = run::<M>(device, steps, None, exact, &data);
+        plain_times.push(plain.seconds);
+        plain_peaks.push(plain.peak_bytes as f64);
         for (i, (name, kinds)) in configs.iter().enumerate() {
             let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?;
-            let (time, used) = run::<M>(device, steps, Some(cockpit), exact, &data);
-            results[i].push(time);
+            let tracked = run::<M>(device, steps, Some(cockpit), exact, &data);
+            results[i].push(tracked.seconds);
+            peaks[i].push(tracked.peak_bytes as f64);
             if name == "HessMaxEV" {
-                products.extend(used.into_iter().map(|p| p as f64));
+                products.extend(tracked.products.into_iter().map(|p| p as f64));
             }
         }
     }
     let plain = median(plain_times);
-    println!("plain step: {:.3} ms", plain * 1e3);
+    let plain_peak = median(plain_peaks);
+    println!(
+        "plain step: {:.3} ms, peak heap {:.1} MB",
+        plain * 1e3,
+        plain_peak / 1e6
+    );
     if !products.is_empty() {
         println!(
             "hvp_products HessMaxEV {} (median over {} tracked steps, max {})",
@@ -331,12 +372,18 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             products.iter().copied().fold(0.0, f64::max)
         );
     }
-    for ((name, _), times) in configs.iter().zip(results) {
+    for (((name, _), times), peaks) in configs.iter().zip(results).zip(peaks) {
         let t = median(times);
         println!(
             "overhead {name} {:.3}   ({:.3} ms/step)",
             t / plain,
             t * 1e3
+        );
+        let peak = median(peaks);
+        println!(
+            "peak_memory {name} {:.3}   ({:.1} MB)",
+            peak / plain_peak,
+            peak / 1e6
         );
     }
     Ok(())

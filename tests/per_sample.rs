@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -12,7 +14,9 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_cockpit::curvature::{Activation, FiniteDifferenceHvp, MlpCurvature, MlpLayer, MlpLoss};
-use burn_cockpit::persample::{ExactPerSample, Linear, PerSample, Recorder};
+use burn_cockpit::persample::{
+    ExactPerSample, Linear, MergedPerSample, PerSample, PerSampleSource, Recorder,
+};
 use burn_cockpit::{
     Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo, Value,
 };
@@ -299,6 +303,62 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
         mismatch.iter().all(|w| w.contains("plain SGD step")),
         "{mismatch:?}"
     );
+}
+
+/// A batch split into parts (micro-batches, or shards on several devices), each recorded in its
+/// own forward and backward pass and merged with `MergedPerSample`, gives every per-sample
+/// quantity of the whole batch: 7 samples as 3 + 4 and as 2 + 2 + 3, over three SGD steps.
+fn split_batches_merge_into_the_whole_batch(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 7;
+    for sizes in [vec![3, 4], vec![2, 2, 3]] {
+        let mut model = Mlp::new(&device);
+        let mut optim = SgdConfig::new().init();
+        let schedule = Schedule::every_step();
+        let mut whole = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+        let mut merged = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+        for step in 0..3 {
+            let (x, y) = data(&device, batch, 5, step);
+            let inputs = |from: usize, to: usize| {
+                Tensor::<2>::from_data(
+                    TensorData::new(x[from * 5..to * 5].to_vec(), [to - from, 5]),
+                    &device,
+                )
+            };
+            let recorder = Recorder::start();
+            let per_sample = ce(model.forward(inputs(0, batch)), y.clone());
+            let loss = per_sample.clone().mean();
+            let grads = loss.backward();
+            let factors = recorder.finish(&grads).unwrap();
+            let grads = GradientsParams::from_grads(grads, &model);
+            let info = StepInfo::new(loss.detach())
+                .with_individual_losses(per_sample.detach())
+                .with_optimizer(OptimizerInfo::sgd(0.1));
+            whole
+                .track(step, &model, &grads, info.clone().with_per_sample(factors))
+                .unwrap();
+            let mut parts: Vec<Arc<dyn PerSampleSource>> = Vec::new();
+            let mut start = 0;
+            for size in &sizes {
+                let end = start + size;
+                let recorder = Recorder::start();
+                let part_losses = ce(
+                    model.forward(inputs(start, end)),
+                    y.clone().slice(start..end),
+                );
+                let part_grads = part_losses.mean().backward();
+                parts.push(Arc::new(recorder.finish(&part_grads).unwrap()));
+                start = end;
+            }
+            let parts = MergedPerSample::new(parts).unwrap();
+            assert_eq!(parts.batch_size(), batch);
+            merged
+                .track(step, &model, &grads, info.with_per_sample(parts))
+                .unwrap();
+            model = optim.step(0.1, model, grads);
+        }
+        assert_fast_equals_exact(&merged, &whole, 3);
+    }
 }
 
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
@@ -676,6 +736,7 @@ on_every_backend!(
     instrumented_layers_train_identically,
     fast_path_equals_exact_fallback,
     alpha_sgd_path_equals_general_path,
+    split_batches_merge_into_the_whole_batch,
     conv_fast_path_equals_single_sample_passes,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,

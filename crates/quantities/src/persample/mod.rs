@@ -10,6 +10,9 @@
 //!   dot products and sums of squares follow in closed form, layer by layer.
 //! - **exact fallback** ([`ExactPerSample`]): single-sample backward passes, for any model.
 //!
+//! [`MergedPerSample`] joins the parts of one batch (micro-batches of gradient accumulation,
+//! shards on several devices) by merging their statistics exactly.
+//!
 //! [`PerSample::auto`] picks the fast path when it covers every parameter. Quantities see only
 //! the [`PerSampleSource`] trait; the engines know nothing of histograms or tests.
 //!
@@ -26,6 +29,7 @@ mod conv2d;
 mod exact;
 mod factors;
 mod linear;
+mod merged;
 mod recorder;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
@@ -33,4 +37,5 @@ pub use conv2d::Conv2d;
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{LayerFactors, LinearFactors};
 pub use linear::Linear;
+pub use merged::MergedPerSample;
 pub use recorder::{Layout, Recorder, is_recording};

@@ -1,0 +1,293 @@
+//! One batch's per-sample gradients held in parts: the micro-batches of gradient accumulation,
+//! or the shards of a batch split across devices.
+
+use std::sync::Arc;
+
+use burn::tensor::{Device, Tensor};
+
+use super::base::{PerSampleSource, PerSampleStats, Request};
+use crate::{QuantityError, Snapshot};
+
+/// Per-sample gradients of one batch whose samples are spread over several sources (parts),
+/// merged exactly: every statistic Cockpit uses is per sample or a sum over samples, so each
+/// part reduces its own samples and the results are combined, never the per-sample gradients
+/// themselves.
+///
+/// The merge, per parameter:
+/// - `‖g_n‖²` and `⟨g_n, v⟩` (per sample): the parts' vectors concatenated in part order;
+/// - `Σ_n g_n^{⊙2}`: the parts' sums added;
+/// - `max |g_{n,j}|`: the largest of the parts' maxima;
+/// - gradient elements (histograms): each part's chunks handed on in turn (counts add).
+///
+/// Projections need their direction before the parts reduce: the quantities project on the
+/// *whole* batch's mean gradient (the Cockpit's `grads`), which each part receives as is — with
+/// several devices that is the gradient after the all-reduce (a two-phase step: all-reduce,
+/// then the local projections).
+///
+/// Samples are numbered part after part, so a part of `b_k` samples holds samples
+/// `b_0 + … + b_{k−1}` onwards; per-sample losses given with the step must follow that order.
+///
+/// # Cost
+///
+/// Each part's own cost (see [`LinearFactors`](super::LinearFactors) and
+/// [`ExactPerSample`](super::ExactPerSample)). What crosses between parts (devices): per
+/// parameter `b_k` numbers per per-sample statistic, `numel` for `Σ_n g_n^{⊙2}`, one for the
+/// maximum; the histograms' counts stay with the quantities. All merged tensors are moved to
+/// the first part's device.
+#[derive(Debug, Clone)]
+pub struct MergedPerSample {
+    parts: Vec<Arc<dyn PerSampleSource>>,
+}
+
+impl MergedPerSample {
+    /// The batch made of `parts`, in sample order.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError::Shape`] if there is no part with a sample.
+    pub fn new(parts: Vec<Arc<dyn PerSampleSource>>) -> Result<Self, QuantityError> {
+        let parts: Vec<_> = parts.into_iter().filter(|p| p.batch_size() > 0).collect();
+        if parts.is_empty() {
+            return Err(QuantityError::Shape(
+                "a merged batch needs at least one part with a sample".into(),
+            ));
+        }
+        Ok(Self { parts })
+    }
+
+    /// The parts, in sample order.
+    pub fn parts(&self) -> &[Arc<dyn PerSampleSource>] {
+        &self.parts
+    }
+}
+
+impl PerSampleSource for MergedPerSample {
+    fn batch_size(&self) -> usize {
+        self.parts.iter().map(|p| p.batch_size()).sum()
+    }
+
+    fn reduce(
+        &self,
+        params: &Snapshot,
+        mut request: Request<'_>,
+    ) -> Result<PerSampleStats, QuantityError> {
+        let mut merged: Option<PerSampleStats> = None;
+        let mut device: Option<Device> = None;
+        for part in &self.parts {
+            let sub = Request {
+                sq_norms: request.sq_norms,
+                directions: request.directions.clone(),
+                sum_sq: request.sum_sq,
+                abs_max: request.abs_max,
+                elements: match request.elements.as_mut() {
+                    Some(sink) => Some(&mut **sink),
+                    None => None,
+                },
+                chunk_elements: request.chunk_elements,
+            };
+            let stats = part.reduce(params, sub)?;
+            let device = device.get_or_insert_with(|| first_device(&stats));
+            let stats = to_device(stats, device);
+            merged = Some(match merged {
+                None => stats,
+                Some(total) => merge(total, stats)?,
+            });
+        }
+        merged.ok_or_else(|| QuantityError::Shape("a merged batch has no part".into()))
+    }
+}
+
+/// The device of the first tensor in `stats` (the default device if there is none).
+fn first_device(stats: &PerSampleStats) -> Device {
+    let first = stats
+        .sq_norms
+        .iter()
+        .flatten()
+        .chain(stats.dots.iter().flatten())
+        .chain(stats.sum_sq.iter().flatten())
+        .chain(stats.abs_max.iter().flatten())
+        .next();
+    first.map(Tensor::device).unwrap_or_default()
+}
+
+fn to_device(stats: PerSampleStats, device: &Device) -> PerSampleStats {
+    let moved = |v: Vec<Tensor<1>>| -> Vec<Tensor<1>> {
+        v.into_iter().map(|t| t.to_device(device)).collect()
+    };
+    PerSampleStats {
+        batch_size: stats.batch_size,
+        sq_norms: stats.sq_norms.map(moved),
+        dots: stats.dots.into_iter().map(moved).collect(),
+        dots_with_grad: stats.dots_with_grad.map(moved),
+        dots_with_previous_grad: stats.dots_with_previous_grad.map(moved),
+        sum_sq: stats.sum_sq.map(moved),
+        abs_max: stats.abs_max.map(moved),
+    }
+}
+
+/// Merges the statistics of the samples of `a` followed by those of `b`.
+fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, QuantityError> {
+    type Combine = fn(Tensor<1>, Tensor<1>) -> Tensor<1>;
+    let zip = |x: Option<Vec<Tensor<1>>>,
+               y: Option<Vec<Tensor<1>>>,
+               combine: Combine|
+     -> Result<Option<Vec<Tensor<1>>>, QuantityError> {
+        match (x, y) {
+            (None, None) => Ok(None),
+            (Some(x), Some(y)) if x.len() == y.len() => Ok(Some(
+                x.into_iter().zip(y).map(|(x, y)| combine(x, y)).collect(),
+            )),
+            _ => Err(QuantityError::Shape(
+                "the parts of a merged batch returned different statistics".into(),
+            )),
+        }
+    };
+    let concat: Combine = |x, y| Tensor::cat(vec![x, y], 0);
+    let add: Combine = |x, y| x + y;
+    let max: Combine = |x, y| x.max_pair(y);
+    if a.dots.len() != b.dots.len() {
+        return Err(QuantityError::Shape(
+            "the parts of a merged batch returned different projections".into(),
+        ));
+    }
+    let dots = a
+        .dots
+        .into_iter()
+        .zip(b.dots)
+        .map(|(x, y)| zip(Some(x), Some(y), concat).map(Option::unwrap_or_default))
+        .collect::<Result<_, _>>()?;
+    Ok(PerSampleStats {
+        batch_size: a.batch_size + b.batch_size,
+        sq_norms: zip(a.sq_norms, b.sq_norms, concat)?,
+        dots,
+        dots_with_grad: zip(a.dots_with_grad, b.dots_with_grad, concat)?,
+        dots_with_previous_grad: zip(a.dots_with_previous_grad, b.dots_with_previous_grad, concat)?,
+        sum_sq: zip(a.sum_sq, b.sum_sq, add)?,
+        abs_max: zip(a.abs_max, b.abs_max, max)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::ParamId;
+    use burn::tensor::TensorData;
+
+    use super::*;
+    use crate::ParamEntry;
+    use crate::persample::{Elements, LayerFactors, Layout, LinearFactors};
+
+    fn tensor<const D: usize>(values: &[f64], shape: [usize; D]) -> Tensor<D> {
+        Tensor::from_data(TensorData::new(values.to_vec(), shape), &Device::default())
+    }
+
+    fn values(t: Tensor<1>) -> Vec<f64> {
+        crate::snapshot::read_values(t).unwrap_or_default()
+    }
+
+    /// A Linear layer `[2, 3]` (no bias) with the given per-sample inputs and output gradients.
+    fn source(id: ParamId, a: &[f64], e: &[f64]) -> LinearFactors {
+        let b = a.len() / 2;
+        LinearFactors::new(
+            b,
+            vec![LayerFactors {
+                weight: id,
+                bias: None,
+                layout: Layout::InOut,
+                a: tensor(a, [b, 1, 2]),
+                e: tensor(e, [b, 1, 3]),
+            }],
+        )
+    }
+
+    /// Three samples split 1 + 2 give the statistics of the three together, and the gradient
+    /// elements of all three in sample order.
+    #[test]
+    fn parts_merge_into_the_whole_batch() {
+        let id = ParamId::new();
+        let a = [1.0, -2.0, 0.5, 3.0, -1.5, 0.25];
+        let e = [0.1, 0.2, -0.3, 1.0, -1.0, 2.0, 0.0, 0.5, -0.25];
+        let whole = source(id, &a, &e);
+        let merged = MergedPerSample::new(vec![
+            Arc::new(source(id, &a[..2], &e[..3])),
+            Arc::new(source(id, &a[2..], &e[3..])),
+        ])
+        .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(merged.batch_size(), 3);
+        let params = Snapshot::from_entries(vec![ParamEntry {
+            id,
+            name: "w".into(),
+            shape: vec![2, 3],
+            value: tensor(&[0.0; 6], [6]),
+        }]);
+        let direction = Snapshot::from_entries(vec![ParamEntry {
+            value: tensor(&[1.0, -1.0, 2.0, 0.5, 0.0, -3.0], [6]),
+            ..params.entries()[0].clone()
+        }]);
+        let reduce = |source: &dyn PerSampleSource| {
+            let mut elements = Vec::new();
+            let mut sink = |_: usize, chunk: Elements| -> Result<(), QuantityError> {
+                elements.extend(values(chunk.dense().reshape([-1])));
+                Ok(())
+            };
+            let mut request = Request::new();
+            request.sq_norms = true;
+            request.sum_sq = true;
+            request.abs_max = true;
+            request.directions = vec![&direction];
+            request.elements = Some(&mut sink);
+            let stats = source
+                .reduce(&params, request)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let first = |v: Option<Vec<Tensor<1>>>| values(v.unwrap_or_default().remove(0));
+            (
+                first(stats.sq_norms),
+                values(stats.dots[0][0].clone()),
+                first(stats.sum_sq),
+                first(stats.abs_max),
+                elements,
+            )
+        };
+        // Brute force from the outer products a_n e_nᵀ.
+        let g = |n: usize| -> Vec<f64> {
+            (0..2)
+                .flat_map(|i| (0..3).map(move |o| a[2 * n + i] * e[3 * n + o]))
+                .collect()
+        };
+        let expected_sq: Vec<f64> = (0..3).map(|n| g(n).iter().map(|x| x * x).sum()).collect();
+        let close = |x: &[f64], y: &[f64]| {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(x, y)| (x - y).abs() <= 1e-6 * (1.0 + y.abs()))
+        };
+        let (sq, dots, sum_sq, max, elements) = reduce(&merged);
+        let whole = reduce(&whole);
+        assert!(close(&sq, &whole.0) && close(&sq, &expected_sq), "{sq:?}");
+        let v = [1.0, -1.0, 2.0, 0.5, 0.0, -3.0];
+        let expected_dots: Vec<f64> = (0..3)
+            .map(|n| g(n).iter().zip(v).map(|(x, y)| x * y).sum())
+            .collect();
+        assert!(
+            close(&dots, &whole.1) && close(&dots, &expected_dots),
+            "{dots:?}"
+        );
+        let expected_sum_sq: Vec<f64> = (0..6)
+            .map(|j| (0..3).map(|n| g(n)[j] * g(n)[j]).sum())
+            .collect();
+        assert!(
+            close(&sum_sq, &whole.2) && close(&sum_sq, &expected_sum_sq),
+            "{sum_sq:?}"
+        );
+        assert_eq!((max.clone(), whole.3), (vec![6.0], vec![6.0]));
+        let expected_elements: Vec<f64> = (0..3).flat_map(g).collect();
+        assert!(close(&elements, &expected_elements), "{elements:?}");
+        assert_eq!(elements, whole.4, "the same elements in the same order");
+    }
+
+    #[test]
+    fn no_part_with_a_sample_is_an_error() {
+        assert!(MergedPerSample::new(Vec::new()).is_err());
+        let empty = LinearFactors::new(0, Vec::new());
+        assert!(MergedPerSample::new(vec![Arc::new(empty)]).is_err());
+    }
+}

@@ -6,6 +6,7 @@ mod base;
 mod eigen;
 mod finite_difference;
 mod hutchinson;
+mod merged;
 mod mlp;
 pub(crate) mod random;
 
@@ -15,4 +16,5 @@ pub use eigen::{
 };
 pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::Hutchinson;
+pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer, MlpLoss};

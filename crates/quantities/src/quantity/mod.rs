@@ -20,7 +20,7 @@ mod parameters;
 mod scratch;
 mod spec;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod tic_diag;
 mod time;
 mod update_size;

@@ -33,12 +33,18 @@ use crate::model::{Instrumented, Replay};
 ///
 /// Steps are optimizer steps counted from 0 across epochs (burn's metric metadata restarts
 /// its iteration count each epoch; the adapter keeps its own). Quantities are computed in
-/// `TrainStep::optimize`, on the gradient the optimizer applies:
-/// - with gradient accumulation, that is the accumulated gradient; the loss is the mean of the
-///   accumulated steps' losses, and per-sample and curvature quantities are refused (a
-///   warning says so) because their batch is not one batch;
+/// `TrainStep::optimize`, on the step the optimizer takes:
+/// - with gradient accumulation over `k` micro-batches burn applies the sum of their mean
+///   gradients, i.e. one SGD step with learning rate `k·lr` on their union; the Cockpit tracks
+///   that step: the union's mean gradient (the sum over `k`), the mean of the micro-batches'
+///   losses, their per-sample statistics merged
+///   ([`MergedPerSample`](cockpit_quantities::persample::MergedPerSample)) and their
+///   curvature averaged
+///   ([`MergedCurvature`](cockpit_quantities::curvature::MergedCurvature)), with `k·lr` as the
+///   declared SGD's learning rate. Micro-batches of different sizes get no per-sample or
+///   curvature quantities (a warning says so);
 /// - with several devices, the gradients of all devices summed (as burn's optimizer does);
-///   per-sample and curvature quantities are refused likewise.
+///   per-sample and curvature quantities are refused (a warning says so).
 ///
 /// Cloning gives another handle to the same Cockpit.
 #[derive(Clone)]

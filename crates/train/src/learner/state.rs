@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use cockpit_diagnose::Monitor;
-use cockpit_quantities::curvature::CurvatureSource;
+use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
+use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
 use cockpit_quantities::{Cockpit, CockpitError, OptimizerInfo, StepInfo, Value};
 
 use crate::board::Board;
@@ -88,8 +89,18 @@ impl State {
         if !self.cockpit.is_tracking(step) {
             return;
         }
+        let parts = pending.len();
         let Some(info) = self.step_info(step, pending, lr, devices) else {
             return;
+        };
+        // burn's accumulator sums the micro-batches' mean gradients; the Cockpit sees the
+        // accumulated batch, whose mean gradient is that sum over the number of parts.
+        let mean;
+        let grads = if devices == 1 && parts > 1 {
+            mean = scaled(model, grads, 1.0 / parts as f64);
+            &mean
+        } else {
+            grads
         };
         match self.cockpit.track(step, model, grads, info) {
             Ok(()) => {}
@@ -117,10 +128,8 @@ impl State {
         devices: usize,
     ) -> Option<StepInfo> {
         let optimizer = with_lr(&self.optimizer, lr);
-        let single = pending.len() == 1 && devices == 1;
         let mut losses = Vec::new();
-        let mut last = None;
-        for p in pending {
+        for p in &pending {
             if !p.capture.seen {
                 self.problem(
                     "the model's TrainStep::step does not build its output with \
@@ -133,40 +142,35 @@ impl State {
             if let Some(loss) = &p.capture.loss {
                 losses.push(loss.clone());
             }
-            last = Some(p);
         }
-        let Some(last) = last else {
+        if pending.is_empty() {
             self.problem(format!(
                 "step {step}: optimizer step without a training step; not tracked"
             ));
             return None;
-        };
-        let loss = Tensor::cat(losses, 0).mean();
-        let mut info = StepInfo::new(loss).with_optimizer(optimizer);
-        if !single {
-            self.problem(if devices > 1 {
-                format!(
-                    "training on {devices} devices: per-sample and curvature quantities are \
-                     refused (their batch is split across devices); the others use the summed \
-                     gradient the optimizer applies"
-                )
-            } else {
-                "gradient accumulation: per-sample and curvature quantities are refused (the \
-                 accumulated gradient spans several batches); the others use the accumulated \
-                 gradient the optimizer applies"
-                    .to_string()
-            });
-            return Some(info);
         }
-        let Pending { capture, curvature } = last;
+        let loss = Tensor::cat(losses, 0).mean();
+        if devices > 1 {
+            self.problem(format!(
+                "training on {devices} devices: per-sample and curvature quantities are \
+                 refused (their batch is split across devices); the others use the summed \
+                 gradient the optimizer applies"
+            ));
+            return Some(StepInfo::new(loss).with_optimizer(optimizer));
+        }
+        if pending.len() > 1 {
+            return Some(self.accumulated_info(step, pending, loss, lr));
+        }
+        let mut info = StepInfo::new(loss).with_optimizer(optimizer);
+        let Some(Pending { capture, curvature }) = pending.into_iter().last() else {
+            return Some(info);
+        };
         if let Some(losses) = capture.losses {
             info = info.with_individual_losses(losses);
         }
         match capture.factors {
             Some(Ok(factors)) => {
-                info = info.with_batch_size(
-                    cockpit_quantities::persample::PerSampleSource::batch_size(&factors),
-                );
+                info = info.with_batch_size(PerSampleSource::batch_size(&factors));
                 info = info.with_per_sample(factors);
             }
             Some(Err(err)) => self.problem(format!("per-sample gradients unavailable: {err}")),
@@ -177,6 +181,122 @@ impl State {
         }
         Some(info)
     }
+
+    /// The info of an optimizer step that applies the sum of `k` micro-batches' mean gradients:
+    /// the Cockpit sees one step on the accumulated batch (their union), whose mean gradient
+    /// is that sum over `k` when the micro-batches have one size, taken by plain SGD with
+    /// learning rate `k·lr`. Per-sample statistics are merged from the micro-batches'
+    /// ([`MergedPerSample`]), curvature likewise ([`MergedCurvature`]); micro-batches of
+    /// different sizes get neither (a warning says so).
+    fn accumulated_info(
+        &mut self,
+        step: usize,
+        pending: Vec<Pending>,
+        loss: Tensor<1>,
+        lr: f64,
+    ) -> StepInfo {
+        let k = pending.len();
+        let optimizer = match with_lr(&self.optimizer, lr) {
+            OptimizerInfo::Sgd {
+                lr,
+                momentum,
+                dampening,
+                weight_decay,
+                nesterov,
+            } => OptimizerInfo::Sgd {
+                lr: lr * k as f64,
+                momentum,
+                dampening,
+                weight_decay,
+                nesterov,
+            },
+            other => other,
+        };
+        let mut info = StepInfo::new(loss).with_optimizer(optimizer);
+        let sizes: Vec<Option<usize>> = pending
+            .iter()
+            .map(|p| match (&p.capture.factors, &p.capture.losses) {
+                (Some(Ok(factors)), _) => Some(PerSampleSource::batch_size(factors)),
+                (_, Some(losses)) => Some(losses.dims()[0]),
+                _ => None,
+            })
+            .collect();
+        let known: Option<Vec<usize>> = sizes.iter().copied().collect();
+        if let Some(sizes) = &known
+            && sizes.iter().any(|b| *b != sizes[0])
+        {
+            self.problem(format!(
+                "step {step}: gradient accumulation over micro-batches of different sizes \
+                 {sizes:?}: per-sample and curvature quantities are refused on this step (the \
+                 summed gradient is not the accumulated batch's mean gradient times k)"
+            ));
+            return info;
+        }
+        let mut losses = Vec::new();
+        let mut factors: Vec<Arc<dyn PerSampleSource>> = Vec::new();
+        let mut curvature: Vec<(usize, Box<dyn CurvatureSource>)> = Vec::new();
+        let (mut missing_factors, mut missing_curvature) = (false, false);
+        for (p, size) in pending.into_iter().zip(sizes) {
+            if let Some(l) = p.capture.losses {
+                losses.push(l);
+            }
+            match p.capture.factors {
+                Some(Ok(f)) => factors.push(Arc::new(f)),
+                Some(Err(err)) => {
+                    self.problem(format!("per-sample gradients unavailable: {err}"));
+                    missing_factors = true;
+                }
+                None => missing_factors = true,
+            }
+            match p.curvature {
+                Some(c) => curvature.push((size.unwrap_or(1), c)),
+                None => missing_curvature = true,
+            }
+        }
+        if losses.len() == k {
+            info = info.with_individual_losses(Tensor::cat(losses, 0));
+        }
+        if !missing_factors {
+            match MergedPerSample::new(factors) {
+                Ok(merged) => {
+                    info = info
+                        .with_batch_size(merged.batch_size())
+                        .with_per_sample(merged);
+                }
+                Err(err) => self.problem(format!("per-sample gradients unavailable: {err}")),
+            }
+        }
+        if !missing_curvature {
+            match MergedCurvature::new(curvature) {
+                Ok(merged) => info = info.with_curvature(merged),
+                Err(err) => self.problem(format!("curvature unavailable: {err}")),
+            }
+        }
+        info
+    }
+}
+
+/// `factor·grads`, parameter by parameter (the model gives the parameters and their ranks).
+fn scaled<M: Module>(model: &M, grads: &GradientsParams, factor: f64) -> GradientsParams {
+    struct Scale<'a> {
+        grads: &'a GradientsParams,
+        scaled: GradientsParams,
+        factor: f64,
+    }
+    impl ModuleVisitor for Scale<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(grad) = self.grads.get::<D>(param.id) {
+                self.scaled.register(param.id, grad.mul_scalar(self.factor));
+            }
+        }
+    }
+    let mut visitor = Scale {
+        grads,
+        scaled: GradientsParams::new(),
+        factor,
+    };
+    model.visit(&mut visitor);
+    visitor.scaled
 }
 
 /// The declared optimizer with the learning rate of this step (from burn's scheduler).

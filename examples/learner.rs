@@ -5,7 +5,12 @@
 //! cargo run --example learner                        # flex; headless when piped (CI)
 //! cargo run --example learner --features tui         # burn's terminal dashboard
 //! cargo run --example learner --features wgpu        # GPU through wgpu
+//! cargo run --example learner -- --devices 2          # burn's MultiDevice strategy, 2 workers
 //! ```
+//!
+//! With `--devices N` burn splits the data over `N` workers (the same backend's device `N`
+//! times on a one-device machine) and sums their gradients; the Cockpit tracks each step on
+//! the union of the workers' batches, as on one device.
 //!
 //! Everything lands in `cockpit-logs/learner/`: burn's metric logs
 //! (`train/epoch-N/Cockpit_<Quantity>.log`, next to `Loss.log`), Cockpit's log `cockpit.json`
@@ -22,11 +27,14 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::metric::{AccuracyMetric, LossMetric};
 use burn::train::{
-    ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
+    ClassificationOutput, ExecutionStrategy, InferenceStep, Learner, MultiDeviceOptim,
+    SupervisedTraining, TrainOutput, TrainStep, TrainingStrategy,
 };
 use burn_cockpit::train::{CockpitLearner, train_output_per_sample};
 use burn_cockpit::{Configuration, OptimizerInfo, Schedule, backend};
 
+#[path = "common/bench.rs"]
+mod bench;
 #[path = "common/iris.rs"]
 mod iris;
 use iris::Classifier;
@@ -125,12 +133,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         SgdConfig::new().init(),
         LR,
     );
-    let training = cockpit
-        .register(SupervisedTraining::new(
-            DIR,
-            loader(&data.train, &device),
-            loader(&data.test, &device),
-        ))
+    let devices: usize = bench::arg("--devices", 1);
+    let mut training = cockpit.register(SupervisedTraining::new(
+        DIR,
+        loader(&data.train, &device),
+        loader(&data.test, &device),
+    ));
+    if devices > 1 {
+        println!("burn's MultiDevice strategy on {devices} workers");
+        training =
+            training.with_training_strategy(TrainingStrategy::Default(ExecutionStrategy::multi(
+                vec![device.clone(); devices],
+                MultiDeviceOptim::OptimMainDevice,
+            )));
+    }
+    let training = training
         .metric_train_numeric(LossMetric::new())
         .metric_valid_numeric(LossMetric::new())
         .metric_valid_numeric(AccuracyMetric::new())

@@ -112,7 +112,7 @@ where
         lr: ModuleLearningRate,
         grads: GradientsParams,
     ) -> Self {
-        self.watch.cockpit.track(&self.inner, &grads, lr.base(), 1);
+        self.watch.cockpit.track(&self.inner, &grads, lr.base());
         let Self { inner, watch } = self;
         Self {
             inner: inner.optimize(optim, lr, grads),
@@ -127,9 +127,7 @@ where
         grads: MultiGradientsParams,
     ) -> Self {
         let summed = sum_gradients(&self.inner, &grads);
-        self.watch
-            .cockpit
-            .track(&self.inner, &summed, lr.base(), grads.grads.len().max(1));
+        self.watch.cockpit.track(&self.inner, &summed, lr.base());
         let Self { inner, watch } = self;
         Self {
             inner: inner.optimize_multi(optim, lr, grads),

@@ -17,8 +17,8 @@ use burn::train::logger::{FileMetricLogger, InMemoryMetricLogger, MetricLogger};
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, NumericEntry};
 use burn::train::{
-    ClassificationOutput, InferenceStep, Learner, LearnerModel, SupervisedTraining, TrainOutput,
-    TrainStep,
+    ClassificationOutput, ExecutionStrategy, InferenceStep, Learner, LearnerModel,
+    MultiDeviceOptim, SupervisedTraining, TrainOutput, TrainStep, TrainingStrategy,
 };
 use cockpit_quantities::curvature::{FiniteDifferenceHvp, Hutchinson};
 use cockpit_quantities::persample::{Linear, Recorder};
@@ -447,46 +447,17 @@ fn gradient_accumulation_tracks_the_accumulated_batch() {
     let device = Device::flex().autodiff();
     let model = Net::new(&device);
     const ACCUMULATE: usize = 2;
-    let mut kinds = Configuration::Economy.kinds();
-    kinds.extend([
-        QuantityKind::MeanGSNR,
-        QuantityKind::CABS,
-        QuantityKind::EarlyStopping,
-        QuantityKind::HessMaxEV,
-    ]);
-
+    let kinds = union_kinds();
     let mut reference =
         Cockpit::from_kinds(kinds.iter().copied(), &Schedule::every_step()).unwrap();
-    let mut optimizer = SgdConfig::new().init();
     let mut net = model.clone();
     let mut step = 0;
     for _ in 0..EPOCHS {
         let batches: Vec<Batch> = loader(&device).iter().map(|b| b.unwrap()).collect();
         for group in batches.chunks(ACCUMULATE) {
-            let batch = Batch {
-                x: Tensor::cat(group.iter().map(|b| b.x.clone()).collect(), 0),
-                y: Tensor::cat(group.iter().map(|b| b.y.clone()).collect(), 0),
-            };
+            let group: Vec<&Batch> = group.iter().collect();
             let lr = LR * group.len() as f64;
-            let recorder = Recorder::start();
-            let (losses, _) = net.losses(&batch);
-            let loss = losses.clone().mean();
-            let grads = loss.backward();
-            let factors = recorder.finish(&grads).unwrap();
-            let grads = GradientsParams::from_grads(grads, &net);
-            let replay = batch.clone();
-            let hvp = FiniteDifferenceHvp::new(&net, move |m: &Net| {
-                let (l, _) = m.losses(&replay);
-                Ok(GradientsParams::from_grads(l.mean().backward(), m))
-            });
-            let info = StepInfo::new(loss.detach())
-                .with_individual_losses(losses.detach())
-                .with_optimizer(OptimizerInfo::sgd(lr))
-                .with_batch_size(batch.x.dims()[0])
-                .with_per_sample(factors)
-                .with_curvature(hvp);
-            reference.track(step, &net, &grads, info).unwrap();
-            net = optimizer.step(lr, net, grads);
+            net = union_step(&mut reference, step, net, &union(&group), lr);
             step += 1;
         }
     }
@@ -511,6 +482,13 @@ fn gradient_accumulation_tracks_the_accumulated_batch() {
     let _ = std::fs::remove_dir_all(&dir);
 
     assert_eq!(cockpit.steps(), step);
+    assert_tracks_the_union(&reference, &cockpit);
+}
+
+/// The quantities tracked on a group of batches (accumulated, or one per device) equal those
+/// of one step on their union: floats to 1e-4 (HessMaxEV, by finite differences, 1e-2),
+/// histogram counts with at most two elements moved (float32 rounding), ≥ 70 values.
+fn assert_tracks_the_union(reference: &Cockpit, cockpit: &CockpitLearner) {
     let (expected, got) = (reference.output(), cockpit.output());
     let mut compared = 0;
     for (at, name, value) in expected.iter() {
@@ -528,7 +506,7 @@ fn gradient_accumulation_tracks_the_accumulated_batch() {
         for (a, b) in x.iter().zip(&y) {
             assert!(
                 (a - b).abs() <= tol * a.abs().max(1e-2) || (a.is_nan() && b.is_nan()),
-                "{name} at {at}: accumulated {b}, whole batch {a}"
+                "{name} at {at}: tracked {b}, one step on the union {a}"
             );
         }
         compared += 1;
@@ -540,6 +518,114 @@ fn gradient_accumulation_tracks_the_accumulated_batch() {
         !warnings.iter().any(|w| w.contains("refused")),
         "{warnings:?}"
     );
+}
+
+/// One step of the hand-written loop on `batch` with plain SGD at `lr`, tracking everything
+/// `cockpit` asks for (per-sample factors, finite-difference curvature).
+fn union_step(cockpit: &mut Cockpit, step: usize, net: Net, batch: &Batch, lr: f64) -> Net {
+    let recorder = Recorder::start();
+    let (losses, _) = net.losses(batch);
+    let loss = losses.clone().mean();
+    let grads = loss.backward();
+    let factors = recorder.finish(&grads).unwrap();
+    let grads = GradientsParams::from_grads(grads, &net);
+    let replay = batch.clone();
+    let hvp = FiniteDifferenceHvp::new(&net, move |m: &Net| {
+        let (l, _) = m.losses(&replay);
+        Ok(GradientsParams::from_grads(l.mean().backward(), m))
+    });
+    let info = StepInfo::new(loss.detach())
+        .with_individual_losses(losses.detach())
+        .with_optimizer(OptimizerInfo::sgd(lr))
+        .with_batch_size(batch.x.dims()[0])
+        .with_per_sample(factors)
+        .with_curvature(hvp);
+    cockpit.track(step, &net, &grads, info).unwrap();
+    SgdConfig::new().init().step(lr, net, grads)
+}
+
+fn union(batches: &[&Batch]) -> Batch {
+    Batch {
+        x: Tensor::cat(batches.iter().map(|b| b.x.clone()).collect(), 0),
+        y: Tensor::cat(batches.iter().map(|b| b.y.clone()).collect(), 0),
+    }
+}
+
+/// The kinds the accumulation and multi-device tests track.
+fn union_kinds() -> Vec<QuantityKind> {
+    let mut kinds = Configuration::Economy.kinds();
+    kinds.extend([
+        QuantityKind::MeanGSNR,
+        QuantityKind::CABS,
+        QuantityKind::EarlyStopping,
+        QuantityKind::HessMaxEV,
+    ]);
+    kinds
+}
+
+/// burn's `MultiDevice` strategy (main-device and sharded optimizer) on two CPU devices (flex twice: burn
+/// runs one worker per device) splits the data in halves, steps each device on its half's next
+/// batch and sums their gradients: one SGD step on the union of the two batches with learning
+/// rate `2·LR`. The Cockpit tracks exactly that step.
+#[test]
+fn multi_device_tracks_the_union_of_the_devices_batches() {
+    let device = Device::flex().autodiff();
+    let model = Net::new(&device);
+    let kinds = union_kinds();
+    // burn's split: items [0, 20) on the first device, [20, 40) on the second, batched alike.
+    let batches: Vec<Batch> = loader(&device).iter().map(|b| b.unwrap()).collect();
+    let all = union(&batches.iter().collect::<Vec<_>>());
+    let half = SAMPLES / 2;
+    let part = |from: usize, to: usize| Batch {
+        x: all.x.clone().slice(from..to),
+        y: all.y.clone().slice(from..to),
+    };
+    let groups: Vec<Batch> = (0..half)
+        .step_by(BATCH)
+        .map(|start| {
+            let end = (start + BATCH).min(half);
+            union(&[&part(start, end), &part(half + start, half + end)])
+        })
+        .collect();
+    let mut reference =
+        Cockpit::from_kinds(kinds.iter().copied(), &Schedule::every_step()).unwrap();
+    let mut net = model.clone();
+    let mut step = 0;
+    for _ in 0..EPOCHS {
+        for batch in &groups {
+            net = union_step(&mut reference, step, net, batch, 2.0 * LR);
+            step += 1;
+        }
+    }
+
+    for optim in [
+        MultiDeviceOptim::OptimMainDevice,
+        MultiDeviceOptim::OptimSharded,
+    ] {
+        let cockpit = CockpitLearner::from_kinds(
+            kinds.clone(),
+            Schedule::every_step(),
+            OptimizerInfo::sgd(LR),
+        )
+        .unwrap();
+        let dir = scratch(&format!("multi-device-{optim:?}"));
+        launch(
+            cockpit.instrument_with_curvature(model.clone(), 1),
+            &cockpit,
+            &dir,
+            EPOCHS,
+            |t| {
+                t.with_metric_logger(SharedLogger::default())
+                    .with_training_strategy(TrainingStrategy::Default(ExecutionStrategy::multi(
+                        vec![device.clone(), device.clone()],
+                        optim,
+                    )))
+            },
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(cockpit.steps(), step, "{optim:?}");
+        assert_tracks_the_union(&reference, &cockpit);
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! gradients, without materialising `[B, parameters]` where the statistic does not need it.
 
 use burn::module::ParamId;
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 
 use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use super::recorder::Layout;
@@ -121,7 +121,7 @@ impl PerSampleSource for LinearFactors {
                 stats.push_sq_norms(index, sq.reshape([batch]));
             }
             for (k, direction) in request.directions.iter().enumerate() {
-                let v = direction_of(direction, entry)?.reshape([d_in, d_out]);
+                let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
                 let dots = (a.clone().matmul(v) * e.clone()).sum_dim(1);
                 stats.push_dots(k, index, dots.reshape([batch]));
             }
@@ -161,10 +161,16 @@ pub(crate) fn not_covered(entry: &ParamEntry) -> QuantityError {
     ))
 }
 
-fn direction_of(direction: &Snapshot, entry: &ParamEntry) -> Result<Tensor<1>, QuantityError> {
+/// The direction's values for `entry`, on `device` (the per-sample gradients' device: with
+/// several devices the direction may live on another one).
+fn direction_of(
+    direction: &Snapshot,
+    entry: &ParamEntry,
+    device: &Device,
+) -> Result<Tensor<1>, QuantityError> {
     direction
         .get(entry.id)
-        .map(|d| d.value.clone())
+        .map(|d| d.value.clone().to_device(device))
         .ok_or_else(|| QuantityError::Shape(format!("no direction for parameter `{}`", entry.name)))
 }
 
@@ -243,7 +249,7 @@ impl Accumulator {
             self.push_sq_norms(index, g.clone().square().sum_dim(1).reshape([b]));
         }
         for (k, direction) in request.directions.iter().enumerate() {
-            let v = direction_of(direction, entry)?.reshape([numel, 1]);
+            let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
             self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
         }
         if want_sum_sq {

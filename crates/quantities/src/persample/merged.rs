@@ -33,10 +33,11 @@ use crate::{QuantityError, Snapshot};
 /// [`ExactPerSample`](super::ExactPerSample)). What crosses between parts (devices): per
 /// parameter `b_k` numbers per per-sample statistic, `numel` for `Σ_n g_n^{⊙2}`, one for the
 /// maximum; the histograms' counts stay with the quantities. All merged tensors are moved to
-/// the first part's device.
+/// one device ([`MergedPerSample::on_device`], else the first part's).
 #[derive(Debug, Clone)]
 pub struct MergedPerSample {
     parts: Vec<Arc<dyn PerSampleSource>>,
+    device: Option<Device>,
 }
 
 impl MergedPerSample {
@@ -52,7 +53,19 @@ impl MergedPerSample {
                 "a merged batch needs at least one part with a sample".into(),
             ));
         }
-        Ok(Self { parts })
+        Ok(Self {
+            parts,
+            device: None,
+        })
+    }
+
+    /// Puts the merged statistics on `device` (the parameters' device, where the quantities
+    /// combine them with the gradient), instead of the first part's.
+    pub fn on_device(self, device: Device) -> Self {
+        Self {
+            device: Some(device),
+            ..self
+        }
     }
 
     /// The parts, in sample order.
@@ -72,7 +85,7 @@ impl PerSampleSource for MergedPerSample {
         mut request: Request<'_>,
     ) -> Result<PerSampleStats, QuantityError> {
         let mut merged: Option<PerSampleStats> = None;
-        let mut device: Option<Device> = None;
+        let mut device: Option<Device> = self.device.clone();
         for part in &self.parts {
             let sub = Request {
                 sq_norms: request.sq_norms,

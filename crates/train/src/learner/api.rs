@@ -43,8 +43,10 @@ use crate::model::{Instrumented, Replay};
 ///   ([`MergedCurvature`](cockpit_quantities::curvature::MergedCurvature)), with `k·lr` as the
 ///   declared SGD's learning rate. Micro-batches of different sizes get no per-sample or
 ///   curvature quantities (a warning says so);
-/// - with several devices, the gradients of all devices summed (as burn's optimizer does);
-///   per-sample and curvature quantities are refused (a warning says so).
+/// - with several devices (`MultiDevice`), burn sums every device's gradient the same way:
+///   the Cockpit tracks one step on the union of the devices' batches, with the per-sample
+///   statistics moved to the parameters' device (what crosses between devices: per
+///   parameter `b_k` numbers per per-sample statistic, `numel` for sums of squares).
 ///
 /// Cloning gives another handle to the same Cockpit.
 #[derive(Clone)]
@@ -325,14 +327,8 @@ impl CockpitLearner {
     }
 
     /// The optimizer is about to apply `grads` to `model`: track the step.
-    pub(crate) fn track<M: Module>(
-        &self,
-        model: &M,
-        grads: &GradientsParams,
-        lr: f64,
-        devices: usize,
-    ) {
+    pub(crate) fn track<M: Module>(&self, model: &M, grads: &GradientsParams, lr: f64) {
         let mut state = self.lock();
-        state.track(model, grads, lr, devices);
+        state.track(model, grads, lr);
     }
 }

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
 use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
-use cockpit_quantities::{Cockpit, CockpitError, OptimizerInfo, StepInfo, Value};
+use cockpit_quantities::{Cockpit, CockpitError, OptimizerInfo, Snapshot, StepInfo, Value};
 
 use crate::board::Board;
 use crate::step::Captured;
@@ -75,13 +75,7 @@ impl State {
         }
     }
 
-    pub(crate) fn track<M: Module>(
-        &mut self,
-        model: &M,
-        grads: &GradientsParams,
-        lr: f64,
-        devices: usize,
-    ) {
+    pub(crate) fn track<M: Module>(&mut self, model: &M, grads: &GradientsParams, lr: f64) {
         let step = self.step;
         self.step += 1;
         let iteration = self.iteration;
@@ -90,13 +84,18 @@ impl State {
             return;
         }
         let parts = pending.len();
-        let Some(info) = self.step_info(step, pending, lr, devices) else {
+        let device = Snapshot::of_params(model)
+            .entries()
+            .first()
+            .map(|e| e.value.device())
+            .unwrap_or_default();
+        let Some(info) = self.step_info(step, pending, lr, device) else {
             return;
         };
-        // burn's accumulator sums the micro-batches' mean gradients; the Cockpit sees the
-        // accumulated batch, whose mean gradient is that sum over the number of parts.
+        // burn sums the mean gradients of the micro-batches (accumulated, or one per device);
+        // the Cockpit sees their union, whose mean gradient is that sum over their number.
         let mean;
-        let grads = if devices == 1 && parts > 1 {
+        let grads = if parts > 1 {
             mean = scaled(model, grads, 1.0 / parts as f64);
             &mean
         } else {
@@ -125,7 +124,7 @@ impl State {
         step: usize,
         pending: Vec<Pending>,
         lr: f64,
-        devices: usize,
+        device: Device,
     ) -> Option<StepInfo> {
         let optimizer = with_lr(&self.optimizer, lr);
         let mut losses = Vec::new();
@@ -150,16 +149,8 @@ impl State {
             return None;
         }
         let loss = Tensor::cat(losses, 0).mean();
-        if devices > 1 {
-            self.problem(format!(
-                "training on {devices} devices: per-sample and curvature quantities are \
-                 refused (their batch is split across devices); the others use the summed \
-                 gradient the optimizer applies"
-            ));
-            return Some(StepInfo::new(loss).with_optimizer(optimizer));
-        }
         if pending.len() > 1 {
-            return Some(self.accumulated_info(step, pending, loss, lr));
+            return Some(self.accumulated_info(step, pending, loss, lr, device));
         }
         let mut info = StepInfo::new(loss).with_optimizer(optimizer);
         let Some(Pending { capture, curvature }) = pending.into_iter().last() else {
@@ -182,18 +173,20 @@ impl State {
         Some(info)
     }
 
-    /// The info of an optimizer step that applies the sum of `k` micro-batches' mean gradients:
-    /// the Cockpit sees one step on the accumulated batch (their union), whose mean gradient
-    /// is that sum over `k` when the micro-batches have one size, taken by plain SGD with
-    /// learning rate `k·lr`. Per-sample statistics are merged from the micro-batches'
-    /// ([`MergedPerSample`]), curvature likewise ([`MergedCurvature`]); micro-batches of
-    /// different sizes get neither (a warning says so).
+    /// The info of an optimizer step that applies the sum of `k` micro-batches' mean gradients
+    /// (accumulated, or one per device): the Cockpit sees one step on their union, whose mean
+    /// gradient is that sum over `k` when the micro-batches have one size, taken by plain SGD
+    /// with learning rate `k·lr`. Per-sample statistics are merged from the micro-batches'
+    /// ([`MergedPerSample`], on the parameters' `device`), curvature likewise
+    /// ([`MergedCurvature`]); micro-batches of different sizes get neither (a warning says
+    /// so).
     fn accumulated_info(
         &mut self,
         step: usize,
         pending: Vec<Pending>,
         loss: Tensor<1>,
         lr: f64,
+        device: Device,
     ) -> StepInfo {
         let k = pending.len();
         let optimizer = match with_lr(&self.optimizer, lr) {
@@ -259,6 +252,7 @@ impl State {
         if !missing_factors {
             match MergedPerSample::new(factors) {
                 Ok(merged) => {
+                    let merged = merged.on_device(device);
                     info = info
                         .with_batch_size(merged.batch_size())
                         .with_per_sample(merged);

@@ -361,6 +361,99 @@ fn split_batches_merge_into_the_whole_batch(backend: &Backend) {
     }
 }
 
+/// A small text model from the new drop-ins: token Embedding (vocabulary 11, width 6),
+/// LayerNorm, a Linear on every position, RmsNorm, mean over the sequence, Linear head.
+#[derive(Module, Debug)]
+struct TextNet {
+    embedding: burn_cockpit::persample::Embedding,
+    layer_norm: burn_cockpit::persample::LayerNorm,
+    mix: Linear,
+    rms_norm: burn_cockpit::persample::RmsNorm,
+    head: Linear,
+}
+
+impl TextNet {
+    fn new(device: &Device) -> Self {
+        use burn::nn::{EmbeddingConfig, LayerNormConfig, RmsNormConfig};
+        let mut layer_norm =
+            burn_cockpit::persample::LayerNorm::new(&LayerNormConfig::new(6), device);
+        // Non-trivial γ and β, so that their per-sample gradients differ from the defaults'.
+        layer_norm.gamma = burn::module::Param::from_tensor(Tensor::<1>::from_data(
+            TensorData::new(vec![1.0f32, 0.5, -1.5, 2.0, 0.8, 1.2], [6]),
+            device,
+        ));
+        Self {
+            embedding: EmbeddingConfig::new(11, 6).init(device).into(),
+            layer_norm,
+            mix: LinearConfig::new(6, 5).init(device).into(),
+            rms_norm: burn_cockpit::persample::RmsNorm::new(&RmsNormConfig::new(5), device),
+            head: LinearConfig::new(5, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
+        let h = self.layer_norm.forward(self.embedding.forward(tokens));
+        let h = self.rms_norm.forward(self.mix.forward(h).tanh());
+        self.head.forward(h.mean_dim(1).squeeze_dim::<2>(1))
+    }
+}
+
+/// Embedding, LayerNorm and RmsNorm on the fast path (sequences of 4 tokens, a token repeated
+/// within a sample) equal single-sample backward passes for all nine quantities over three
+/// steps, with every parameter covered.
+fn text_model_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let (batch, length) = (6, 4);
+    let mut model = TextNet::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let schedule = Schedule::every_step();
+    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    for step in 0..3 {
+        let tokens: Vec<i64> = (0..batch * length)
+            .map(|i| ((i * 7 + step * 3 + (i / length) % 2) % 11) as i64)
+            .collect();
+        let input = |from: usize, to: usize| {
+            Tensor::<2, burn::tensor::Int>::from_data(
+                TensorData::new(
+                    tokens[from * length..to * length].to_vec(),
+                    [to - from, length],
+                ),
+                &device,
+            )
+        };
+        let (_, y) = data(&device, batch, 1, step);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(input(0, batch)), y.clone());
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        let params = burn_cockpit::Snapshot::of_params(&model);
+        assert!(factors.covers(&params), "every parameter on the fast path");
+        let (frozen, y2) = (model.clone(), y.clone());
+        let (dev, all) = (device.clone(), tokens.clone());
+        let single = ExactPerSample::new(batch, move |n| {
+            let tokens = Tensor::<2, burn::tensor::Int>::from_data(
+                TensorData::new(all[n * length..(n + 1) * length].to_vec(), [1, length]),
+                &dev,
+            );
+            let loss = ce(frozen.forward(tokens), y2.clone().slice(n..n + 1)).mean();
+            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+        });
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(0.1));
+        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
+            .unwrap();
+        exact
+            .track(step, &model, &grads, info.with_per_sample(single))
+            .unwrap();
+        model = optim.step(0.1, model, grads);
+    }
+    assert_fast_equals_exact(&fast, &exact, 3);
+}
+
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
 #[derive(Module, Debug)]
 struct ConvNet {
@@ -737,6 +830,7 @@ on_every_backend!(
     fast_path_equals_exact_fallback,
     alpha_sgd_path_equals_general_path,
     split_batches_merge_into_the_whole_batch,
+    text_model_fast_path_equals_exact_fallback,
     conv_fast_path_equals_single_sample_passes,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,

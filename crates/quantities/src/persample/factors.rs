@@ -24,6 +24,16 @@ pub struct LayerFactors {
     pub e: Tensor<3>,
 }
 
+/// Per-sample gradients of one parameter, materialised `[B, numel]` (normalisation layers'
+/// `γ` and `β`, whose per-sample gradients are as small as a batch of activations).
+#[derive(Debug, Clone)]
+pub struct DenseGradients {
+    /// The parameter's id.
+    pub param: ParamId,
+    /// True per-sample gradients `∇_p ℓ_n`, `[B, numel]`.
+    pub g: Tensor<2>,
+}
+
 /// Per-sample gradients of Linear layers in factored form (the fast path): the per-sample
 /// weight gradient is `g_n = Σ_t a_{n,t} e_{n,t}ᵀ` (burn layout `[d_in, d_out]`), the bias
 /// gradient `Σ_t e_{n,t}`.
@@ -44,12 +54,27 @@ pub struct LayerFactors {
 pub struct LinearFactors {
     batch: usize,
     layers: Vec<LayerFactors>,
+    dense: Vec<DenseGradients>,
 }
 
 impl LinearFactors {
     /// Factors of a batch of `batch` samples.
     pub fn new(batch: usize, layers: Vec<LayerFactors>) -> Self {
-        Self { batch, layers }
+        Self {
+            batch,
+            layers,
+            dense: Vec::new(),
+        }
+    }
+
+    /// With parameters whose per-sample gradients were recorded in full.
+    pub fn with_dense(self, dense: Vec<DenseGradients>) -> Self {
+        Self { dense, ..self }
+    }
+
+    /// The parameters recorded in full.
+    pub fn dense(&self) -> &[DenseGradients] {
+        &self.dense
     }
 
     /// The recorded layers.
@@ -59,7 +84,14 @@ impl LinearFactors {
 
     /// Whether every parameter of `params` belongs to a recorded layer.
     pub fn covers(&self, params: &Snapshot) -> bool {
-        params.entries().iter().all(|e| self.find(e.id).is_some())
+        params
+            .entries()
+            .iter()
+            .all(|e| self.find(e.id).is_some() || self.find_dense(e.id).is_some())
+    }
+
+    fn find_dense(&self, id: ParamId) -> Option<&DenseGradients> {
+        self.dense.iter().find(|d| d.param == id)
     }
 
     fn find(&self, id: ParamId) -> Option<(&LayerFactors, bool)> {
@@ -88,6 +120,15 @@ impl PerSampleSource for LinearFactors {
         let mut stats = Accumulator::new(self.batch, &request);
         for (index, entry) in params.entries().iter().enumerate() {
             stats.slot(index);
+            if let Some(dense) = self.find_dense(entry.id) {
+                let chunk = chunk_samples(request.chunk_elements, entry.numel(), self.batch);
+                for start in (0..self.batch).step_by(chunk) {
+                    let end = (start + chunk).min(self.batch);
+                    let g = dense.g.clone().slice(start..end);
+                    stats.add_partial(index, entry, g, &mut request)?;
+                }
+                continue;
+            }
             let Some((layer, is_weight)) = self.find(entry.id) else {
                 return Err(not_covered(entry));
             };
@@ -155,8 +196,8 @@ pub(crate) fn chunk_samples(max_elements: usize, numel: usize, batch: usize) -> 
 
 pub(crate) fn not_covered(entry: &ParamEntry) -> QuantityError {
     QuantityError::Unsupported(format!(
-        "parameter `{}` is not in an instrumented layer (persample::Linear); use \
-         ExactPerSample or PerSample::auto for other layers",
+        "parameter `{}` is not in an instrumented layer (persample::Linear, Conv2d, Embedding, \
+         LayerNorm, RmsNorm); use ExactPerSample or PerSample::auto for other layers",
         entry.name
     ))
 }

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use burn::module::ParamId;
 use burn::tensor::{Gradients, Tensor};
 
-use super::factors::{LayerFactors, LinearFactors};
+use super::factors::{DenseGradients, LayerFactors, LinearFactors};
 use crate::QuantityError;
 
 /// How a layer stores its weight relative to the per-sample gradient `Σ_t a_t e_tᵀ`.
@@ -23,14 +23,31 @@ pub enum Layout {
     OutIn,
 }
 
-/// One tap: a linear map applied to `x` `[B, T, d_in]` at `T` positions.
+/// One tap: what a layer recorded, and the zero leaf added to its output `[B, T, d_out]`.
 #[derive(Debug)]
 struct Tap {
-    weight: ParamId,
-    bias: Option<ParamId>,
-    layout: Layout,
-    input: Tensor<3>,
+    kind: TapKind,
     leaf: Tensor<3>,
+}
+
+/// The two shapes of per-sample gradient the drop-ins record.
+#[derive(Debug)]
+enum TapKind {
+    /// A linear map applied to `input` `[B, T, d_in]` at `T` positions (Linear, Conv2d after
+    /// unfolding, Embedding with one-hot inputs): `g_n = Σ_t a_{n,t} e_{n,t}ᵀ`.
+    Linear {
+        weight: ParamId,
+        bias: Option<ParamId>,
+        layout: Layout,
+        input: Tensor<3>,
+    },
+    /// An elementwise affine map `y = x̂ ⊙ γ (+ β)` of a normalised input `x̂` `[B, T, d]`
+    /// (LayerNorm, RmsNorm): `g_{n,γ} = Σ_t e_{n,t} ⊙ x̂_{n,t}`, `g_{n,β} = Σ_t e_{n,t}`.
+    Affine {
+        gamma: ParamId,
+        beta: Option<ParamId>,
+        normalized: Tensor<3>,
+    },
 }
 
 thread_local! {
@@ -51,6 +68,37 @@ pub(crate) fn tap(
     input: &Tensor<3>,
     output: Tensor<3>,
 ) -> Tensor<3> {
+    push(
+        TapKind::Linear {
+            weight,
+            bias,
+            layout,
+            input: input.clone().detach().without_autodiff(),
+        },
+        output,
+    )
+}
+
+/// Called by instrumented normalisation layers: records the normalised input `x̂`
+/// `[B, T, d]` of `y = x̂ ⊙ γ (+ β)` and returns the output with a zero leaf added, when a
+/// recorder is active; otherwise returns `output` untouched.
+pub(crate) fn tap_affine(
+    gamma: ParamId,
+    beta: Option<ParamId>,
+    normalized: Tensor<3>,
+    output: Tensor<3>,
+) -> Tensor<3> {
+    push(
+        TapKind::Affine {
+            gamma,
+            beta,
+            normalized: normalized.detach().without_autodiff(),
+        },
+        output,
+    )
+}
+
+fn push(kind: TapKind, output: Tensor<3>) -> Tensor<3> {
     ACTIVE.with(|active| {
         let mut active = active.borrow_mut();
         let Some(taps) = active.as_mut() else {
@@ -58,10 +106,7 @@ pub(crate) fn tap(
         };
         let leaf = output.zeros_like().detach().require_grad();
         taps.push(Tap {
-            weight,
-            bias,
-            layout,
-            input: input.clone().detach().without_autodiff(),
+            kind,
             leaf: leaf.clone(),
         });
         output + leaf
@@ -111,8 +156,9 @@ impl Recorder {
                     .into(),
             ));
         }
-        let batch = taps[0].input.dims()[0];
+        let batch = taps[0].leaf.dims()[0];
         let mut layers: Vec<LayerFactors> = Vec::new();
+        let mut dense: Vec<DenseGradients> = Vec::new();
         for tap in taps {
             let [b, t, d_out] = tap.leaf.dims();
             if b != batch {
@@ -127,23 +173,50 @@ impl Recorder {
             };
             // ∂L/∂z carries the 1/B of the mean loss; the true per-sample gradients are B·δ.
             let e = delta.mul_scalar(batch as f64).reshape([b, t, d_out]);
-            match layers.iter_mut().find(|l| l.weight == tap.weight) {
-                // A layer applied twice (weight sharing): its per-sample gradient is the sum of
-                // both uses, Σ_t a_t e_tᵀ over the concatenated positions.
-                Some(layer) => {
-                    layer.a = Tensor::cat(vec![layer.a.clone(), tap.input], 1);
-                    layer.e = Tensor::cat(vec![layer.e.clone(), e], 1);
+            match tap.kind {
+                TapKind::Linear {
+                    weight,
+                    bias,
+                    layout,
+                    input,
+                } => match layers.iter_mut().find(|l| l.weight == weight) {
+                    // A layer applied twice (weight sharing): its per-sample gradient is the
+                    // sum of both uses, Σ_t a_t e_tᵀ over the concatenated positions.
+                    Some(layer) => {
+                        layer.a = Tensor::cat(vec![layer.a.clone(), input], 1);
+                        layer.e = Tensor::cat(vec![layer.e.clone(), e], 1);
+                    }
+                    None => layers.push(LayerFactors {
+                        weight,
+                        bias,
+                        layout,
+                        a: input,
+                        e,
+                    }),
+                },
+                TapKind::Affine {
+                    gamma,
+                    beta,
+                    normalized,
+                } => {
+                    let g_gamma = (e.clone() * normalized).sum_dim(1).reshape([b, d_out]);
+                    add_dense(&mut dense, gamma, g_gamma);
+                    if let Some(beta) = beta {
+                        add_dense(&mut dense, beta, e.sum_dim(1).reshape([b, d_out]));
+                    }
                 }
-                None => layers.push(LayerFactors {
-                    weight: tap.weight,
-                    bias: tap.bias,
-                    layout: tap.layout,
-                    a: tap.input,
-                    e,
-                }),
             }
         }
-        Ok(LinearFactors::new(batch, layers))
+        Ok(LinearFactors::new(batch, layers).with_dense(dense))
+    }
+}
+
+/// Adds a layer's per-sample gradients `[B, numel]` to those already recorded for `param`
+/// (a layer applied twice).
+fn add_dense(dense: &mut Vec<DenseGradients>, param: ParamId, g: Tensor<2>) {
+    match dense.iter_mut().find(|d| d.param == param) {
+        Some(existing) => existing.g = existing.g.clone() + g,
+        None => dense.push(DenseGradients { param, g }),
     }
 }
 

@@ -1,0 +1,60 @@
+//! An instrumented drop-in for `burn::nn::Embedding`.
+
+use burn::module::{Module, Param};
+use burn::tensor::module::embedding;
+use burn::tensor::{Int, Tensor};
+
+use super::recorder::{Layout, is_recording, tap};
+
+/// `burn::nn::Embedding` with per-sample statistics: identical parameter (`weight`
+/// `[n_embedding, d_model]`), name, record and forward pass. A lookup is a Linear map of the
+/// one-hot index, so while a [`Recorder`](super::Recorder) is active it taps the one-hot
+/// indices and the output gradients: the per-sample gradient `Σ_t onehot(i_{n,t}) e_{n,t}ᵀ`
+/// scatters `e_{n,t}` into the rows sample `n` looked up.
+///
+/// Build it from a burn layer: `persample::Embedding::from(EmbeddingConfig::new(100, 16).init(&device))`.
+///
+/// # Cost
+///
+/// Without an active recorder: one thread-local check per forward. With one: the one-hot
+/// indices are kept (`B·T·n_embedding` elements; large vocabularies make this large) and the
+/// per-sample gradients are materialised per sample chunk when statistics are reduced.
+#[derive(Module, Debug)]
+pub struct Embedding {
+    /// `[n_embedding, d_model]`, as in `burn::nn::Embedding`.
+    pub weight: Param<Tensor<2>>,
+}
+
+impl From<burn::nn::Embedding> for Embedding {
+    fn from(layer: burn::nn::Embedding) -> Self {
+        Self {
+            weight: layer.weight,
+        }
+    }
+}
+
+impl From<Embedding> for burn::nn::Embedding {
+    fn from(layer: Embedding) -> Self {
+        Self {
+            weight: layer.weight,
+        }
+    }
+}
+
+impl Embedding {
+    /// The lookup `[B, T]` indices → `[B, T, d_model]`.
+    pub fn forward(&self, indices: Tensor<2, Int>) -> Tensor<3> {
+        let output = embedding(self.weight.val(), indices.clone());
+        if !is_recording() {
+            return output;
+        }
+        let [batch, positions] = indices.dims();
+        let [n_embedding, _] = self.weight.dims();
+        let one_hot = indices
+            .reshape([batch * positions])
+            .one_hot::<2>(n_embedding)
+            .float()
+            .reshape([batch, positions, n_embedding]);
+        tap(self.weight.id, None, Layout::InOut, &one_hot, output)
+    }
+}

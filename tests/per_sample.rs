@@ -454,6 +454,95 @@ fn text_model_fast_path_equals_exact_fallback(backend: &Backend) {
     assert_fast_equals_exact(&fast, &exact, 3);
 }
 
+/// Channels-first drop-ins: GroupNorm (2 groups of 2 channels), PRelu per channel,
+/// InstanceNorm, a Linear, PRelu with one α, a Linear head, on inputs `[B, 4, 5]`.
+#[derive(Module, Debug)]
+struct ChannelNet {
+    group_norm: burn_cockpit::persample::GroupNorm,
+    prelu: burn_cockpit::persample::PRelu,
+    instance_norm: burn_cockpit::persample::InstanceNorm,
+    fc: Linear,
+    prelu_one: burn_cockpit::persample::PRelu,
+    head: Linear,
+}
+
+impl ChannelNet {
+    fn new(device: &Device) -> Self {
+        use burn::nn::{GroupNormConfig, InstanceNormConfig, PReluConfig};
+        let mut group_norm: burn_cockpit::persample::GroupNorm =
+            GroupNormConfig::new(2, 4).init(device).into();
+        group_norm.gamma = Some(burn::module::Param::from_tensor(Tensor::<1>::from_data(
+            TensorData::new(vec![1.0f32, -0.5, 2.0, 0.7], [4]),
+            device,
+        )));
+        Self {
+            group_norm,
+            prelu: PReluConfig::new()
+                .with_num_parameters(4)
+                .init(device)
+                .into(),
+            instance_norm: InstanceNormConfig::new(4).init(device).into(),
+            fc: LinearConfig::new(20, 6).init(device).into(),
+            prelu_one: PReluConfig::new().init(device).into(),
+            head: LinearConfig::new(6, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<3>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = self
+            .instance_norm
+            .forward(self.prelu.forward(self.group_norm.forward(x)));
+        let h = self.prelu_one.forward(self.fc.forward(h.reshape([b, 20])));
+        self.head.forward(h)
+    }
+}
+
+/// GroupNorm, InstanceNorm and PRelu (per channel and with one α) on the fast path equal
+/// single-sample backward passes for all nine quantities over three steps.
+fn channel_model_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 6;
+    let mut model = ChannelNet::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let schedule = Schedule::every_step();
+    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    for step in 0..3 {
+        let (x, y) = data(&device, batch, 20, step);
+        let inputs = Tensor::<3>::from_data(TensorData::new(x.clone(), [batch, 4, 5]), &device);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(inputs), y.clone());
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        assert!(
+            factors.covers(&burn_cockpit::Snapshot::of_params(&model)),
+            "every parameter on the fast path"
+        );
+        let (frozen, dev, y2) = (model.clone(), device.clone(), y.clone());
+        let single = ExactPerSample::new(batch, move |n| {
+            let xn = Tensor::<3>::from_data(
+                TensorData::new(x[n * 20..(n + 1) * 20].to_vec(), [1, 4, 5]),
+                &dev,
+            );
+            let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
+            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+        });
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(0.1));
+        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
+            .unwrap();
+        exact
+            .track(step, &model, &grads, info.with_per_sample(single))
+            .unwrap();
+        model = optim.step(0.1, model, grads);
+    }
+    assert_fast_equals_exact(&fast, &exact, 3);
+}
+
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
 #[derive(Module, Debug)]
 struct ConvNet {
@@ -541,6 +630,27 @@ fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
     let loss = per_sample.clone().mean();
     let grads = loss.backward();
     let factors = recorder.finish(&grads).unwrap();
+    // The coverage report names the plain burn layers' parameters as the ones that fall back.
+    let coverage = factors.coverage(&burn_cockpit::Snapshot::of_params(&model));
+    assert!(!coverage.is_complete());
+    let mut covered = coverage.covered.clone();
+    covered.sort();
+    assert_eq!(covered, ["fc.bias", "fc.weight"]);
+    let mut uncovered: Vec<&str> = coverage.uncovered.iter().map(|(n, _)| n.as_str()).collect();
+    uncovered.sort();
+    assert_eq!(
+        uncovered,
+        ["conv.bias", "conv.weight", "head.bias", "head.weight"]
+    );
+    let report = coverage.to_string();
+    assert!(
+        report.starts_with("fast path: 2 of 6 parameters"),
+        "{report}"
+    );
+    assert!(
+        report.contains("not covered  head.weight: shape"),
+        "{report}"
+    );
     let grads = GradientsParams::from_grads(grads, &model);
     let (frozen, x2, y2, dev) = (model.clone(), x.clone(), y.clone(), device.clone());
     let exact = ExactPerSample::new(batch, move |n| {
@@ -831,6 +941,7 @@ on_every_backend!(
     alpha_sgd_path_equals_general_path,
     split_batches_merge_into_the_whole_batch,
     text_model_fast_path_equals_exact_fallback,
+    channel_model_fast_path_equals_exact_fallback,
     conv_fast_path_equals_single_sample_passes,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,

@@ -24,6 +24,36 @@ pub struct LayerFactors {
     pub e: Tensor<3>,
 }
 
+/// What the fast path covers for a model ([`LinearFactors::coverage`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Dotted names of the parameters on the fast path.
+    pub covered: Vec<String>,
+    /// Dotted names of the others, with the reason.
+    pub uncovered: Vec<(String, String)>,
+}
+
+impl Coverage {
+    /// Whether every parameter is on the fast path.
+    pub fn is_complete(&self) -> bool {
+        self.uncovered.is_empty()
+    }
+}
+
+impl std::fmt::Display for Coverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let total = self.covered.len() + self.uncovered.len();
+        writeln!(f, "fast path: {} of {total} parameters", self.covered.len())?;
+        for name in &self.covered {
+            writeln!(f, "  covered      {name}")?;
+        }
+        for (name, reason) in &self.uncovered {
+            writeln!(f, "  not covered  {name}: {reason}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Per-sample gradients of one parameter, materialised `[B, numel]` (normalisation layers'
 /// `γ` and `β`, whose per-sample gradients are as small as a batch of activations).
 #[derive(Debug, Clone)]
@@ -84,10 +114,33 @@ impl LinearFactors {
 
     /// Whether every parameter of `params` belongs to a recorded layer.
     pub fn covers(&self, params: &Snapshot) -> bool {
-        params
-            .entries()
-            .iter()
-            .all(|e| self.find(e.id).is_some() || self.find_dense(e.id).is_some())
+        params.entries().iter().all(|e| self.records(e.id))
+    }
+
+    /// Which parameters of `params` the fast path covers at this step, and which would fall
+    /// back to single-sample passes and why (print it: one line per parameter).
+    pub fn coverage(&self, params: &Snapshot) -> Coverage {
+        let mut coverage = Coverage::default();
+        for entry in params.entries() {
+            if self.records(entry.id) {
+                coverage.covered.push(entry.name.clone());
+            } else {
+                coverage.uncovered.push((
+                    entry.name.clone(),
+                    format!(
+                        "shape {:?}: no instrumented layer recorded it during the step (a \
+                         burn-nn or custom layer, or a Conv2d setting the fast path does not \
+                         cover); swap in the persample drop-in or let PerSample::auto fall back",
+                        entry.shape
+                    ),
+                ));
+            }
+        }
+        coverage
+    }
+
+    fn records(&self, id: ParamId) -> bool {
+        self.find(id).is_some() || self.find_dense(id).is_some()
     }
 
     fn find_dense(&self, id: ParamId) -> Option<&DenseGradients> {

@@ -4,7 +4,8 @@
 //! first-order only. Two engines produce per-sample statistics anyway:
 //!
 //! - **fast path** ([`LinearFactors`]): build the model from [`Linear`], [`Conv2d`],
-//!   [`Embedding`], [`LayerNorm`] and [`RmsNorm`] (drop-ins for burn's layers), wrap the forward and backward pass of a tracked step in a
+//!   [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`GroupNorm`], [`InstanceNorm`] and [`PRelu`]
+//!   (drop-ins for burn's layers), wrap the forward and backward pass of a tracked step in a
 //!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
 //!   the leaf's gradient, from the ordinary backward pass, is `∂L/∂output`. Per-sample norms,
 //!   dot products and sums of squares follow in closed form, layer by layer.
@@ -32,14 +33,16 @@ mod factors;
 mod linear;
 mod merged;
 mod norm;
+mod prelu;
 mod recorder;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
 pub use conv2d::Conv2d;
 pub use embedding::Embedding;
 pub use exact::{ExactPerSample, PerSample};
-pub use factors::{DenseGradients, LayerFactors, LinearFactors};
+pub use factors::{Coverage, DenseGradients, LayerFactors, LinearFactors};
 pub use linear::Linear;
 pub use merged::MergedPerSample;
-pub use norm::{LayerNorm, RmsNorm};
+pub use norm::{GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
+pub use prelu::PRelu;
 pub use recorder::{Layout, Recorder, is_recording};

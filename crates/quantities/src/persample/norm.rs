@@ -1,4 +1,5 @@
-//! Instrumented drop-ins for `burn::nn::LayerNorm` and `burn::nn::RmsNorm`.
+//! Instrumented drop-ins for burn's normalisation layers: `LayerNorm`, `RmsNorm`,
+//! `GroupNorm`, `InstanceNorm`.
 
 use burn::module::{Module, Param};
 use burn::nn::{LayerNormConfig, RmsNormConfig};
@@ -142,6 +143,165 @@ impl RmsNorm {
     }
 }
 
+/// Records `y = z ⊙ γ (+ β)` where `γ` runs along axis 1 (channels-first layouts: GroupNorm,
+/// InstanceNorm, PRelu), or is a single number when `per_channel` is false.
+pub(crate) fn record_channels<const D: usize>(
+    gamma: &Param<Tensor<1>>,
+    beta: Option<&Param<Tensor<1>>>,
+    z: impl FnOnce() -> Tensor<D>,
+    output: Tensor<D>,
+    per_channel: bool,
+) -> Tensor<D> {
+    if D < 2 || !is_recording() {
+        return output;
+    }
+    let shape = output.shape();
+    let dims = output.dims();
+    let (batch, channels) = (dims[0], dims[1]);
+    let rest = dims[2..].iter().product::<usize>();
+    // Features last, as the affine tap expects: [B, positions, C] (or [B, all, 1]).
+    let to_rows = |t: Tensor<D>| -> Tensor<3> {
+        if per_channel {
+            t.reshape([batch, channels, rest]).swap_dims(1, 2)
+        } else {
+            t.reshape([batch, channels * rest, 1])
+        }
+    };
+    let tapped = tap_affine(
+        gamma.id,
+        beta.map(|b| b.id),
+        to_rows(z().detach()),
+        to_rows(output),
+    );
+    let tapped = if per_channel {
+        tapped.swap_dims(1, 2)
+    } else {
+        tapped
+    };
+    tapped.reshape(shape)
+}
+
+/// Group normalisation of `[B, C, ...]` exactly as burn computes it: `x̂` per sample and group
+/// (`C / groups` channels and every position), then `x̂ ⊙ γ + β` per channel when affine.
+fn group_norm<const D: usize>(
+    input: Tensor<D>,
+    gamma: Option<&Param<Tensor<1>>>,
+    beta: Option<&Param<Tensor<1>>>,
+    groups: usize,
+    epsilon: f64,
+) -> Tensor<D> {
+    let shape = input.shape();
+    let dims = input.dims();
+    let (batch, channels) = (dims[0], dims[1]);
+    let normalized = |x: Tensor<D>| -> Tensor<D> {
+        let hidden = x.shape().num_elements() / (batch * groups);
+        let x = x.reshape([batch, groups, hidden]);
+        let centred = x.clone() - x.mean_dim(2);
+        let variance = centred.clone().square().mean_dim(2);
+        (centred / variance.add_scalar(epsilon).sqrt()).reshape(shape.clone())
+    };
+    let x_hat = normalized(input.clone());
+    let (Some(gamma), Some(beta)) = (gamma, beta) else {
+        return x_hat;
+    };
+    let mut affine = [1; D];
+    affine[1] = channels;
+    let output = x_hat.clone() * gamma.val().reshape(affine) + beta.val().reshape(affine);
+    record_channels(gamma, Some(beta), || x_hat, output, true)
+}
+
+/// `burn::nn::GroupNorm` with per-sample statistics: identical parameters (`gamma`, `beta`
+/// `[num_channels]` when affine), names, record and forward pass; while a
+/// [`Recorder`](super::Recorder) is active it taps `x̂` and the output gradients:
+/// `g_{n,γ_c} = Σ_{positions} e ⊙ x̂` and `g_{n,β_c} = Σ_{positions} e` per channel. Each sample
+/// is normalised on its own, so per-sample gradients are well defined.
+///
+/// # Cost
+///
+/// As [`LayerNorm`] (`x̂` kept, `B·C·positions`).
+#[derive(Module, Debug)]
+pub struct GroupNorm {
+    /// `[num_channels]`, when affine.
+    pub gamma: Option<Param<Tensor<1>>>,
+    /// `[num_channels]`, when affine.
+    pub beta: Option<Param<Tensor<1>>>,
+    /// Groups the channels are split into.
+    pub num_groups: usize,
+    /// Channels expected in the input (axis 1).
+    pub num_channels: usize,
+    /// Added to the variance.
+    pub epsilon: f64,
+    /// Whether `gamma` and `beta` are learned.
+    pub affine: bool,
+}
+
+impl From<burn::nn::GroupNorm> for GroupNorm {
+    fn from(layer: burn::nn::GroupNorm) -> Self {
+        Self {
+            gamma: layer.gamma,
+            beta: layer.beta,
+            num_groups: layer.num_groups,
+            num_channels: layer.num_channels,
+            epsilon: layer.epsilon,
+            affine: layer.affine,
+        }
+    }
+}
+
+impl GroupNorm {
+    /// The forward pass over `[B, num_channels, ...]`.
+    pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        group_norm(
+            input,
+            self.gamma.as_ref(),
+            self.beta.as_ref(),
+            self.num_groups,
+            self.epsilon,
+        )
+    }
+}
+
+/// `burn::nn::InstanceNorm` with per-sample statistics (group normalisation with one group per
+/// channel; see [`GroupNorm`]).
+#[derive(Module, Debug)]
+pub struct InstanceNorm {
+    /// `[num_channels]`, when affine.
+    pub gamma: Option<Param<Tensor<1>>>,
+    /// `[num_channels]`, when affine.
+    pub beta: Option<Param<Tensor<1>>>,
+    /// Channels expected in the input (axis 1).
+    pub num_channels: usize,
+    /// Added to the variance.
+    pub epsilon: f64,
+    /// Whether `gamma` and `beta` are learned.
+    pub affine: bool,
+}
+
+impl From<burn::nn::InstanceNorm> for InstanceNorm {
+    fn from(layer: burn::nn::InstanceNorm) -> Self {
+        Self {
+            gamma: layer.gamma,
+            beta: layer.beta,
+            num_channels: layer.num_channels,
+            epsilon: layer.epsilon,
+            affine: layer.affine,
+        }
+    }
+}
+
+impl InstanceNorm {
+    /// The forward pass over `[B, num_channels, ...]`.
+    pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        group_norm(
+            input,
+            self.gamma.as_ref(),
+            self.beta.as_ref(),
+            self.num_channels,
+            self.epsilon,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use burn::module::Module;
@@ -212,5 +372,64 @@ mod tests {
             .init(&device)
             .load_record(saved(ours));
         assert_eq!(values(back.weight.val()), weight);
+    }
+
+    /// The drop-ins compute what burn's layers compute (outside a recording and inside one).
+    #[test]
+    fn forward_passes_equal_burns() {
+        use burn::nn::{GroupNormConfig, InstanceNormConfig, PReluConfig};
+        let device = Device::default().autodiff();
+        let x = Tensor::<3>::from_data(
+            burn::tensor::TensorData::new(
+                (0..2 * 4 * 3)
+                    .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3)
+                    .collect::<Vec<_>>(),
+                [2, 4, 3],
+            ),
+            &device,
+        );
+        let close = |a: Tensor<3>, b: Tensor<3>, what: &str| {
+            let (a, b) = (values(a), values(b));
+            assert!(
+                a.iter()
+                    .zip(&b)
+                    .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs())),
+                "{what}: {a:?} vs {b:?}"
+            );
+        };
+        for recording in [false, true] {
+            let recorder = recording.then(crate::persample::Recorder::start);
+            let group = GroupNormConfig::new(2, 4).init(&device);
+            close(
+                GroupNorm::from(group.clone()).forward(x.clone()),
+                group.forward(x.clone()),
+                "GroupNorm",
+            );
+            let instance = InstanceNormConfig::new(4).init(&device);
+            close(
+                InstanceNorm::from(instance.clone()).forward(x.clone()),
+                instance.forward(x.clone()),
+                "InstanceNorm",
+            );
+            let prelu = PReluConfig::new().with_num_parameters(4).init(&device);
+            close(
+                crate::persample::PRelu::from(prelu.clone()).forward(x.clone()),
+                prelu.forward(x.clone()),
+                "PRelu",
+            );
+            let layer = LayerNormConfig::new(3).init(&device);
+            close(
+                LayerNorm::new(&LayerNormConfig::new(3), &device).forward(x.clone()),
+                layer.forward(x.clone()),
+                "LayerNorm",
+            );
+            let rms = RmsNormConfig::new(3).init(&device);
+            close(
+                RmsNorm::from(rms.clone()).forward(x.clone()),
+                rms.forward(x.clone()),
+                "RmsNorm",
+            );
+            drop(recorder);
+        }
     }
 }

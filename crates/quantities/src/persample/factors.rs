@@ -129,8 +129,8 @@ impl LinearFactors {
                     entry.name.clone(),
                     format!(
                         "shape {:?}: no instrumented layer recorded it during the step (a \
-                         burn-nn or custom layer, or a Conv2d setting the fast path does not \
-                         cover); swap in the persample drop-in or let PerSample::auto fall back",
+                         burn-nn or custom layer, or a convolution setting the fast path does \
+                         not cover); swap in the persample drop-in or let PerSample::auto fall back",
                         entry.shape
                     ),
                 ));
@@ -249,8 +249,8 @@ pub(crate) fn chunk_samples(max_elements: usize, numel: usize, batch: usize) -> 
 
 pub(crate) fn not_covered(entry: &ParamEntry) -> QuantityError {
     QuantityError::Unsupported(format!(
-        "parameter `{}` is not in an instrumented layer (persample::Linear, Conv2d, Embedding, \
-         LayerNorm, RmsNorm); use ExactPerSample or PerSample::auto for other layers",
+        "parameter `{}` is not in an instrumented layer (persample::Linear, Conv1d, Conv2d, \
+         Embedding, LayerNorm, RmsNorm, GroupNorm, InstanceNorm, PRelu); use ExactPerSample or PerSample::auto for other layers",
         entry.name
     ))
 }

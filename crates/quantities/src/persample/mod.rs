@@ -3,7 +3,7 @@
 //! burn has no backward hooks and no gradients of intermediate tensors, and its autodiff is
 //! first-order only. Two engines produce per-sample statistics anyway:
 //!
-//! - **fast path** ([`LinearFactors`]): build the model from [`Linear`], [`Conv2d`],
+//! - **fast path** ([`LinearFactors`]): build the model from [`Linear`], [`Conv1d`], [`Conv2d`],
 //!   [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`GroupNorm`], [`InstanceNorm`] and [`PRelu`]
 //!   (drop-ins for burn's layers), wrap the forward and backward pass of a tracked step in a
 //!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
@@ -26,6 +26,7 @@
 //! one chunk.
 
 mod base;
+mod conv1d;
 mod conv2d;
 mod embedding;
 mod exact;
@@ -37,6 +38,7 @@ mod prelu;
 mod recorder;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
+pub use conv1d::Conv1d;
 pub use conv2d::Conv2d;
 pub use embedding::Embedding;
 pub use exact::{ExactPerSample, PerSample};

@@ -168,8 +168,16 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize) {
                 b.iter().sum::<f64>(),
                 "{key} at {step}: totals"
             );
+            // Float32 sums in another order can push an element across a bin edge (the edge at
+            // zero above all, for elements that are ±tiny); wgpu's reductions are not even
+            // deterministic (0–4 of 1632 moved over repeated runs of the channel model). A wrong
+            // formula moves hundreds.
+            let total = a.iter().sum::<f64>();
             let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
-            assert!(moved <= 2.0, "{key} at {step}: {moved} moved");
+            assert!(
+                moved <= (0.01 * total).max(2.0),
+                "{key} at {step}: {moved} of {total} moved"
+            );
         }
     }
     for step in 0..steps - 1 {

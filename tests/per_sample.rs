@@ -193,32 +193,38 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize) {
     );
 }
 
-/// The fast path (recorded factors) and the exact fallback (single-sample passes) give the same
-/// values for all nine quantities over three SGD steps.
-fn fast_path_equals_exact_fallback(backend: &Backend) {
-    let device = backend.device.clone().autodiff();
-    let batch = 6;
-    let mut model = Mlp::new(&device);
+/// Three SGD steps (lr 0.1) of `model` on batches of `batch`, tracking the nine per-sample
+/// quantities twice: from the instrumented layers' records, which must cover every parameter,
+/// and from single-sample backward passes. The two are compared with
+/// [`assert_fast_equals_exact`]; the fast Cockpit is returned. `logits(model, step, samples)`
+/// runs the model on those samples of step `step`'s batch (labels from [`data`]).
+fn fast_path_against_single_sample_passes<M, F>(
+    device: &Device,
+    mut model: M,
+    batch: usize,
+    logits: F,
+) -> Cockpit
+where
+    M: Module + Clone + Send + Sync + 'static,
+    F: Fn(&M, usize, std::ops::Range<usize>) -> Tensor<2> + Clone + Send + Sync + 'static,
+{
     let mut optim = SgdConfig::new().init();
     let schedule = Schedule::every_step();
     let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
     let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
     for step in 0..3 {
-        let (x, y) = data(&device, batch, 5, step);
-        let inputs = Tensor::<2>::from_data(TensorData::new(x.clone(), [batch, 5]), &device);
+        let (_, y) = data(device, batch, 1, step);
         let recorder = Recorder::start();
-        let per_sample = ce(model.forward(inputs), y.clone());
+        let per_sample = ce(logits(&model, step, 0..batch), y.clone());
         let loss = per_sample.clone().mean();
         let grads = loss.backward();
         let factors = recorder.finish(&grads).unwrap();
         let grads = GradientsParams::from_grads(grads, &model);
-        let (frozen, dev, y2) = (model.clone(), device.clone(), y.clone());
+        let coverage = factors.coverage(&burn_cockpit::Snapshot::of_params(&model));
+        assert!(coverage.is_complete(), "{coverage}");
+        let (frozen, f) = (model.clone(), logits.clone());
         let single = ExactPerSample::new(batch, move |n| {
-            let xn = Tensor::<2>::from_data(
-                TensorData::new(x[n * 5..(n + 1) * 5].to_vec(), [1, 5]),
-                &dev,
-            );
-            let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
+            let loss = ce(f(&frozen, step, n..n + 1), y.clone().slice(n..n + 1)).mean();
             Ok(GradientsParams::from_grads(loss.backward(), &frozen))
         });
         let info = StepInfo::new(loss.detach())
@@ -231,13 +237,50 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
             .unwrap();
         model = optim.step(0.1, model, grads);
     }
+    assert_fast_equals_exact(&fast, &exact, 3);
+    fast
+}
+
+/// Samples `samples` of a batch of shape `shape` held on the host, as a tensor.
+fn rows<const D: usize>(
+    values: &[f32],
+    samples: std::ops::Range<usize>,
+    shape: [usize; D],
+    device: &Device,
+) -> Tensor<D> {
+    let features: usize = shape[1..].iter().product();
+    let mut shape = shape;
+    shape[0] = samples.len();
+    Tensor::from_data(
+        TensorData::new(
+            values[samples.start * features..samples.end * features].to_vec(),
+            shape,
+        ),
+        device,
+    )
+}
+
+/// The fast path (recorded factors) and the exact fallback (single-sample passes) give the same
+/// values for all nine quantities over three SGD steps.
+fn fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 6;
+    let dev = device.clone();
+    let fast = fast_path_against_single_sample_passes(
+        &device,
+        Mlp::new(&device),
+        batch,
+        move |model: &Mlp, step, samples| {
+            let (x, _) = data(&dev, batch, 5, step);
+            model.forward(rows(&x, samples, [batch, 5], &dev))
+        },
+    );
     let counts = histogram_counts(&fast, 0, "GradHist1d").iter().sum::<f64>();
     assert_eq!(
         counts,
         (batch * (5 * 4 + 4 + 4 * 3 + 3)) as f64,
         "B·D counts"
     );
-    assert_fast_equals_exact(&fast, &exact, 3);
 }
 
 /// Alpha's SGD path (`d = −lr·∇L`, projections from the shared per-sample passes) equals its
@@ -412,54 +455,22 @@ impl TextNet {
 fn text_model_fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let (batch, length) = (6, 4);
-    let mut model = TextNet::new(&device);
-    let mut optim = SgdConfig::new().init();
-    let schedule = Schedule::every_step();
-    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
-    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
-    for step in 0..3 {
-        let tokens: Vec<i64> = (0..batch * length)
-            .map(|i| ((i * 7 + step * 3 + (i / length) % 2) % 11) as i64)
-            .collect();
-        let input = |from: usize, to: usize| {
-            Tensor::<2, burn::tensor::Int>::from_data(
-                TensorData::new(
-                    tokens[from * length..to * length].to_vec(),
-                    [to - from, length],
-                ),
-                &device,
-            )
-        };
-        let (_, y) = data(&device, batch, 1, step);
-        let recorder = Recorder::start();
-        let per_sample = ce(model.forward(input(0, batch)), y.clone());
-        let loss = per_sample.clone().mean();
-        let grads = loss.backward();
-        let factors = recorder.finish(&grads).unwrap();
-        let grads = GradientsParams::from_grads(grads, &model);
-        let params = burn_cockpit::Snapshot::of_params(&model);
-        assert!(factors.covers(&params), "every parameter on the fast path");
-        let (frozen, y2) = (model.clone(), y.clone());
-        let (dev, all) = (device.clone(), tokens.clone());
-        let single = ExactPerSample::new(batch, move |n| {
-            let tokens = Tensor::<2, burn::tensor::Int>::from_data(
-                TensorData::new(all[n * length..(n + 1) * length].to_vec(), [1, length]),
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        &device,
+        TextNet::new(&device),
+        batch,
+        move |model: &TextNet, step, samples| {
+            let tokens: Vec<i64> = (0..batch * length)
+                .map(|i| ((i * 7 + step * 3 + (i / length) % 2) % 11) as i64)
+                .collect();
+            let tokens = &tokens[samples.start * length..samples.end * length];
+            model.forward(Tensor::<2, burn::tensor::Int>::from_data(
+                TensorData::new(tokens.to_vec(), [samples.len(), length]),
                 &dev,
-            );
-            let loss = ce(frozen.forward(tokens), y2.clone().slice(n..n + 1)).mean();
-            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
-        });
-        let info = StepInfo::new(loss.detach())
-            .with_individual_losses(per_sample.detach())
-            .with_optimizer(OptimizerInfo::sgd(0.1));
-        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
-            .unwrap();
-        exact
-            .track(step, &model, &grads, info.with_per_sample(single))
-            .unwrap();
-        model = optim.step(0.1, model, grads);
-    }
-    assert_fast_equals_exact(&fast, &exact, 3);
+            ))
+        },
+    );
 }
 
 /// Channels-first drop-ins on inputs `[B, 4, 5]`: Conv1d (kernel 3, `Same` padding), Conv1d
@@ -526,42 +537,16 @@ impl ChannelNet {
 fn channel_model_fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 6;
-    let mut model = ChannelNet::new(&device);
-    let mut optim = SgdConfig::new().init();
-    let schedule = Schedule::every_step();
-    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
-    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
-    for step in 0..3 {
-        let (x, y) = data(&device, batch, 20, step);
-        let inputs = Tensor::<3>::from_data(TensorData::new(x.clone(), [batch, 4, 5]), &device);
-        let recorder = Recorder::start();
-        let per_sample = ce(model.forward(inputs), y.clone());
-        let loss = per_sample.clone().mean();
-        let grads = loss.backward();
-        let factors = recorder.finish(&grads).unwrap();
-        let grads = GradientsParams::from_grads(grads, &model);
-        let coverage = factors.coverage(&burn_cockpit::Snapshot::of_params(&model));
-        assert!(coverage.is_complete(), "{coverage}");
-        let (frozen, dev, y2) = (model.clone(), device.clone(), y.clone());
-        let single = ExactPerSample::new(batch, move |n| {
-            let xn = Tensor::<3>::from_data(
-                TensorData::new(x[n * 20..(n + 1) * 20].to_vec(), [1, 4, 5]),
-                &dev,
-            );
-            let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
-            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
-        });
-        let info = StepInfo::new(loss.detach())
-            .with_individual_losses(per_sample.detach())
-            .with_optimizer(OptimizerInfo::sgd(0.1));
-        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
-            .unwrap();
-        exact
-            .track(step, &model, &grads, info.with_per_sample(single))
-            .unwrap();
-        model = optim.step(0.1, model, grads);
-    }
-    assert_fast_equals_exact(&fast, &exact, 3);
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        &device,
+        ChannelNet::new(&device),
+        batch,
+        move |model: &ChannelNet, step, samples| {
+            let (x, _) = data(&dev, batch, 20, step);
+            model.forward(rows(&x, samples, [batch, 4, 5], &dev))
+        },
+    );
 }
 
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
@@ -594,41 +579,16 @@ impl ConvNet {
 fn conv_fast_path_equals_single_sample_passes(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 5;
-    let mut model = ConvNet::new(&device);
-    let mut optim = SgdConfig::new().init();
-    let schedule = Schedule::every_step();
-    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
-    let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
-    for step in 0..3 {
-        let (x, y) = data(&device, batch, 50, step);
-        let inputs = Tensor::<4>::from_data(TensorData::new(x.clone(), [batch, 2, 5, 5]), &device);
-        let recorder = Recorder::start();
-        let per_sample = ce(model.forward(inputs), y.clone());
-        let loss = per_sample.clone().mean();
-        let grads = loss.backward();
-        let factors = recorder.finish(&grads).unwrap();
-        let grads = GradientsParams::from_grads(grads, &model);
-        assert!(factors.covers(&burn_cockpit::Snapshot::of_params(&model)));
-        let (frozen, dev, y2) = (model.clone(), device.clone(), y.clone());
-        let single = ExactPerSample::new(batch, move |n| {
-            let xn = Tensor::<4>::from_data(
-                TensorData::new(x[n * 50..(n + 1) * 50].to_vec(), [1, 2, 5, 5]),
-                &dev,
-            );
-            let loss = ce(frozen.forward(xn), y2.clone().slice(n..n + 1)).mean();
-            Ok(GradientsParams::from_grads(loss.backward(), &frozen))
-        });
-        let info = StepInfo::new(loss.detach())
-            .with_individual_losses(per_sample.detach())
-            .with_optimizer(OptimizerInfo::sgd(0.1));
-        fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
-            .unwrap();
-        exact
-            .track(step, &model, &grads, info.with_per_sample(single))
-            .unwrap();
-        model = optim.step(0.1, model, grads);
-    }
-    assert_fast_equals_exact(&fast, &exact, 3);
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        &device,
+        ConvNet::new(&device),
+        batch,
+        move |model: &ConvNet, step, samples| {
+            let (x, _) = data(&dev, batch, 50, step);
+            model.forward(rows(&x, samples, [batch, 2, 5, 5], &dev))
+        },
+    );
 }
 
 /// A model with Conv2d and a plain Linear: `PerSample::auto` falls back to single-sample

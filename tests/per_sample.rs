@@ -193,14 +193,37 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize) {
     );
 }
 
-/// Three SGD steps (lr 0.1) of `model` on batches of `batch`, tracking the nine per-sample
+/// Casts every float parameter of a module to a float type (still tracked by autodiff).
+struct ToDType(burn::tensor::DType);
+
+impl burn::module::ModuleMapper for ToDType {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<Tensor<D>>,
+    ) -> burn::module::Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let require_grad = tensor.is_require_grad();
+        // The cast is a graph op: detach after it, then track the new leaf.
+        let cast = tensor.cast(self.0).detach();
+        let cast = if require_grad {
+            cast.require_grad()
+        } else {
+            cast
+        };
+        burn::module::Param::from_mapped_value(id, cast, mapper)
+    }
+}
+
+/// Three SGD steps (lr 0.1) of `model` on batches of `batch`, in the backend's float type
+/// (float64 on flex; wgpu on lavapipe computes float64 as NaN, so float32 there), tracking the
+/// nine per-sample
 /// quantities twice: from the instrumented layers' records, which must cover every parameter,
 /// and from single-sample backward passes. The two are compared with
 /// [`assert_fast_equals_exact`]; the fast Cockpit is returned. `logits(model, step, samples)`
 /// runs the model on those samples of step `step`'s batch (labels from [`data`]).
 fn fast_path_against_single_sample_passes<M, F>(
-    device: &Device,
-    mut model: M,
+    backend: &Backend,
+    model: M,
     batch: usize,
     logits: F,
 ) -> Cockpit
@@ -208,12 +231,15 @@ where
     M: Module + Clone + Send + Sync + 'static,
     F: Fn(&M, usize, std::ops::Range<usize>) -> Tensor<2> + Clone + Send + Sync + 'static,
 {
+    let device = &backend.device.clone().autodiff();
+    let mut model = model.map(&mut ToDType(backend.dtype));
     let mut optim = SgdConfig::new().init();
     let schedule = Schedule::every_step();
     let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
     let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
     for step in 0..3 {
         let (_, y) = data(device, batch, 1, step);
+        let y = y.cast(backend.dtype);
         let recorder = Recorder::start();
         let per_sample = ce(logits(&model, step, 0..batch), y.clone());
         let loss = per_sample.clone().mean();
@@ -241,23 +267,25 @@ where
     fast
 }
 
-/// Samples `samples` of a batch of shape `shape` held on the host, as a tensor.
+/// Samples `samples` of a batch of shape `shape` held on the host, as a tensor of `dtype`.
 fn rows<const D: usize>(
     values: &[f32],
     samples: std::ops::Range<usize>,
     shape: [usize; D],
     device: &Device,
+    dtype: burn::tensor::DType,
 ) -> Tensor<D> {
     let features: usize = shape[1..].iter().product();
     let mut shape = shape;
     shape[0] = samples.len();
-    Tensor::from_data(
+    Tensor::<D>::from_data(
         TensorData::new(
             values[samples.start * features..samples.end * features].to_vec(),
             shape,
         ),
         device,
     )
+    .cast(dtype)
 }
 
 /// The fast path (recorded factors) and the exact fallback (single-sample passes) give the same
@@ -265,14 +293,14 @@ fn rows<const D: usize>(
 fn fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 6;
-    let dev = device.clone();
+    let (dev, dtype) = (device.clone(), backend.dtype);
     let fast = fast_path_against_single_sample_passes(
-        &device,
+        backend,
         Mlp::new(&device),
         batch,
         move |model: &Mlp, step, samples| {
             let (x, _) = data(&dev, batch, 5, step);
-            model.forward(rows(&x, samples, [batch, 5], &dev))
+            model.forward(rows(&x, samples, [batch, 5], &dev, dtype))
         },
     );
     let counts = histogram_counts(&fast, 0, "GradHist1d").iter().sum::<f64>();
@@ -457,7 +485,7 @@ fn text_model_fast_path_equals_exact_fallback(backend: &Backend) {
     let (batch, length) = (6, 4);
     let dev = device.clone();
     fast_path_against_single_sample_passes(
-        &device,
+        backend,
         TextNet::new(&device),
         batch,
         move |model: &TextNet, step, samples| {
@@ -537,14 +565,14 @@ impl ChannelNet {
 fn channel_model_fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 6;
-    let dev = device.clone();
+    let (dev, dtype) = (device.clone(), backend.dtype);
     fast_path_against_single_sample_passes(
-        &device,
+        backend,
         ChannelNet::new(&device),
         batch,
         move |model: &ChannelNet, step, samples| {
             let (x, _) = data(&dev, batch, 20, step);
-            model.forward(rows(&x, samples, [batch, 4, 5], &dev))
+            model.forward(rows(&x, samples, [batch, 4, 5], &dev, dtype))
         },
     );
 }
@@ -579,14 +607,14 @@ impl ConvNet {
 fn conv_fast_path_equals_single_sample_passes(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 5;
-    let dev = device.clone();
+    let (dev, dtype) = (device.clone(), backend.dtype);
     fast_path_against_single_sample_passes(
-        &device,
+        backend,
         ConvNet::new(&device),
         batch,
         move |model: &ConvNet, step, samples| {
             let (x, _) = data(&dev, batch, 50, step);
-            model.forward(rows(&x, samples, [batch, 2, 5, 5], &dev))
+            model.forward(rows(&x, samples, [batch, 2, 5, 5], &dev, dtype))
         },
     );
 }

@@ -54,6 +54,7 @@ impl Embedding {
             .reshape([batch * positions])
             .one_hot::<2>(n_embedding)
             .float()
+            .cast(output.dtype())
             .reshape([batch, positions, n_embedding]);
         tap(self.weight.id, None, Layout::InOut, &one_hot, output)
     }

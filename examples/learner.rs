@@ -6,11 +6,14 @@
 //! cargo run --example learner --features tui         # burn's terminal dashboard
 //! cargo run --example learner --features wgpu        # GPU through wgpu
 //! cargo run --example learner -- --devices 2          # burn's MultiDevice strategy, 2 workers
+//! cargo run --example learner --features cuda -- --ddp 2   # burn's DDP strategy, 2 CUDA GPUs
 //! ```
 //!
 //! With `--devices N` burn splits the data over `N` workers (the same backend's device `N`
 //! times on a one-device machine) and sums their gradients; the Cockpit tracks each step on
-//! the union of the workers' batches, as on one device.
+//! the union of the workers' batches, as on one device. `--ddp N` runs burn's distributed
+//! data-parallel strategy on CUDA devices `0..N` (burn 0.22's collective operations exist only
+//! on CUDA): each worker reduces its own batch's statistics, one all-reduce joins them.
 //!
 //! Everything lands in `cockpit-logs/learner/`: burn's metric logs
 //! (`train/epoch-N/Cockpit_<Quantity>.log`, next to `Loss.log`), Cockpit's log `cockpit.json`
@@ -134,12 +137,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         LR,
     );
     let devices: usize = bench::arg("--devices", 1);
+    let ddp: usize = bench::arg("--ddp", 0);
     let mut training = cockpit.register(SupervisedTraining::new(
         DIR,
         loader(&data.train, &device),
         loader(&data.test, &device),
     ));
-    if devices > 1 {
+    if ddp > 0 {
+        training = training
+            .with_training_strategy(TrainingStrategy::Default(ddp_strategy(&cockpit, ddp)?));
+    } else if devices > 1 {
         println!("burn's MultiDevice strategy on {devices} workers");
         training =
             training.with_training_strategy(TrainingStrategy::Default(ExecutionStrategy::multi(
@@ -179,4 +186,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let _model = result.model.into_inner();
     Ok(())
+}
+
+/// burn's DDP strategy on CUDA devices `0..n`, watched by `cockpit`.
+#[cfg(feature = "cuda")]
+fn ddp_strategy(
+    cockpit: &CockpitLearner,
+    n: usize,
+) -> Result<ExecutionStrategy, Box<dyn std::error::Error>> {
+    use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
+    println!("burn's DDP strategy on {n} CUDA devices");
+    let devices = (0..n).map(|i| Device::cuda(i).autodiff()).collect();
+    let config = DistributedConfig {
+        all_reduce_op: ReduceOperation::Mean,
+    };
+    Ok(cockpit.ddp(devices, config)?)
+}
+
+/// Without CUDA there are no collective operations for burn's DDP strategy.
+#[cfg(not(feature = "cuda"))]
+fn ddp_strategy(
+    _cockpit: &CockpitLearner,
+    _n: usize,
+) -> Result<ExecutionStrategy, Box<dyn std::error::Error>> {
+    Err(
+        "--ddp needs burn's collective operations, which burn 0.22 has only on CUDA: \
+         build with `--features cuda` (on CPU, `--devices N` runs burn's MultiDevice strategy)"
+            .into(),
+    )
 }

@@ -5,6 +5,9 @@ use burn::tensor::Device;
 /// The backends this build was compiled with, in order of preference.
 pub fn available() -> Vec<&'static str> {
     let mut names = Vec::new();
+    if cfg!(feature = "cuda") {
+        names.push("cuda");
+    }
     if cfg!(feature = "wgpu") {
         names.push("wgpu");
     }
@@ -27,7 +30,7 @@ pub struct BackendError {
     pub available: Vec<&'static str>,
 }
 
-/// The device of a backend by name: `flex`, `ndarray` or `wgpu`.
+/// The device of a backend by name: `flex`, `ndarray`, `wgpu` or `cuda` (its first device).
 ///
 /// # Errors
 ///
@@ -41,6 +44,8 @@ pub fn device_named(name: &str) -> Result<Device, BackendError> {
         "ndarray" => Some(Device::ndarray()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Some(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
+        #[cfg(feature = "cuda")]
+        "cuda" => Some(Device::cuda(0)),
         _ => None,
     };
     device.ok_or_else(|| BackendError {
@@ -50,7 +55,7 @@ pub fn device_named(name: &str) -> Result<Device, BackendError> {
 }
 
 /// The device to train on: the backend named by `BURN_COCKPIT_DEVICE` if set, otherwise the
-/// first enabled of `wgpu`, `ndarray`, `flex` (so `--features wgpu` switches to the GPU).
+/// first enabled of `cuda`, `wgpu`, `ndarray`, `flex` (so `--features wgpu` switches to the GPU).
 /// Returns the backend's name with the device.
 ///
 /// # Errors

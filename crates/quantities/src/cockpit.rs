@@ -275,11 +275,7 @@ impl Cockpit {
             self.warn(warning);
         }
         let next = step + 1;
-        if self
-            .quantities
-            .iter()
-            .any(|q| q.should_compute(next) && q.per_sample_needs(next).dots_with_previous_grad)
-        {
+        if self.per_sample_needs(next).dots_with_previous_grad {
             self.previous_grads = Some((step, grads.clone()));
         }
         self.output.merge(computed.clone());
@@ -314,6 +310,42 @@ impl Cockpit {
             .any(|q| q.should_compute(step) && q.uses_curvature(step))
     }
 
+    /// The union of the per-sample statistics the quantities computed at `step` ask for.
+    pub fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
+        self.quantities
+            .iter()
+            .filter(|q| q.should_compute(step))
+            .fold(PerSampleNeeds::NONE, |acc, q| {
+                acc.union(q.per_sample_needs(step))
+            })
+    }
+
+    /// The request for `step`'s per-sample statistics other than gradient elements, as
+    /// [`Cockpit::track`] makes it: projections on the step's mean gradient `grads`, then on
+    /// the `previous` step's when a quantity asks for it (pass the previous step's mean
+    /// gradient when `step − 1` was tracked). A data-parallel worker reduces its shard with it
+    /// before the statistics are joined
+    /// ([`all_reduce_stats`](crate::persample::all_reduce_stats)).
+    pub fn per_sample_request<'a>(
+        &self,
+        step: usize,
+        grads: &'a Snapshot,
+        previous: Option<&'a Snapshot>,
+    ) -> Request<'a> {
+        let needs = self.per_sample_needs(step);
+        let mut request = Request::new();
+        request.sq_norms = needs.sq_norms;
+        request.sum_sq = needs.sum_sq;
+        request.abs_max = needs.abs_max;
+        if needs.dots_with_grad {
+            request.directions.push(grads);
+        }
+        if let Some(previous) = previous.filter(|_| needs.dots_with_previous_grad) {
+            request.directions.push(previous);
+        }
+        request
+    }
+
     /// Computes, in one pass over the per-sample gradients, the union of the statistics the
     /// step's quantities ask for, feeding gradient elements to the quantities that bin them.
     fn reduce_per_sample(
@@ -323,17 +355,17 @@ impl Cockpit {
         grads: &Snapshot,
         info: &StepInfo,
     ) -> Result<Option<PerSampleStats>, QuantityError> {
-        let needs = self
-            .quantities
-            .iter()
-            .filter(|q| q.should_compute(step))
-            .fold(PerSampleNeeds::NONE, |acc, q| {
-                acc.union(q.per_sample_needs(step))
-            });
+        let needs = self.per_sample_needs(step);
         if !needs.any() {
             return Ok(None);
         }
         let source = info.per_sample().ok_or_else(missing_per_sample)?.clone();
+        let previous = match &self.previous_grads {
+            Some((at, previous)) if at + 1 == step => Some(previous),
+            _ => None,
+        };
+        let with_previous = needs.dots_with_previous_grad && previous.is_some();
+        let mut request = self.per_sample_request(step, grads, previous);
         let entries = params.entries();
         let quantities = &mut self.quantities;
         let mut sink = |index: usize, elements: Elements| -> Result<(), QuantityError> {
@@ -344,21 +376,6 @@ impl Cockpit {
             }
             Ok(())
         };
-        let previous = match &self.previous_grads {
-            Some((at, previous)) if at + 1 == step => Some(previous),
-            _ => None,
-        };
-        let mut request = Request::new();
-        request.sq_norms = needs.sq_norms;
-        request.sum_sq = needs.sum_sq;
-        request.abs_max = needs.abs_max;
-        if needs.dots_with_grad {
-            request.directions.push(grads);
-        }
-        let with_previous = needs.dots_with_previous_grad && previous.is_some();
-        if let Some(previous) = previous.filter(|_| with_previous) {
-            request.directions.push(previous);
-        }
         if needs.elements {
             request.elements = Some(&mut sink);
         }

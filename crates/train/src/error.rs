@@ -40,6 +40,9 @@ pub enum TrainError {
     /// The Cockpit itself refused the configuration or could not write its log.
     #[error(transparent)]
     Cockpit(#[from] CockpitError),
+    /// The data-parallel group cannot be watched as declared.
+    #[error("data-parallel training: {0}")]
+    DataParallel(String),
     /// The artifact directory could not be created.
     #[error("cannot create the artifact directory `{path}`: {source}")]
     ArtifactDir {

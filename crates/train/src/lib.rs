@@ -31,7 +31,7 @@ mod model;
 mod step;
 
 pub use error::TrainError;
-pub use learner::{CockpitLearner, LOG_FILE, STREAM_FILE};
+pub use learner::{CockpitLearner, LOG_FILE, STREAM_FILE, Transport};
 pub use metric::{CockpitMetric, CockpitTextMetric};
 pub use model::{Instrumented, Watch};
 pub use step::{train_output, train_output_per_sample};

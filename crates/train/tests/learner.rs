@@ -12,6 +12,7 @@ use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::distributed::ReduceOperation;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::logger::{FileMetricLogger, InMemoryMetricLogger, MetricLogger};
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
@@ -26,7 +27,7 @@ use cockpit_quantities::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, StepInfo, Value,
 };
 use cockpit_train::metric::numeric_value;
-use cockpit_train::{CockpitLearner, Instrumented, TrainError};
+use cockpit_train::{CockpitLearner, Instrumented, TrainError, Transport};
 
 const LR: f64 = 0.1;
 const BATCH: usize = 8;
@@ -176,14 +177,32 @@ where
     M: Module + 'static,
     Instrumented<M>: LearnerModel + TrainStep<Input = Batch> + InferenceStep<Input = Batch>,
 {
-    let device = Device::flex().autodiff();
+    launch_on(
+        &Device::flex().autodiff(),
+        model,
+        cockpit,
+        dir,
+        epochs,
+        configure,
+    )
+}
+
+/// [`launch`] with the data on `device`.
+fn launch_on<M>(
+    device: &Device,
+    model: Instrumented<M>,
+    cockpit: &CockpitLearner,
+    dir: &std::path::Path,
+    epochs: usize,
+    configure: impl FnOnce(SupervisedTraining<Instrumented<M>>) -> SupervisedTraining<Instrumented<M>>,
+) -> Instrumented<M>
+where
+    M: Module + 'static,
+    Instrumented<M>: LearnerModel + TrainStep<Input = Batch> + InferenceStep<Input = Batch>,
+{
     let learner = Learner::new(model, SgdConfig::new().init(), LR);
     let training = cockpit
-        .register(SupervisedTraining::new(
-            dir,
-            loader(&device),
-            loader(&device),
-        ))
+        .register(SupervisedTraining::new(dir, loader(device), loader(device)))
         .with_application_logger(None)
         .num_epochs(epochs);
     configure(training).launch(learner).model
@@ -572,31 +591,9 @@ fn multi_device_tracks_the_union_of_the_devices_batches() {
     let device = Device::flex().autodiff();
     let model = Net::new(&device);
     let kinds = union_kinds();
-    // burn's split: items [0, 20) on the first device, [20, 40) on the second, batched alike.
-    let batches: Vec<Batch> = loader(&device).iter().map(|b| b.unwrap()).collect();
-    let all = union(&batches.iter().collect::<Vec<_>>());
-    let half = SAMPLES / 2;
-    let part = |from: usize, to: usize| Batch {
-        x: all.x.clone().slice(from..to),
-        y: all.y.clone().slice(from..to),
-    };
-    let groups: Vec<Batch> = (0..half)
-        .step_by(BATCH)
-        .map(|start| {
-            let end = (start + BATCH).min(half);
-            union(&[&part(start, end), &part(half + start, half + end)])
-        })
-        .collect();
-    let mut reference =
-        Cockpit::from_kinds(kinds.iter().copied(), &Schedule::every_step()).unwrap();
-    let mut net = model.clone();
-    let mut step = 0;
-    for _ in 0..EPOCHS {
-        for batch in &groups {
-            net = union_step(&mut reference, step, net, batch, 2.0 * LR);
-            step += 1;
-        }
-    }
+    let halves = shards(&device, 2);
+    let step = EPOCHS * halves[0].len();
+    let reference = union_reference(&model, &halves, 2.0 * LR);
 
     for optim in [
         MultiDeviceOptim::OptimMainDevice,
@@ -625,6 +622,211 @@ fn multi_device_tracks_the_union_of_the_devices_batches() {
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(cockpit.steps(), step, "{optim:?}");
         assert_tracks_the_union(&reference, &cockpit);
+    }
+}
+
+/// burn's split over `n` devices: contiguous ranges of the items (for two, [0, 20) and
+/// [20, 40)), each batched alike.
+fn shards(device: &Device, n: usize) -> Vec<Vec<Batch>> {
+    let batches: Vec<Batch> = loader(device).iter().map(|b| b.unwrap()).collect();
+    let all = union(&batches.iter().collect::<Vec<_>>());
+    let size = SAMPLES / n;
+    let part = |from: usize, to: usize| Batch {
+        x: all.x.clone().slice(from..to),
+        y: all.y.clone().slice(from..to),
+    };
+    (0..n)
+        .map(|r| {
+            (0..size)
+                .step_by(BATCH)
+                .map(|start| part(r * size + start, r * size + (start + BATCH).min(size)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The hand-written loop's run of one SGD step with learning rate `lr` on the union of the
+/// shards' `i`-th batches, for every `i`, `EPOCHS` times.
+fn union_reference(model: &Net, shards: &[Vec<Batch>], lr: f64) -> Cockpit {
+    let mut reference = Cockpit::from_kinds(union_kinds(), &Schedule::every_step()).unwrap();
+    let mut net = model.clone();
+    let mut step = 0;
+    for _ in 0..EPOCHS {
+        for i in 0..shards[0].len() {
+            let group: Vec<&Batch> = shards.iter().map(|shard| &shard[i]).collect();
+            net = union_step(&mut reference, step, net, &union(&group), lr);
+            step += 1;
+        }
+    }
+    reference
+}
+
+/// burn's DDP strategy as its workers run it — one thread per device, each stepping its own
+/// copy of the model on its own half of the data, the gradients all-reduced (mean or sum)
+/// before each optimizer step — with the Cockpit told of the group
+/// ([`CockpitLearner::data_parallel`], in-process all-reduce: burn's own collectives need
+/// CUDA). The Cockpit tracks one SGD step on the union of the two batches, with learning rate
+/// `LR` (mean) or `2·LR` (sum), exactly as the hand-written loop on the union does.
+#[test]
+fn ddp_workers_track_the_union_of_their_batches() {
+    let device = Device::flex().autodiff();
+    let model = Net::new(&device);
+    let kinds = union_kinds();
+    let shards = shards(&device, 2);
+    let steps_per_epoch = shards[0].len();
+    for op in [ReduceOperation::Mean, ReduceOperation::Sum] {
+        let lr = if op == ReduceOperation::Sum {
+            2.0 * LR
+        } else {
+            LR
+        };
+        let reference = union_reference(&model, &shards, lr);
+        let cockpit = CockpitLearner::from_kinds(
+            kinds.clone(),
+            Schedule::every_step(),
+            OptimizerInfo::sgd(LR),
+        )
+        .unwrap();
+        cockpit
+            .data_parallel(&[device.clone(), device.clone()], op, Transport::InProcess)
+            .unwrap();
+        let instrumented = cockpit.instrument_with_curvature(model.clone(), 1);
+        let exchange = GradientExchange::new(2, op);
+        std::thread::scope(|s| {
+            for (rank, shard) in shards.iter().enumerate() {
+                let (mut model, exchange) = (instrumented.clone(), &exchange);
+                s.spawn(move || {
+                    let mut optim = SgdConfig::new().init();
+                    for _ in 0..EPOCHS {
+                        for batch in shard {
+                            let out = TrainStep::step(&model, batch.clone());
+                            let grads = exchange.all_reduce(rank, &model, out.grads);
+                            model = model.optimize(&mut optim, LR.into(), grads);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(cockpit.steps(), EPOCHS * steps_per_epoch, "{op:?}");
+        assert_tracks_the_union(&reference, &cockpit);
+    }
+}
+
+/// burn's own DDP strategy, on every CUDA device present (up to two): burn 0.22's collective
+/// operations exist only on CUDA. Built with `--features cuda`; without a CUDA device it
+/// prints that it is skipped and passes.
+#[cfg(feature = "cuda")]
+#[test]
+fn burn_ddp_tracks_the_union_on_cuda() {
+    use burn::tensor::distributed::DistributedConfig;
+    let devices: Vec<Device> = (0..2)
+        .map_while(|index| {
+            std::panic::catch_unwind(|| {
+                let device = Device::cuda(index);
+                Tensor::<1>::from_data(TensorData::new(vec![1.0_f32], [1]), &device).into_data();
+                device.autodiff()
+            })
+            .ok()
+        })
+        .collect();
+    let Some(main) = devices.first().cloned() else {
+        eprintln!("SKIPPED burn_ddp_tracks_the_union_on_cuda: no CUDA device");
+        return;
+    };
+    let model = Net::new(&main);
+    let shards = shards(&main, devices.len());
+    let reference = union_reference(&model, &shards, LR);
+    let cockpit = CockpitLearner::from_kinds(
+        union_kinds(),
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )
+    .unwrap();
+    let strategy = cockpit
+        .ddp(
+            devices.clone(),
+            DistributedConfig {
+                all_reduce_op: ReduceOperation::Mean,
+            },
+        )
+        .unwrap();
+    let dir = scratch("ddp-cuda");
+    launch_on(
+        &main,
+        cockpit.instrument_with_curvature(model, 1),
+        &cockpit,
+        &dir,
+        EPOCHS,
+        |t| {
+            t.with_metric_logger(SharedLogger::default())
+                .with_training_strategy(TrainingStrategy::Default(strategy))
+        },
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(cockpit.steps(), EPOCHS * shards[0].len());
+    assert_tracks_the_union(&reference, &cockpit);
+}
+
+/// The gradient all-reduce of burn's DDP backward pass, between test threads.
+struct GradientExchange {
+    slots: Mutex<Vec<Option<GradientsParams>>>,
+    barrier: std::sync::Barrier,
+    op: ReduceOperation,
+}
+
+impl GradientExchange {
+    fn new(workers: usize, op: ReduceOperation) -> Self {
+        Self {
+            slots: Mutex::new((0..workers).map(|_| None).collect()),
+            barrier: std::sync::Barrier::new(workers),
+            op,
+        }
+    }
+
+    /// Every worker's gradients combined by the operation (each worker gets the same).
+    fn all_reduce<M: Module>(
+        &self,
+        rank: usize,
+        model: &M,
+        grads: GradientsParams,
+    ) -> GradientsParams {
+        self.slots.lock().unwrap()[rank] = Some(grads);
+        self.barrier.wait();
+        struct Combine<'a> {
+            parts: &'a [Option<GradientsParams>],
+            scale: f64,
+            out: GradientsParams,
+        }
+        impl burn::module::ModuleVisitor for Combine<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<D>>) {
+                let sum = self
+                    .parts
+                    .iter()
+                    .flatten()
+                    .filter_map(|g| g.get::<D>(param.id))
+                    .reduce(|a, b| a + b);
+                if let Some(sum) = sum {
+                    self.out.register(param.id, sum.mul_scalar(self.scale));
+                }
+            }
+        }
+        let combined = {
+            let slots = self.slots.lock().unwrap();
+            let scale = match self.op {
+                ReduceOperation::Mean => 1.0 / slots.len() as f64,
+                ReduceOperation::Sum => 1.0,
+            };
+            let mut combine = Combine {
+                parts: &slots,
+                scale,
+                out: GradientsParams::new(),
+            };
+            model.visit(&mut combine);
+            combine.out
+        };
+        // Nobody overwrites a slot before everyone has read them all.
+        self.barrier.wait();
+        combined
     }
 }
 

@@ -28,6 +28,7 @@
 mod base;
 mod conv1d;
 mod conv2d;
+mod distributed;
 mod embedding;
 mod exact;
 mod factors;
@@ -40,6 +41,9 @@ mod recorder;
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
 pub use conv1d::Conv1d;
 pub use conv2d::Conv2d;
+pub use distributed::{
+    BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
+};
 pub use embedding::Embedding;
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, DenseGradients, LayerFactors, LinearFactors};

@@ -1,17 +1,20 @@
 //! The public API of [`CockpitLearner`], and the hooks the instrumented model calls.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::train::{LearnerModel, SupervisedTraining, TrainStep};
+use burn::tensor::Device;
+use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
+use burn::train::{ExecutionStrategy, LearnerModel, SupervisedTraining, TrainStep};
 use cockpit_diagnose::{Diagnosis, Monitor};
 use cockpit_quantities::curvature::CurvatureSource;
 use cockpit_quantities::{
     Cockpit, CockpitConfig, Configuration, OptimizerInfo, QuantityKind, Schedule,
 };
 
+use super::ddp::{Ddp, Transport};
 use super::epoch::EpochWriter;
 use super::state::{Pending, State};
 use super::{LOG_FILE, STREAM_FILE};
@@ -52,6 +55,8 @@ use crate::model::{Instrumented, Replay};
 #[derive(Clone)]
 pub struct CockpitLearner {
     state: Arc<Mutex<State>>,
+    /// Signalled when a data-parallel worker hands over its part of a step.
+    pub(crate) arrived: Arc<Condvar>,
     kinds: Vec<QuantityKind>,
     /// Output key and kind of each quantity: one metric each.
     keys: Vec<(String, QuantityKind)>,
@@ -139,6 +144,7 @@ impl CockpitLearner {
         let cockpit = build()?;
         Ok(Self {
             state: Arc::new(Mutex::new(State::new(cockpit, optimizer))),
+            arrived: Arc::new(Condvar::new()),
             kinds: keys.iter().map(|(_, kind)| *kind).collect(),
             keys,
         })
@@ -184,6 +190,55 @@ impl CockpitLearner {
     pub fn diagnosis(&self) -> Option<Diagnosis> {
         let state = self.lock();
         state.monitor.as_ref().and_then(|m| m.last().cloned())
+    }
+
+    /// burn's distributed data-parallel strategy on `devices` (one worker per device), with
+    /// this Cockpit tracking every quantity on the union of the workers' batches: use it in
+    /// place of `ExecutionStrategy::ddp(devices, config)`.
+    ///
+    /// Every worker reduces its own batch's per-sample statistics on its device; one
+    /// all-reduce of those partial statistics (burn's collective operations, as for the
+    /// gradients) joins them; the first worker tracks the step with the all-reduced mean
+    /// gradient. Histograms and curvature take the other workers' sources in process (burn
+    /// 0.22 runs one process per node).
+    ///
+    /// # Cost
+    ///
+    /// On top of burn's gradient all-reduce, per tracked step: two all-reduces of `5R` numbers
+    /// and, per parameter, `B` numbers per per-sample statistic, `numel` for `Σ_n g_n²`, `R`
+    /// for the maximum (`R` workers, `B` samples in all); see
+    /// [`all_reduce_stats`](cockpit_quantities::persample::all_reduce_stats).
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::DataParallel`] for an empty device list.
+    pub fn ddp(
+        &self,
+        devices: Vec<Device>,
+        config: DistributedConfig,
+    ) -> Result<ExecutionStrategy, TrainError> {
+        self.data_parallel(&devices, config.all_reduce_op, Transport::BurnCollectives)?;
+        Ok(ExecutionStrategy::ddp(devices, config))
+    }
+
+    /// Declares the data-parallel group the Cockpit watches, for a strategy that runs one
+    /// worker thread per device, each stepping its own copy of the model on its own batches
+    /// with the gradients combined by `op` before the optimizer step (burn's DDP; custom
+    /// strategies). Workers are ranked in the order of their first training step.
+    /// [`CockpitLearner::ddp`] calls it with burn's collectives.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::DataParallel`] for an empty device list.
+    pub fn data_parallel(
+        &self,
+        devices: &[Device],
+        op: ReduceOperation,
+        transport: Transport,
+    ) -> Result<(), TrainError> {
+        let ddp = Ddp::new(devices, op == ReduceOperation::Sum, transport)?;
+        self.lock().ddp = Some(ddp);
+        Ok(())
     }
 
     /// The configured quantities.
@@ -310,25 +365,30 @@ impl CockpitLearner {
     }
 
     pub(crate) fn wants_per_sample(&self) -> bool {
-        let state = self.lock();
-        state.cockpit.needs_per_sample(state.step)
+        let mut state = self.lock();
+        let step = state.next_step();
+        state.cockpit.needs_per_sample(step)
     }
 
     pub(crate) fn wants_curvature(&self) -> bool {
-        let state = self.lock();
-        state.cockpit.needs_curvature(state.step)
+        let mut state = self.lock();
+        let step = state.next_step();
+        state.cockpit.needs_curvature(step)
     }
 
     /// A training step's forward and backward pass ran.
     pub(crate) fn push_step(&self, pending: Pending) {
-        let mut state = self.lock();
-        state.iteration += 1;
-        state.pending.push(pending);
+        self.lock().push(pending);
     }
 
     /// The optimizer is about to apply `grads` to `model`: track the step.
     pub(crate) fn track<M: Module>(&self, model: &M, grads: &GradientsParams, lr: f64) {
         let mut state = self.lock();
-        state.track(model, grads, lr);
+        if state.ddp.is_some() {
+            drop(state);
+            self.track_ddp(model, grads, lr);
+        } else {
+            state.track(model, grads, lr);
+        }
     }
 }

@@ -1,10 +1,12 @@
 //! [`CockpitLearner`]: the Cockpit shared by an instrumented model and its metrics.
 
 mod api;
+mod ddp;
 mod epoch;
 mod state;
 
 pub use api::CockpitLearner;
+pub use ddp::Transport;
 pub(crate) use state::Pending;
 
 /// File names the adapter writes in its artifact directory.

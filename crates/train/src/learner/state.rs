@@ -42,6 +42,8 @@ pub(crate) struct State {
     pub(crate) epochs: usize,
     /// `cockpit diagnose`'s checks at epoch ends, when asked for.
     pub(crate) monitor: Option<Monitor>,
+    /// The data-parallel group, under burn's DDP strategy.
+    pub(crate) ddp: Option<super::ddp::Ddp>,
 }
 
 impl State {
@@ -64,6 +66,7 @@ impl State {
             dir: None,
             epochs: 0,
             monitor: None,
+            ddp: None,
         }
     }
 
@@ -101,6 +104,19 @@ impl State {
         } else {
             grads
         };
+        self.run(step, iteration, model, grads, info);
+    }
+
+    /// Tracks `step` on the Cockpit and publishes its values for the metrics of `iteration`;
+    /// failures become warnings.
+    pub(crate) fn run<M: Module>(
+        &mut self,
+        step: usize,
+        iteration: usize,
+        model: &M,
+        grads: &GradientsParams,
+        info: StepInfo,
+    ) {
         match self.cockpit.track(step, model, grads, info) {
             Ok(()) => {}
             Err(CockpitError::QuantitiesFailed { failures, .. }) => {
@@ -189,22 +205,7 @@ impl State {
         device: Device,
     ) -> StepInfo {
         let k = pending.len();
-        let optimizer = match with_lr(&self.optimizer, lr) {
-            OptimizerInfo::Sgd {
-                lr,
-                momentum,
-                dampening,
-                weight_decay,
-                nesterov,
-            } => OptimizerInfo::Sgd {
-                lr: lr * k as f64,
-                momentum,
-                dampening,
-                weight_decay,
-                nesterov,
-            },
-            other => other,
-        };
+        let optimizer = on_union(&self.optimizer, lr, k);
         let mut info = StepInfo::new(loss).with_optimizer(optimizer);
         let sizes: Vec<Option<usize>> = pending
             .iter()
@@ -271,7 +272,11 @@ impl State {
 }
 
 /// `factor·grads`, parameter by parameter (the model gives the parameters and their ranks).
-fn scaled<M: Module>(model: &M, grads: &GradientsParams, factor: f64) -> GradientsParams {
+pub(crate) fn scaled<M: Module>(
+    model: &M,
+    grads: &GradientsParams,
+    factor: f64,
+) -> GradientsParams {
     struct Scale<'a> {
         grads: &'a GradientsParams,
         scaled: GradientsParams,
@@ -291,6 +296,27 @@ fn scaled<M: Module>(model: &M, grads: &GradientsParams, factor: f64) -> Gradien
     };
     model.visit(&mut visitor);
     visitor.scaled
+}
+
+/// The step burn takes with `lr` on the sum of `k` mean gradients, seen on the union of their
+/// batches (mean gradient: the sum over `k`): for plain SGD, learning rate `k·lr`.
+pub(crate) fn on_union(optimizer: &OptimizerInfo, lr: f64, k: usize) -> OptimizerInfo {
+    match with_lr(optimizer, lr) {
+        OptimizerInfo::Sgd {
+            lr,
+            momentum,
+            dampening,
+            weight_decay,
+            nesterov,
+        } => OptimizerInfo::Sgd {
+            lr: lr * k as f64,
+            momentum,
+            dampening,
+            weight_decay,
+            nesterov,
+        },
+        other => other,
+    }
 }
 
 /// The declared optimizer with the learning rate of this step (from burn's scheduler).

@@ -577,6 +577,161 @@ fn channel_model_fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// Convolution settings beyond the plain ones, all on the fast path: a grouped Conv2d with
+/// stride, dilation and asymmetric explicit padding; a grouped Conv2d with an even kernel and
+/// `Same` padding (which burn pads asymmetrically); a depthwise Conv1d with stride 2 and `Same`
+/// padding (asymmetric again); a Linear head.
+#[derive(Module, Debug)]
+struct ConvSettingsNet {
+    grouped: burn_cockpit::persample::Conv2d,
+    same_even: burn_cockpit::persample::Conv2d,
+    depthwise: burn_cockpit::persample::Conv1d,
+    head: Linear,
+}
+
+impl ConvSettingsNet {
+    fn new(device: &Device) -> Self {
+        use burn::nn::conv::Conv1dConfig;
+        use burn::nn::{PaddingConfig1d, PaddingConfig2d};
+        Self {
+            grouped: Conv2dConfig::new([4, 6], [3, 2])
+                .with_stride([2, 1])
+                .with_dilation([1, 2])
+                .with_groups(2)
+                .with_padding(PaddingConfig2d::Explicit(1, 0, 2, 1))
+                .init(device)
+                .into(),
+            same_even: Conv2dConfig::new([6, 4], [2, 2])
+                .with_groups(2)
+                .with_padding(PaddingConfig2d::Same)
+                .init(device)
+                .into(),
+            depthwise: Conv1dConfig::new(4, 4, 3)
+                .with_stride(2)
+                .with_groups(4)
+                .with_padding(PaddingConfig1d::Same)
+                .init(device)
+                .into(),
+            head: LinearConfig::new(32, 3).init(device).into(),
+        }
+    }
+
+    /// `[B, 4, 6, 5] → [B, 6, 4, 4] → [B, 4, 4, 4] → [B, 4, 16] → [B, 4, 8] → [B, 3]`.
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = self
+            .same_even
+            .forward(self.grouped.forward(x).tanh())
+            .tanh();
+        let h = self.depthwise.forward(h.reshape([b, 4, 16])).tanh();
+        self.head.forward(h.reshape([b, 32]))
+    }
+}
+
+/// Grouped, dilated, strided convolutions with asymmetric and `Same` padding on the fast path
+/// equal single-sample backward passes for all nine quantities over three steps.
+fn conv_settings_fast_path_equals_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 5;
+    let (dev, dtype) = (device.clone(), backend.dtype);
+    fast_path_against_single_sample_passes(
+        backend,
+        ConvSettingsNet::new(&device),
+        batch,
+        move |model: &ConvSettingsNet, step, samples| {
+            let (x, _) = data(&dev, batch, 120, step);
+            model.forward(rows(&x, samples, [batch, 4, 6, 5], &dev, dtype))
+        },
+    );
+}
+
+/// The structure of burn's text-classification example, with only layer types swapped for the
+/// drop-ins: token and position Embeddings averaged, a TransformerEncoder (pre-norm, quiet
+/// softmax, as the example configures it) under a padding mask, a Linear on every position and
+/// the first position's output as the class scores.
+#[derive(Module, Debug)]
+struct TextClassifier {
+    transformer: burn_cockpit::persample::TransformerEncoder,
+    embedding_token: burn_cockpit::persample::Embedding,
+    embedding_pos: burn_cockpit::persample::Embedding,
+    output: Linear,
+    n_classes: usize,
+}
+
+/// Token 0 pads.
+const PAD: i64 = 0;
+
+impl TextClassifier {
+    fn new(device: &Device, vocabulary: usize, length: usize, d_model: usize) -> Self {
+        use burn::nn::EmbeddingConfig;
+        use burn::nn::transformer::TransformerEncoderConfig;
+        let config = TransformerEncoderConfig::new(d_model, 2 * d_model, 2, 2)
+            .with_norm_first(true)
+            .with_quiet_softmax(true)
+            .with_dropout(0.0);
+        Self {
+            transformer: burn_cockpit::persample::TransformerEncoder::new(&config, device),
+            embedding_token: EmbeddingConfig::new(vocabulary, d_model)
+                .init(device)
+                .into(),
+            embedding_pos: EmbeddingConfig::new(length, d_model).init(device).into(),
+            output: LinearConfig::new(d_model, 3).init(device).into(),
+            n_classes: 3,
+        }
+    }
+
+    fn forward(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
+        use burn_cockpit::persample::TransformerEncoderInput;
+        let [batch, length] = tokens.dims();
+        let device = tokens.device();
+        let positions = Tensor::<1, burn::tensor::Int>::arange(0..length as i64, &device)
+            .reshape([1, length])
+            .repeat_dim(0, batch);
+        let mask_pad = tokens.clone().equal_elem(PAD);
+        let embedding =
+            (self.embedding_pos.forward(positions) + self.embedding_token.forward(tokens)) / 2;
+        let encoded = self
+            .transformer
+            .forward(TransformerEncoderInput::new(embedding).mask_pad(mask_pad));
+        self.output
+            .forward(encoded)
+            .slice([0..batch, 0..1])
+            .reshape([batch, self.n_classes])
+    }
+}
+
+/// burn's text-classification architecture (Embeddings, TransformerEncoder with attention,
+/// feed-forward blocks and LayerNorms, Linear head) on the fast path, with padded sequences of
+/// 5 tokens, equals single-sample backward passes for all nine quantities over three steps.
+fn transformer_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let (batch, length, vocabulary) = (5, 5, 13);
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        backend,
+        TextClassifier::new(&device, vocabulary, length, 8),
+        batch,
+        move |model: &TextClassifier, step, samples| {
+            // Sample n keeps n % 3 trailing pads; tokens 1..13 otherwise.
+            let tokens: Vec<i64> = (0..batch * length)
+                .map(|i| {
+                    let (n, t) = (i / length, i % length);
+                    if t + n % 3 >= length && t > 0 {
+                        PAD
+                    } else {
+                        1 + ((i * 5 + step * 7) % (vocabulary - 1)) as i64
+                    }
+                })
+                .collect();
+            let tokens = &tokens[samples.start * length..samples.end * length];
+            model.forward(Tensor::<2, burn::tensor::Int>::from_data(
+                TensorData::new(tokens.to_vec(), [samples.len(), length]),
+                &dev,
+            ))
+        },
+    );
+}
+
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
 #[derive(Module, Debug)]
 struct ConvNet {
@@ -952,6 +1107,8 @@ on_every_backend!(
     text_model_fast_path_equals_exact_fallback,
     channel_model_fast_path_equals_exact_fallback,
     conv_fast_path_equals_single_sample_passes,
+    conv_settings_fast_path_equals_single_sample_passes,
+    transformer_fast_path_equals_exact_fallback,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,
     edge_cases,

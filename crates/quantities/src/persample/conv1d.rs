@@ -4,9 +4,10 @@ use burn::module::{Module, Param};
 use burn::nn::PaddingConfig1d;
 use burn::tensor::Tensor;
 use burn::tensor::module::unfold4d;
-use burn::tensor::ops::UnfoldOptions;
+use burn::tensor::ops::{PadMode, UnfoldOptions};
 
-use super::recorder::{Layout, is_recording, tap};
+use super::conv::{same_padding, tap_conv};
+use super::recorder::is_recording;
 
 /// `burn::nn::conv::Conv1d` with per-sample statistics: identical parameters, names, record and
 /// forward pass; while a [`Recorder`](super::Recorder) is active it taps the unfolded input
@@ -14,13 +15,13 @@ use super::recorder::{Layout, is_recording, tap};
 /// gradient is `G_n = E_n U_nᵀ` (as [`Conv2d`](super::Conv2d), on a height of one).
 ///
 /// Build it from a burn layer: `persample::Conv1d::from(Conv1dConfig::new(2, 4, 3).init(&device))`.
-/// The fast path covers `groups = 1` with `Valid`, symmetric `Explicit` and `Same` padding
-/// (when it pads both ends alike); other settings record nothing, so
-/// [`PerSample::auto`](super::PerSample::auto) falls back to exact single-sample passes.
+/// The fast path covers every setting burn allows: stride, dilation, groups, and `Valid`,
+/// `Same` or `Explicit` padding, symmetric or not.
 ///
 /// # Cost
 ///
-/// As [`Conv2d`](super::Conv2d): the unfolded input (`B·C_in·k·L'` elements) is kept.
+/// As [`Conv2d`](super::Conv2d): the unfolded input (`B·C_in·k·L'` elements) is kept; with `g`
+/// groups the output gradients `g` times.
 #[derive(Module, Debug)]
 pub struct Conv1d {
     /// `[channels_out, channels_in / groups, kernel_size]`.
@@ -67,47 +68,44 @@ impl Conv1d {
         }
     }
 
-    /// The padding at each end, if the fast path covers this layer.
-    fn symmetric_padding(&self) -> Option<usize> {
-        if self.groups != 1 {
-            return None;
-        }
+    /// The padding burn applies at each end of an input of `length` positions.
+    fn padding_pair(&self, length: usize) -> (usize, usize) {
         match self.padding {
-            PaddingConfig1d::Valid => Some(0),
-            PaddingConfig1d::Explicit(left, right) if left == right => Some(left),
-            PaddingConfig1d::Same if self.stride == 1 => {
-                let total = self.dilation * (self.kernel_size - 1);
-                total.is_multiple_of(2).then_some(total / 2)
-            }
-            _ => None,
+            PaddingConfig1d::Valid => (0, 0),
+            PaddingConfig1d::Explicit(left, right) => (left, right),
+            PaddingConfig1d::Same => same_padding(self.kernel_size, self.stride, length),
         }
     }
 
     /// The forward pass, `[B, C_in, L] → [B, C_out, L']`.
     pub fn forward(&self, input: Tensor<3>) -> Tensor<3> {
         let output = self.as_burn().forward(input.clone());
-        let Some(padding) = self.symmetric_padding().filter(|_| is_recording()) else {
+        if !is_recording() {
             return output;
+        }
+        let [_, _, length] = output.dims();
+        let (left, right) = self.padding_pair(input.dims()[2]);
+        let input = input.detach();
+        let input = if left + right > 0 {
+            input.pad([(left, right)], PadMode::Constant(0.0))
+        } else {
+            input
         };
-        let [batch, c_out, length] = output.dims();
         let unfolded = unfold4d(
-            input.detach().unsqueeze_dim::<4>(2),
+            input.unsqueeze_dim::<4>(2),
             [1, self.kernel_size],
-            UnfoldOptions::new([1, self.stride], [0, padding], [1, self.dilation]),
+            UnfoldOptions::new([1, self.stride], [0, 0], [1, self.dilation]),
         );
-        let [_, _, positions] = unfolded.dims();
-        if positions != length {
+        if unfolded.dims()[2] != length {
             // Not the layout this tap assumes: record nothing (the step falls back).
             return output;
         }
-        let tapped = tap(
+        tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
-            Layout::OutIn,
-            &unfolded.swap_dims(1, 2),
-            output.swap_dims(1, 2),
-        );
-        debug_assert_eq!(tapped.dims(), [batch, length, c_out]);
-        tapped.swap_dims(1, 2)
+            unfolded,
+            output,
+            self.groups,
+        )
     }
 }

@@ -4,9 +4,10 @@ use burn::module::{Module, Param};
 use burn::nn::PaddingConfig2d;
 use burn::tensor::Tensor;
 use burn::tensor::module::unfold4d;
-use burn::tensor::ops::UnfoldOptions;
+use burn::tensor::ops::{PadMode, UnfoldOptions};
 
-use super::recorder::{Layout, is_recording, tap};
+use super::conv::{same_padding, tap_conv};
+use super::recorder::is_recording;
 
 /// `burn::nn::conv::Conv2d` with per-sample statistics: identical parameters, names and
 /// forward pass; while a [`Recorder`](super::Recorder) is active it taps the unfolded input
@@ -14,15 +15,17 @@ use super::recorder::{Layout, is_recording, tap};
 /// weight gradient is `G_n = E_n U_nᵀ` (BackPACK's convolution rule).
 ///
 /// Build it from a burn layer: `persample::Conv2d::from(Conv2dConfig::new([1, 8], [3, 3]).init(&device))`.
-/// The fast path covers `groups = 1` with `Valid` or symmetric `Explicit` padding; other
-/// settings record nothing, so [`PerSample::auto`](super::PerSample::auto) falls back to exact
-/// single-sample passes.
+/// The fast path covers every setting burn allows: stride, dilation, groups (grouped
+/// convolutions are taped as a Linear over `groups × positions`, see the `# Cost`), and
+/// `Valid`, `Same` or `Explicit` padding, symmetric or not (the input is padded before
+/// unfolding).
 ///
 /// # Cost
 ///
 /// Without an active recorder: one thread-local check per forward. With one: the unfolded
-/// input (`B·C_in·k_h·k_w·P` elements) is kept, and per-sample gradients are materialised in
-/// sample chunks (`B·C_out·C_in·k_h·k_w` per chunk at most) when statistics are reduced.
+/// input (`B·C_in·k_h·k_w·P` elements) is kept, with `g` groups the output gradients `g` times
+/// (`g·B·C_out·P`), and per-sample gradients are materialised in sample chunks when statistics
+/// are reduced.
 #[derive(Module, Debug)]
 pub struct Conv2d {
     /// `[channels_out, channels_in / groups, kernel_size_1, kernel_size_2]`.
@@ -69,43 +72,50 @@ impl Conv2d {
         }
     }
 
-    /// Symmetric padding `[h, w]` if the fast path covers this layer.
-    fn symmetric_padding(&self) -> Option<[usize; 2]> {
-        if self.groups != 1 {
-            return None;
-        }
+    /// The padding burn applies to an input of `height × width`: `[(top, bottom), (left,
+    /// right)]`.
+    fn padding_pairs(&self, height: usize, width: usize) -> [(usize, usize); 2] {
         match self.padding {
-            PaddingConfig2d::Valid => Some([0, 0]),
-            PaddingConfig2d::Explicit(top, left, bottom, right)
-                if top == bottom && left == right =>
-            {
-                Some([top, left])
-            }
-            _ => None,
+            PaddingConfig2d::Valid => [(0, 0), (0, 0)],
+            PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
+            PaddingConfig2d::Same => [
+                same_padding(self.kernel_size[0], self.stride[0], height),
+                same_padding(self.kernel_size[1], self.stride[1], width),
+            ],
         }
     }
 
     /// The forward pass, `[B, C_in, H, W] → [B, C_out, H', W']`.
     pub fn forward(&self, input: Tensor<4>) -> Tensor<4> {
         let output = self.as_burn().forward(input.clone());
-        let Some(padding) = self.symmetric_padding().filter(|_| is_recording()) else {
+        if !is_recording() {
             return output;
-        };
+        }
         let [batch, c_out, h, w] = output.dims();
+        let [_, _, height, width] = input.dims();
+        let pads = self.padding_pairs(height, width);
+        let input = input.detach();
+        let input = if pads.iter().any(|&(a, b)| a + b > 0) {
+            input.pad(pads, PadMode::Constant(0.0))
+        } else {
+            input
+        };
         let unfolded = unfold4d(
-            input.detach(),
+            input,
             self.kernel_size,
-            UnfoldOptions::new(self.stride, padding, self.dilation),
+            UnfoldOptions::new(self.stride, [0, 0], self.dilation),
         );
-        let [_, k, positions] = unfolded.dims();
-        debug_assert_eq!(positions, h * w);
-        let tapped = tap(
+        if unfolded.dims()[2] != h * w {
+            // Not the layout this tap assumes: record nothing (the step falls back).
+            return output;
+        }
+        tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
-            Layout::OutIn,
-            &unfolded.swap_dims(1, 2).reshape([batch, positions, k]),
-            output.reshape([batch, c_out, positions]).swap_dims(1, 2),
-        );
-        tapped.swap_dims(1, 2).reshape([batch, c_out, h, w])
+            unfolded,
+            output.reshape([batch, c_out, h * w]),
+            self.groups,
+        )
+        .reshape([batch, c_out, h, w])
     }
 }

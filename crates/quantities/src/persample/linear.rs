@@ -35,6 +35,14 @@ impl From<burn::nn::Linear> for Linear {
 }
 
 impl Linear {
+    /// burn's layer with these parameters.
+    pub fn as_burn(&self) -> burn::nn::Linear {
+        burn::nn::Linear {
+            weight: self.weight.clone(),
+            bias: self.bias.clone(),
+        }
+    }
+
     /// The forward pass, `[..., d_input] → [..., d_output]`; the first dimension is the batch.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let weight = self.weight.val();

@@ -4,8 +4,10 @@
 //! first-order only. Two engines produce per-sample statistics anyway:
 //!
 //! - **fast path** ([`LinearFactors`]): build the model from [`Linear`], [`Conv1d`], [`Conv2d`],
-//!   [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`GroupNorm`], [`InstanceNorm`] and [`PRelu`]
-//!   (drop-ins for burn's layers), wrap the forward and backward pass of a tracked step in a
+//!   [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`GroupNorm`], [`InstanceNorm`], [`PRelu`]
+//!   and the transformer blocks [`MultiHeadAttention`], [`PositionWiseFeedForward`],
+//!   [`TransformerEncoderLayer`] and [`TransformerEncoder`] (drop-ins for burn's layers, with
+//!   burn's configs, parameter names and records), wrap the forward and backward pass of a tracked step in a
 //!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
 //!   the leaf's gradient, from the ordinary backward pass, is `∂L/∂output`. Per-sample norms,
 //!   dot products and sums of squares follow in closed form, layer by layer.
@@ -26,6 +28,7 @@
 //! one chunk.
 
 mod base;
+mod conv;
 mod conv1d;
 mod conv2d;
 mod distributed;
@@ -37,6 +40,7 @@ mod merged;
 mod norm;
 mod prelu;
 mod recorder;
+mod transformer;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
 pub use conv1d::Conv1d;
@@ -52,3 +56,7 @@ pub use merged::MergedPerSample;
 pub use norm::{GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
 pub use recorder::{Layout, Recorder, is_recording};
+pub use transformer::{
+    MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
+    TransformerEncoderInput, TransformerEncoderLayer,
+};

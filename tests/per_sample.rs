@@ -732,6 +732,72 @@ fn transformer_fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// A recurrent sequence model from the drop-ins: token Embedding, Lstm (reversed, clipped
+/// cell), Gru (`reset_after` off), SwiGlu with bias on every position, mean over time, Linear
+/// head.
+#[derive(Module, Debug)]
+struct RecurrentNet {
+    embedding: burn_cockpit::persample::Embedding,
+    lstm: burn_cockpit::persample::Lstm,
+    gru: burn_cockpit::persample::Gru,
+    swiglu: burn_cockpit::persample::SwiGlu,
+    head: Linear,
+}
+
+impl RecurrentNet {
+    fn new(device: &Device) -> Self {
+        use burn::nn::{EmbeddingConfig, GruConfig, LstmConfig, SwiGluConfig};
+        Self {
+            embedding: EmbeddingConfig::new(9, 4).init(device).into(),
+            lstm: burn_cockpit::persample::Lstm::new(
+                &LstmConfig::new(4, 5, true)
+                    .with_reverse(true)
+                    .with_clip(Some(2.0)),
+                device,
+            ),
+            gru: burn_cockpit::persample::Gru::new(
+                &GruConfig::new(5, 4, true).with_reset_after(false),
+                device,
+            ),
+            swiglu: burn_cockpit::persample::SwiGlu::new(
+                &SwiGluConfig::new(4, 6).with_bias(true),
+                device,
+            ),
+            head: LinearConfig::new(6, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
+        let (h, _) = self.lstm.forward(self.embedding.forward(tokens), None);
+        let h = self.swiglu.forward(self.gru.forward(h, None));
+        self.head.forward(h.mean_dim(1).squeeze_dim::<2>(1))
+    }
+}
+
+/// Lstm, Gru and SwiGlu on the fast path — every gate's Linears tapped at every time step and
+/// joined per weight — equal single-sample backward passes for all nine quantities over three
+/// steps, on sequences of 4 tokens.
+fn recurrent_model_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let (batch, length) = (5, 4);
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        backend,
+        RecurrentNet::new(&device),
+        batch,
+        move |model: &RecurrentNet, step, samples| {
+            let tokens: Vec<i64> = (0..batch * length)
+                .map(|i| ((i * 4 + step * 5 + i / length) % 9) as i64)
+                .collect();
+            let tokens = &tokens[samples.start * length..samples.end * length];
+            model.forward(Tensor::<2, burn::tensor::Int>::from_data(
+                TensorData::new(tokens.to_vec(), [samples.len(), length]),
+                &dev,
+            ))
+        },
+    );
+}
+
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
 #[derive(Module, Debug)]
 struct ConvNet {
@@ -1109,6 +1175,7 @@ on_every_backend!(
     conv_fast_path_equals_single_sample_passes,
     conv_settings_fast_path_equals_single_sample_passes,
     transformer_fast_path_equals_exact_fallback,
+    recurrent_model_fast_path_equals_exact_fallback,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,
     edge_cases,

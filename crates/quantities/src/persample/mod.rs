@@ -5,7 +5,8 @@
 //!
 //! - **fast path** ([`LinearFactors`]): build the model from [`Linear`], [`Conv1d`], [`Conv2d`],
 //!   [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`GroupNorm`], [`InstanceNorm`], [`PRelu`]
-//!   and the transformer blocks [`MultiHeadAttention`], [`PositionWiseFeedForward`],
+//!   the recurrent layers [`Lstm`] and [`Gru`] (through [`GateController`]), [`SwiGlu`] and the
+//!   transformer blocks [`MultiHeadAttention`], [`PositionWiseFeedForward`],
 //!   [`TransformerEncoderLayer`] and [`TransformerEncoder`] (drop-ins for burn's layers, with
 //!   burn's configs, parameter names and records), wrap the forward and backward pass of a tracked step in a
 //!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
@@ -40,6 +41,7 @@ mod merged;
 mod norm;
 mod prelu;
 mod recorder;
+mod rnn;
 mod transformer;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
@@ -56,6 +58,7 @@ pub use merged::MergedPerSample;
 pub use norm::{GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
 pub use recorder::{Layout, Recorder, is_recording};
+pub use rnn::{GateController, Gru, Lstm, SwiGlu};
 pub use transformer::{
     MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
     TransformerEncoderInput, TransformerEncoderLayer,

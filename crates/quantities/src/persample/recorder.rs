@@ -157,7 +157,8 @@ impl Recorder {
             ));
         }
         let batch = taps[0].leaf.dims()[0];
-        let mut layers: Vec<LayerFactors> = Vec::new();
+        // Per weight, the inputs and output gradients of every application, in order.
+        let mut uses: Vec<Uses> = Vec::new();
         let mut dense: Vec<DenseGradients> = Vec::new();
         for tap in taps {
             let [b, t, d_out] = tap.leaf.dims();
@@ -179,19 +180,17 @@ impl Recorder {
                     bias,
                     layout,
                     input,
-                } => match layers.iter_mut().find(|l| l.weight == weight) {
-                    // A layer applied twice (weight sharing): its per-sample gradient is the
-                    // sum of both uses, Σ_t a_t e_tᵀ over the concatenated positions.
-                    Some(layer) => {
-                        layer.a = Tensor::cat(vec![layer.a.clone(), input], 1);
-                        layer.e = Tensor::cat(vec![layer.e.clone(), e], 1);
+                } => match uses.iter_mut().find(|u| u.weight == weight) {
+                    Some(used) => {
+                        used.a.push(input);
+                        used.e.push(e);
                     }
-                    None => layers.push(LayerFactors {
+                    None => uses.push(Uses {
                         weight,
                         bias,
                         layout,
-                        a: input,
-                        e,
+                        a: vec![input],
+                        e: vec![e],
                     }),
                 },
                 TapKind::Affine {
@@ -207,8 +206,41 @@ impl Recorder {
                 }
             }
         }
+        // A layer applied several times (weight sharing, the steps of a recurrent layer): its
+        // per-sample gradient is the sum over its uses, Σ_t a_t e_tᵀ over the concatenated
+        // positions.
+        let layers = uses
+            .into_iter()
+            .map(|used| LayerFactors {
+                weight: used.weight,
+                bias: used.bias,
+                layout: used.layout,
+                a: joined(used.a),
+                e: joined(used.e),
+            })
+            .collect();
         Ok(LinearFactors::new(batch, layers).with_dense(dense))
     }
+}
+
+/// One application's tensor as is, several concatenated along the positions.
+fn joined(mut parts: Vec<Tensor<3>>) -> Tensor<3> {
+    if parts.len() == 1 {
+        parts.remove(0)
+    } else {
+        Tensor::cat(parts, 1)
+    }
+}
+
+/// The applications of one instrumented Linear-like layer during a recording.
+struct Uses {
+    weight: ParamId,
+    bias: Option<ParamId>,
+    layout: Layout,
+    /// Inputs `[B, T_k, d_in]`, one per application.
+    a: Vec<Tensor<3>>,
+    /// True per-sample output gradients `[B, T_k, d_out]`.
+    e: Vec<Tensor<3>>,
 }
 
 /// Adds a layer's per-sample gradients `[B, numel]` to those already recorded for `param`

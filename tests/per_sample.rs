@@ -798,6 +798,185 @@ fn recurrent_model_fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// Conv2d → BatchNorm → ReLU → Linear, the BatchNorm in training mode or on its running
+/// statistics (non-trivial ones).
+#[derive(Module, Debug)]
+struct NormNet {
+    conv: burn_cockpit::persample::Conv2d,
+    bn: burn_cockpit::persample::BatchNorm,
+    head: Linear,
+}
+
+impl NormNet {
+    fn new(device: &Device, training: bool) -> Self {
+        let mut bn = burn::nn::BatchNormConfig::new(3).init(device);
+        bn.training = bn.training.with_value(training);
+        bn.running_mean
+            .update(Tensor::from_floats([0.3, -0.2, 0.5], device));
+        bn.running_var
+            .update(Tensor::from_floats([0.5, 2.0, 1.5], device));
+        bn.gamma = burn::module::Param::from_tensor(Tensor::from_floats([1.2, -0.7, 0.9], device));
+        Self {
+            conv: Conv2dConfig::new([2, 3], [3, 3])
+                .with_padding(burn::nn::PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+                .into(),
+            bn: bn.into(),
+            head: LinearConfig::new(75, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = relu(self.bn.forward(self.conv.forward(x)));
+        self.head.forward(h.reshape([b, 75]))
+    }
+}
+
+/// BatchNorm on its running statistics is a per-channel affine map: on the fast path it equals
+/// single-sample backward passes for all nine quantities over three steps.
+fn batch_norm_with_running_statistics_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 5;
+    let (dev, dtype) = (device.clone(), backend.dtype);
+    fast_path_against_single_sample_passes(
+        backend,
+        NormNet::new(&device, false),
+        batch,
+        move |model: &NormNet, step, samples| {
+            let (x, _) = data(&dev, batch, 50, step);
+            model.forward(rows(&x, samples, [batch, 2, 5, 5], &dev, dtype))
+        },
+    );
+}
+
+/// Training-mode BatchNorm couples the samples: the fast path and `PerSample::auto` refuse
+/// with a typed error naming the layer (no fallback to single-sample passes, which would
+/// normalise each sample by itself), the coverage report says why for every parameter, and
+/// the Cockpit still computes the quantities that need no per-sample gradients.
+fn training_mode_batch_norm_is_refused_by_name(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 4;
+    let model = NormNet::new(&device, true);
+    let (x, y) = data(&device, batch, 50, 0);
+    let x = Tensor::<4>::from_data(TensorData::new(x, [batch, 2, 5, 5]), &device);
+    let recorder = Recorder::start();
+    let loss = ce(model.forward(x.clone()), y.clone()).mean();
+    let grads = loss.backward();
+    let factors = recorder.finish(&grads).unwrap();
+    let grads = GradientsParams::from_grads(grads, &model);
+    let params = burn_cockpit::Snapshot::of_params(&model);
+    let coverage = factors.coverage(&params);
+    assert!(!coverage.is_complete());
+    assert_eq!(coverage.uncovered.len(), params.len(), "{coverage}");
+    assert!(
+        coverage.to_string().contains("BatchNorm in training mode"),
+        "{coverage}"
+    );
+    let (frozen, xs, ys) = (model.clone(), x.clone(), y.clone());
+    let exact = ExactPerSample::new(batch, move |n| {
+        let loss = ce(
+            frozen.forward(xs.clone().slice(n..n + 1)),
+            ys.clone().slice(n..n + 1),
+        );
+        Ok(GradientsParams::from_grads(loss.mean().backward(), &frozen))
+    });
+    let auto = PerSample::auto(Some(factors), exact);
+    let refused = auto.reduce(&params, burn_cockpit::persample::Request::new());
+    match refused {
+        Err(QuantityError::SamplesCoupled { layer, .. }) => {
+            assert!(layer.starts_with("bn."), "{layer}")
+        }
+        other => panic!("expected SamplesCoupled, got {other:?}"),
+    }
+    let mut kinds = PER_SAMPLE.to_vec();
+    kinds.push(QuantityKind::GradNorm);
+    let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step()).unwrap();
+    let info = StepInfo::new(loss.detach())
+        .with_optimizer(OptimizerInfo::sgd(0.1))
+        .with_per_sample(auto);
+    let result = cockpit.track(0, &model, &grads, info);
+    let Err(burn_cockpit::CockpitError::QuantitiesFailed { failures, .. }) = result else {
+        panic!("expected failures, got {result:?}");
+    };
+    assert!(
+        failures
+            .iter()
+            .any(|(_, err)| err.to_string().contains("`bn.")),
+        "{failures:?}"
+    );
+    assert!(cockpit.output().get(0, "GradNorm").is_some());
+}
+
+/// One step of the nine per-sample quantities on `model` from its per-sample losses, on the
+/// fast path (which must record).
+fn track_one_step<M: Module>(
+    model: &M,
+    losses: impl Fn(&M) -> Tensor<1>,
+) -> (Cockpit, Result<(), burn_cockpit::CockpitError>) {
+    let mut cockpit = Cockpit::from_kinds(PER_SAMPLE, &Schedule::every_step()).unwrap();
+    let recorder = Recorder::start();
+    let per_sample = losses(model);
+    let loss = per_sample.clone().mean();
+    let grads = loss.backward();
+    let factors = recorder.finish(&grads).unwrap();
+    let grads = GradientsParams::from_grads(grads, model);
+    let info = StepInfo::new(loss.detach())
+        .with_individual_losses(per_sample.detach())
+        .with_optimizer(OptimizerInfo::sgd(0.1))
+        .with_per_sample(factors);
+    let result = cockpit.track(0, model, &grads, info);
+    (cockpit, result)
+}
+
+/// The new layers' edge cases: batch size 1 (the 1/(B−1) quantities NaN with a warning, the
+/// others computed) and a NaN parameter (NaN values and warnings, never a panic), on the
+/// transformer and the recurrent model.
+fn edge_cases_on_sequence_models(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let tokens = |batch: usize| {
+        Tensor::<2, burn::tensor::Int>::from_data(
+            TensorData::new(
+                (0..batch * 5)
+                    .map(|i| 1 + (i % 7) as i64)
+                    .collect::<Vec<_>>(),
+                [batch, 5],
+            ),
+            &device,
+        )
+    };
+    let labels = |batch: usize| data(&device, batch, 1, 0).1;
+    let transformer = TextClassifier::new(&device, 9, 5, 8);
+    let recurrent = RecurrentNet::new(&device);
+    let text_losses = |m: &TextClassifier| ce(m.forward(tokens(1)), labels(1));
+    let recurrent_losses = |m: &RecurrentNet| ce(m.forward(tokens(1)), labels(1));
+    for (name, (cockpit, result)) in [
+        ("transformer", track_one_step(&transformer, text_losses)),
+        ("recurrent", track_one_step(&recurrent, recurrent_losses)),
+    ] {
+        result.unwrap_or_else(|err| panic!("{name}: {err}"));
+        for key in ["NormTest", "InnerTest", "OrthoTest"] {
+            assert!(float(&cockpit, 0, key).is_nan(), "{name} {key}");
+        }
+        assert!(float(&cockpit, 0, "MeanGSNR").is_finite(), "{name}");
+        assert!(!cockpit.warnings().is_empty(), "{name}");
+    }
+    let mut poisoned = transformer.clone();
+    let bias = poisoned.output.bias.take().unwrap();
+    poisoned.output.bias = Some(burn::module::Param::from_tensor(
+        bias.val()
+            .detach()
+            .mul_scalar(f64::NAN)
+            .detach()
+            .require_grad(),
+    ));
+    let (cockpit, _) = track_one_step(&poisoned, |m: &TextClassifier| {
+        ce(m.forward(tokens(3)), labels(3))
+    });
+    assert!(float(&cockpit, 0, "NormTest").is_nan());
+    assert!(!cockpit.warnings().is_empty());
+}
+
 /// Instrumented Conv2d (stride 2, padding 1) and Linear: all on the fast path.
 #[derive(Module, Debug)]
 struct ConvNet {
@@ -1176,6 +1355,9 @@ on_every_backend!(
     conv_settings_fast_path_equals_single_sample_passes,
     transformer_fast_path_equals_exact_fallback,
     recurrent_model_fast_path_equals_exact_fallback,
+    batch_norm_with_running_statistics_equals_exact_fallback,
+    training_mode_batch_norm_is_refused_by_name,
+    edge_cases_on_sequence_models,
     mixed_model_matches_a_brute_force_per_sample_loop,
     two_step_rule_with_every_quantity,
     edge_cases,

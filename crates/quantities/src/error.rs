@@ -111,6 +111,15 @@ pub enum QuantityError {
     /// Reading a tensor back from the device failed.
     #[error("reading a tensor from the device failed: {0}")]
     Read(String),
+    /// A layer couples the samples of the batch (training-mode BatchNorm), so per-sample
+    /// gradients of the layers below it are not defined; the layer is named.
+    #[error("per-sample gradients are not defined: `{layer}` {reason}")]
+    SamplesCoupled {
+        /// Dotted name of the layer's parameter.
+        layer: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// A host worker (histogram counting) panicked; its part of the result is missing.
     #[error("a host worker failed: {0}")]
     HostWorker(String),

@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
-use super::factors::{Accumulator, LinearFactors, chunk_samples};
+use super::factors::{Accumulator, Coverage, LinearFactors, chunk_samples};
 use crate::{QuantityError, Snapshot};
 
 type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, QuantityError> + Send + Sync;
@@ -124,7 +124,10 @@ impl PerSampleSource for ExactPerSample {
 }
 
 /// Chooses the per-sample engine: the fast path when the recorded instrumented layers cover
-/// every parameter, otherwise the exact fallback.
+/// every parameter ([`PerSample::coverage`]), otherwise the exact fallback — and then it says
+/// once, with the coverage report (`log::warn!`), which parameters sent it there and why.
+/// A layer that couples the samples (training-mode [`BatchNorm`](super::BatchNorm)) makes
+/// it refuse instead of falling back.
 #[derive(Debug)]
 pub struct PerSample {
     fast: Option<LinearFactors>,
@@ -139,7 +142,15 @@ impl PerSample {
             exact: Some(exact),
         }
     }
+
+    /// Which parameters of `params` the fast path covers, and which would fall back and why
+    /// (`None` without a fast-path recording).
+    pub fn coverage(&self, params: &Snapshot) -> Option<Coverage> {
+        self.fast.as_ref().map(|fast| fast.coverage(params))
+    }
 }
+
+static FALLBACK_ONCE: Once = Once::new();
 
 impl PerSampleSource for PerSample {
     fn batch_size(&self) -> usize {
@@ -155,8 +166,23 @@ impl PerSampleSource for PerSample {
         params: &Snapshot,
         request: Request<'_>,
     ) -> Result<PerSampleStats, QuantityError> {
+        if let Some(refusal) = self.fast.as_ref().and_then(|f| f.refusal(params)) {
+            // The single-sample passes would normalise each sample by its own statistics: a
+            // different model. Refuse rather than fall back.
+            return Err(refusal);
+        }
         match (&self.fast, &self.exact) {
             (Some(fast), _) if fast.covers(params) => fast.reduce(params, request),
+            (Some(fast), Some(exact)) => {
+                FALLBACK_ONCE.call_once(|| {
+                    log::warn!(
+                        "cockpit: the per-sample fast path does not cover this model; \
+                         falling back to single-sample passes.\n{}",
+                        fast.coverage(params)
+                    );
+                });
+                exact.reduce(params, request)
+            }
             (_, Some(exact)) => exact.reduce(params, request),
             (Some(fast), None) => fast.reduce(params, request),
             (None, None) => Err(QuantityError::MissingInfo("per-sample gradients")),

@@ -6,6 +6,7 @@ use burn::tensor::{Device, Tensor};
 
 use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use super::recorder::Layout;
+use super::recorder::Refusal;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
@@ -85,6 +86,7 @@ pub struct LinearFactors {
     batch: usize,
     layers: Vec<LayerFactors>,
     dense: Vec<DenseGradients>,
+    refused: Vec<Refusal>,
 }
 
 impl LinearFactors {
@@ -94,7 +96,29 @@ impl LinearFactors {
             batch,
             layers,
             dense: Vec::new(),
+            refused: Vec::new(),
         }
+    }
+
+    /// With layers that refused to record (training-mode BatchNorm).
+    pub(crate) fn with_refused(self, refused: Vec<Refusal>) -> Self {
+        Self { refused, ..self }
+    }
+
+    /// The typed error of a layer among `params` that couples the samples
+    /// ([`QuantityError::SamplesCoupled`], naming it), if one ran while recording: per-sample
+    /// gradients of the model are then not defined, on the fast path or any other.
+    pub fn refusal(&self, params: &Snapshot) -> Option<QuantityError> {
+        self.refused.iter().find_map(|refusal| {
+            let entry = params
+                .entries()
+                .iter()
+                .find(|e| refusal.params.contains(&e.id))?;
+            Some(QuantityError::SamplesCoupled {
+                layer: entry.name.clone(),
+                reason: refusal.reason.clone(),
+            })
+        })
     }
 
     /// With parameters whose per-sample gradients were recorded in full.
@@ -114,15 +138,20 @@ impl LinearFactors {
 
     /// Whether every parameter of `params` belongs to a recorded layer.
     pub fn covers(&self, params: &Snapshot) -> bool {
-        params.entries().iter().all(|e| self.records(e.id))
+        self.refusal(params).is_none() && params.entries().iter().all(|e| self.records(e.id))
     }
 
     /// Which parameters of `params` the fast path covers at this step, and which would fall
     /// back to single-sample passes and why (print it: one line per parameter).
     pub fn coverage(&self, params: &Snapshot) -> Coverage {
         let mut coverage = Coverage::default();
+        let refusal = self.refusal(params);
         for entry in params.entries() {
-            if self.records(entry.id) {
+            if let Some(refusal) = &refusal {
+                coverage
+                    .uncovered
+                    .push((entry.name.clone(), refusal.to_string()));
+            } else if self.records(entry.id) {
                 coverage.covered.push(entry.name.clone());
             } else {
                 coverage.uncovered.push((
@@ -170,6 +199,9 @@ impl PerSampleSource for LinearFactors {
         params: &Snapshot,
         mut request: Request<'_>,
     ) -> Result<PerSampleStats, QuantityError> {
+        if let Some(refusal) = self.refusal(params) {
+            return Err(refusal);
+        }
         let mut stats = Accumulator::new(self.batch, &request);
         for (index, entry) in params.entries().iter().enumerate() {
             stats.slot(index);

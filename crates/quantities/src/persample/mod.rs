@@ -55,7 +55,7 @@ pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, DenseGradients, LayerFactors, LinearFactors};
 pub use linear::Linear;
 pub use merged::MergedPerSample;
-pub use norm::{GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
+pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
 pub use recorder::{Layout, Recorder, is_recording};
 pub use rnn::{GateController, Gru, Lstm, SwiGlu};

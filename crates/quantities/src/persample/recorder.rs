@@ -50,8 +50,23 @@ enum TapKind {
     },
 }
 
+/// What a recording holds: the taps, and the layers that refused to tap.
+#[derive(Debug, Default)]
+struct Recording {
+    taps: Vec<Tap>,
+    refused: Vec<Refusal>,
+}
+
+/// A layer that cannot give per-sample gradients in its current mode (training-mode
+/// BatchNorm): its parameters and why.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal {
+    pub(crate) params: Vec<ParamId>,
+    pub(crate) reason: String,
+}
+
 thread_local! {
-    static ACTIVE: RefCell<Option<Vec<Tap>>> = const { RefCell::new(None) };
+    static ACTIVE: RefCell<Option<Recording>> = const { RefCell::new(None) };
 }
 
 /// Whether a [`Recorder`] is active on this thread (instrumented layers then tap).
@@ -98,14 +113,28 @@ pub(crate) fn tap_affine(
     )
 }
 
+/// Called by a layer that cannot tap in its current mode: per-sample statistics of `params`
+/// (and, for a layer that couples the samples, of every layer below it) are refused with
+/// `reason`, when a recorder is active.
+pub(crate) fn refuse(params: Vec<ParamId>, reason: &str) {
+    ACTIVE.with(|active| {
+        if let Some(recording) = active.borrow_mut().as_mut() {
+            recording.refused.push(Refusal {
+                params,
+                reason: reason.to_string(),
+            });
+        }
+    });
+}
+
 fn push(kind: TapKind, output: Tensor<3>) -> Tensor<3> {
     ACTIVE.with(|active| {
         let mut active = active.borrow_mut();
-        let Some(taps) = active.as_mut() else {
+        let Some(recording) = active.as_mut() else {
             return output;
         };
         let leaf = output.zeros_like().detach().require_grad();
-        taps.push(Tap {
+        recording.taps.push(Tap {
             kind,
             leaf: leaf.clone(),
         });
@@ -132,7 +161,7 @@ pub struct Recorder {
 impl Recorder {
     /// Starts recording on this thread (a recording already active is discarded).
     pub fn start() -> Self {
-        ACTIVE.with(|active| *active.borrow_mut() = Some(Vec::new()));
+        ACTIVE.with(|active| *active.borrow_mut() = Some(Recording::default()));
         Self {
             _not_send: std::marker::PhantomData,
         }
@@ -146,9 +175,12 @@ impl Recorder {
     /// [`QuantityError::Unsupported`] if no instrumented layer ran, or the batch sizes of the
     /// taps disagree; [`QuantityError::Shape`] if a tap's gradient is missing.
     pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, QuantityError> {
-        let taps = ACTIVE
+        let Recording { taps, refused } = ACTIVE
             .with(|active| active.borrow_mut().take())
             .unwrap_or_default();
+        if taps.is_empty() && !refused.is_empty() {
+            return Ok(LinearFactors::new(0, Vec::new()).with_refused(refused));
+        }
         if taps.is_empty() {
             return Err(QuantityError::Unsupported(
                 "no instrumented layer ran while recording; build the model from \
@@ -219,7 +251,9 @@ impl Recorder {
                 e: joined(used.e),
             })
             .collect();
-        Ok(LinearFactors::new(batch, layers).with_dense(dense))
+        Ok(LinearFactors::new(batch, layers)
+            .with_dense(dense)
+            .with_refused(refused))
     }
 }
 

@@ -3,10 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "../examples/common/architectures.rs"]
+mod architectures;
 mod common;
 
 use std::sync::Arc;
 
+use architectures::{GuideCnn, TextClassifier};
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -645,59 +648,22 @@ fn conv_settings_fast_path_equals_single_sample_passes(backend: &Backend) {
     );
 }
 
-/// The structure of burn's text-classification example, with only layer types swapped for the
-/// drop-ins: token and position Embeddings averaged, a TransformerEncoder (pre-norm, quiet
-/// softmax, as the example configures it) under a padding mask, a Linear on every position and
-/// the first position's output as the class scores.
-#[derive(Module, Debug)]
-struct TextClassifier {
-    transformer: burn_cockpit::persample::TransformerEncoder,
-    embedding_token: burn_cockpit::persample::Embedding,
-    embedding_pos: burn_cockpit::persample::Embedding,
-    output: Linear,
-    n_classes: usize,
-}
-
-/// Token 0 pads.
-const PAD: i64 = 0;
-
-impl TextClassifier {
-    fn new(device: &Device, vocabulary: usize, length: usize, d_model: usize) -> Self {
-        use burn::nn::EmbeddingConfig;
-        use burn::nn::transformer::TransformerEncoderConfig;
-        let config = TransformerEncoderConfig::new(d_model, 2 * d_model, 2, 2)
-            .with_norm_first(true)
-            .with_quiet_softmax(true)
-            .with_dropout(0.0);
-        Self {
-            transformer: burn_cockpit::persample::TransformerEncoder::new(&config, device),
-            embedding_token: EmbeddingConfig::new(vocabulary, d_model)
-                .init(device)
-                .into(),
-            embedding_pos: EmbeddingConfig::new(length, d_model).init(device).into(),
-            output: LinearConfig::new(d_model, 3).init(device).into(),
-            n_classes: 3,
-        }
-    }
-
-    fn forward(&self, tokens: Tensor<2, burn::tensor::Int>) -> Tensor<2> {
-        use burn_cockpit::persample::TransformerEncoderInput;
-        let [batch, length] = tokens.dims();
-        let device = tokens.device();
-        let positions = Tensor::<1, burn::tensor::Int>::arange(0..length as i64, &device)
-            .reshape([1, length])
-            .repeat_dim(0, batch);
-        let mask_pad = tokens.clone().equal_elem(PAD);
-        let embedding =
-            (self.embedding_pos.forward(positions) + self.embedding_token.forward(tokens)) / 2;
-        let encoded = self
-            .transformer
-            .forward(TransformerEncoderInput::new(embedding).mask_pad(mask_pad));
-        self.output
-            .forward(encoded)
-            .slice([0..batch, 0..1])
-            .reshape([batch, self.n_classes])
-    }
+/// The burn book guide's model (two Conv2d, adaptive average pooling, two Linear; dropout 0,
+/// since single-sample passes would draw other masks) on 12×12 images: on the fast path it
+/// equals single-sample backward passes for all nine quantities over three steps.
+fn guide_cnn_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 4;
+    let (dev, dtype) = (device.clone(), backend.dtype);
+    fast_path_against_single_sample_passes(
+        backend,
+        GuideCnn::new(&device, 3, 16, 0.0),
+        batch,
+        move |model: &GuideCnn, step, samples| {
+            let (x, _) = data(&dev, batch, 144, step);
+            model.forward(rows(&x, samples, [batch, 12, 12], &dev, dtype))
+        },
+    );
 }
 
 /// burn's text-classification architecture (Embeddings, TransformerEncoder with attention,
@@ -709,7 +675,7 @@ fn transformer_fast_path_equals_exact_fallback(backend: &Backend) {
     let dev = device.clone();
     fast_path_against_single_sample_passes(
         backend,
-        TextClassifier::new(&device, vocabulary, length, 8),
+        TextClassifier::new(&device, vocabulary, length, 3, 8, 2, 2, 0.0),
         batch,
         move |model: &TextClassifier, step, samples| {
             // Sample n keeps n % 3 trailing pads; tokens 1..13 otherwise.
@@ -717,7 +683,7 @@ fn transformer_fast_path_equals_exact_fallback(backend: &Backend) {
                 .map(|i| {
                     let (n, t) = (i / length, i % length);
                     if t + n % 3 >= length && t > 0 {
-                        PAD
+                        architectures::PAD
                     } else {
                         1 + ((i * 5 + step * 7) % (vocabulary - 1)) as i64
                     }
@@ -946,7 +912,7 @@ fn edge_cases_on_sequence_models(backend: &Backend) {
         )
     };
     let labels = |batch: usize| data(&device, batch, 1, 0).1;
-    let transformer = TextClassifier::new(&device, 9, 5, 8);
+    let transformer = TextClassifier::new(&device, 9, 5, 3, 8, 2, 2, 0.0);
     let recurrent = RecurrentNet::new(&device);
     let text_losses = |m: &TextClassifier| ce(m.forward(tokens(1)), labels(1));
     let recurrent_losses = |m: &RecurrentNet| ce(m.forward(tokens(1)), labels(1));
@@ -1354,6 +1320,7 @@ on_every_backend!(
     conv_fast_path_equals_single_sample_passes,
     conv_settings_fast_path_equals_single_sample_passes,
     transformer_fast_path_equals_exact_fallback,
+    guide_cnn_fast_path_equals_exact_fallback,
     recurrent_model_fast_path_equals_exact_fallback,
     batch_norm_with_running_statistics_equals_exact_fallback,
     training_mode_batch_norm_is_refused_by_name,

@@ -224,6 +224,15 @@ impl PerSampleSource for LinearFactors {
                 stats.add_partial(index, entry, g, &mut request)?;
                 continue;
             }
+            if (positions > 1 || layer.layout == Layout::OutIn)
+                && request.elements.is_none()
+                && !request.sum_sq
+                && !request.abs_max
+            {
+                // Norms and projections only: no per-sample gradient is formed.
+                factored_sequence_stats(layer, entry, index, &request, &mut stats)?;
+                continue;
+            }
             if positions > 1 || layer.layout == Layout::OutIn {
                 // Σ_t a_t e_tᵀ per sample (or its transpose), chunk by chunk.
                 let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
@@ -272,6 +281,62 @@ impl PerSampleSource for LinearFactors {
         }
         stats.finish()
     }
+}
+
+/// `‖g_n‖²` and `⟨g_n, V⟩` of a layer applied at `T` positions, `g_n = Σ_t a_{n,t} e_{n,t}ᵀ`,
+/// without forming `g_n`:
+/// - `‖g_n‖² = Σ_{t,s} (a_t·a_s)(e_t·e_s)`, the sum of `(A_n A_nᵀ) ∘ (E_n E_nᵀ)` (Gram route,
+///   `B·T²·(d_in + d_out)` work) when `T·(d_in + d_out) < d_in·d_out`; otherwise `g_n` by a
+///   batched matmul in sample chunks (`B·T·d_in·d_out`);
+/// - `⟨g_n, V⟩ = Σ_t (a_tᵀ V)·e_t`: one `[B·T, d_in] × [d_in, d_out]` matmul and a row sum.
+fn factored_sequence_stats(
+    layer: &LayerFactors,
+    entry: &ParamEntry,
+    index: usize,
+    request: &Request<'_>,
+    stats: &mut Accumulator,
+) -> Result<(), QuantityError> {
+    let [batch, positions, d_in] = layer.a.dims();
+    let d_out = layer.e.dims()[2];
+    let (a, e) = (layer.a.clone(), layer.e.clone());
+    if request.sq_norms {
+        let sq = if positions * (d_in + d_out) < d_in * d_out {
+            let gram_a = a.clone().matmul(a.clone().swap_dims(1, 2));
+            let gram_e = e.clone().matmul(e.clone().swap_dims(1, 2));
+            (gram_a * gram_e).sum_dim(2).sum_dim(1).reshape([batch])
+        } else {
+            let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
+            let parts: Vec<Tensor<1>> = (0..batch)
+                .step_by(chunk)
+                .map(|start| {
+                    let end = (start + chunk).min(batch);
+                    let g = a
+                        .clone()
+                        .slice(start..end)
+                        .swap_dims(1, 2)
+                        .matmul(e.clone().slice(start..end));
+                    g.square().sum_dim(2).sum_dim(1).reshape([end - start])
+                })
+                .collect();
+            Tensor::cat(parts, 0)
+        };
+        stats.push_sq_norms(index, sq);
+    }
+    let rows = a.reshape([batch * positions, d_in]);
+    let e_rows = e.reshape([batch * positions, d_out]);
+    for (k, direction) in request.directions.iter().enumerate() {
+        let v = direction_of(direction, entry, &rows.device())?;
+        let v = match layer.layout {
+            Layout::InOut => v.reshape([d_in, d_out]),
+            Layout::OutIn => v.reshape([d_out, d_in]).transpose(),
+        };
+        let dots = (rows.clone().matmul(v) * e_rows.clone())
+            .reshape([batch, positions * d_out])
+            .sum_dim(1)
+            .reshape([batch]);
+        stats.push_dots(k, index, dots);
+    }
+    Ok(())
 }
 
 /// How many samples fit in a chunk of at most `max_elements` elements (at least one).
@@ -432,5 +497,104 @@ impl Accumulator {
                 None
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::TensorData;
+
+    use super::*;
+
+    fn tensor<const D: usize>(values: Vec<f64>, shape: [usize; D]) -> Tensor<D> {
+        Tensor::from_data(TensorData::new(values, shape), &Device::default())
+    }
+
+    fn values(t: Tensor<1>) -> Vec<f64> {
+        crate::snapshot::read_values(t).unwrap_or_default()
+    }
+
+    /// Norms and projections of `Σ_t a_t e_tᵀ` without forming it — Gram route (`T = 2`) and
+    /// batched matmul (`T = 6`), both weight layouts — equal the brute-force per-sample
+    /// gradients, and equal what the materialising path gives when histograms ask for it.
+    #[test]
+    fn sequence_norms_and_projections_equal_brute_force() {
+        let (b, d_in, d_out) = (3, 4, 5);
+        for positions in [2, 6] {
+            for layout in [Layout::InOut, Layout::OutIn] {
+                let value = |i: usize, salt: usize| ((i * 7 + salt * 13) % 17) as f64 / 8.0 - 1.0;
+                let a: Vec<f64> = (0..b * positions * d_in).map(|i| value(i, 1)).collect();
+                let e: Vec<f64> = (0..b * positions * d_out).map(|i| value(i, 2)).collect();
+                let v: Vec<f64> = (0..d_in * d_out).map(|i| value(i, 3)).collect();
+                let id = ParamId::new();
+                let shape = match layout {
+                    Layout::InOut => vec![d_in, d_out],
+                    Layout::OutIn => vec![d_out, d_in],
+                };
+                let entry = ParamEntry {
+                    id,
+                    name: "w".into(),
+                    shape,
+                    value: tensor(vec![0.0; d_in * d_out], [d_in * d_out]),
+                };
+                let params = Snapshot::from_entries(vec![entry.clone()]);
+                let direction = Snapshot::from_entries(vec![ParamEntry {
+                    value: tensor(v.clone(), [d_in * d_out]),
+                    ..entry
+                }]);
+                let factors = LinearFactors::new(
+                    b,
+                    vec![LayerFactors {
+                        weight: id,
+                        bias: None,
+                        layout,
+                        a: tensor(a.clone(), [b, positions, d_in]),
+                        e: tensor(e.clone(), [b, positions, d_out]),
+                    }],
+                );
+                // Brute force: g_n[i][o] = Σ_t a[n,t,i]·e[n,t,o], flattened in the layout.
+                let g = |n: usize| -> Vec<f64> {
+                    let at = |t: usize, i: usize| a[(n * positions + t) * d_in + i];
+                    let et = |t: usize, o: usize| e[(n * positions + t) * d_out + o];
+                    let entry =
+                        |i: usize, o: usize| (0..positions).map(|t| at(t, i) * et(t, o)).sum();
+                    match layout {
+                        Layout::InOut => (0..d_in)
+                            .flat_map(|i| (0..d_out).map(move |o| (i, o)))
+                            .map(|(i, o)| entry(i, o))
+                            .collect(),
+                        Layout::OutIn => (0..d_out)
+                            .flat_map(|o| (0..d_in).map(move |i| (i, o)))
+                            .map(|(i, o)| entry(i, o))
+                            .collect(),
+                    }
+                };
+                let expected_sq: Vec<f64> =
+                    (0..b).map(|n| g(n).iter().map(|x| x * x).sum()).collect();
+                let expected_dots: Vec<f64> = (0..b)
+                    .map(|n| g(n).iter().zip(&v).map(|(x, y)| x * y).sum())
+                    .collect();
+                let mut request = Request::new();
+                request.sq_norms = true;
+                request.directions = vec![&direction];
+                let stats = factors
+                    .reduce(&params, request)
+                    .unwrap_or_else(|err| panic!("{err}"));
+                let sq = values(stats.sq_norms.unwrap_or_default().remove(0));
+                let dots = values(stats.dots[0][0].clone());
+                let close = |x: &[f64], y: &[f64]| {
+                    x.len() == y.len()
+                        && x.iter()
+                            .zip(y)
+                            .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs()))
+                };
+                let what = format!("T = {positions}, {layout:?}");
+                assert!(close(&sq, &expected_sq), "{what}: {sq:?} {expected_sq:?}");
+                assert!(
+                    close(&dots, &expected_dots),
+                    "{what}: {dots:?} {expected_dots:?}"
+                );
+            }
+        }
     }
 }

@@ -1,0 +1,546 @@
+//! Cockpit's per-sample quantities on two architectures no one here designed: the burn book
+//! guide's CNN and burn's text-classification transformer (`common/architectures.rs`), built
+//! from the `persample` drop-ins.
+//!
+//! ```text
+//! cargo run --release --example architectures                 # train both, economy every step
+//! cargo run --release --example architectures -- --steps 300 --check-every 50
+//! cargo run --release --example architectures -- --bench --steps 20 --repeats 3
+//! ```
+//!
+//! **Training** (default): each model trains `--steps` SGD steps on generated data (images
+//! with a class-dependent bright square; token sequences whose class is their most frequent
+//! keyword, padded to random lengths) with `economy` tracked at every step on the fast path.
+//! Every step must be fully covered by the fast path. Every `--check-every` steps the
+//! single-step per-sample quantities of the current parameters are computed twice — from the fast path and
+//! from single-sample backward passes — and must agree (dropout off for that comparison, since
+//! single-sample passes would draw other masks). Exits with an error otherwise.
+//!
+//! **Benchmark** (`--bench`, run it in release): `economy` and each per-sample quantity alone
+//! at every step, on the fast path and through the exact fallback, against plain training
+//! steps in the same process (interleaved). The guide CNN at batch 64 on 28×28 images, the
+//! transformer with `d_model` 128, 2 layers, 4 heads, sequences of 64 tokens, batch 32. Prints
+//! `overhead <model>/<config>/<engine> <ratio>` and `peak_memory …` lines.
+
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::nn::DropoutConfig;
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn_cockpit::persample::{ExactPerSample, Recorder};
+use burn_cockpit::{
+    Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, Snapshot, StepInfo,
+    Value, backend,
+};
+
+#[path = "common/architectures.rs"]
+mod architectures;
+#[path = "common/bench.rs"]
+mod bench;
+
+use architectures::{GuideCnn, PAD, TextClassifier};
+use bench::{arg, median};
+
+/// The host heap, now and at its peak (flex keeps every tensor there).
+#[global_allocator]
+static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
+const LR: f64 = 0.05;
+
+/// The per-sample quantities of `economy` plus the rest of Cockpit's per-sample ones that a
+/// single step computes (Alpha needs two steps and is left to the training run).
+const COMPARED: [QuantityKind; 8] = [
+    QuantityKind::GradHist1d,
+    QuantityKind::GradHist2d,
+    QuantityKind::NormTest,
+    QuantityKind::InnerTest,
+    QuantityKind::OrthoTest,
+    QuantityKind::MeanGSNR,
+    QuantityKind::CABS,
+    QuantityKind::EarlyStopping,
+];
+
+/// A model, its inputs and how to run it, as the loop below needs them.
+trait Task: Sized {
+    type Model: Module + Clone + Send + Sync + 'static;
+    type Input: Clone + Send + Sync + 'static;
+    fn name(&self) -> &'static str;
+    fn model(&self, device: &Device) -> Self::Model;
+    /// The model without dropout.
+    fn without_dropout(model: Self::Model) -> Self::Model;
+    fn batch(&self, device: &Device, seed: u64) -> (Self::Input, Tensor<1, Int>);
+    fn logits(model: &Self::Model, input: Self::Input) -> Tensor<2>;
+    /// Samples `from..to` of a batch.
+    fn rows(input: &Self::Input, from: usize, to: usize) -> Self::Input;
+    fn size(input: &Self::Input) -> usize;
+}
+
+/// A small deterministic generator (xorshift), so the data needs no extra crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// The guide CNN on 28×28 images of 10 classes: class `c` lights a 6×6 square at a
+/// class-dependent place, under Gaussian noise.
+struct Images {
+    batch: usize,
+    hidden: usize,
+    dropout: f64,
+}
+
+impl Task for Images {
+    type Model = GuideCnn;
+    type Input = Tensor<3>;
+
+    fn name(&self) -> &'static str {
+        "guide_cnn"
+    }
+
+    fn model(&self, device: &Device) -> GuideCnn {
+        GuideCnn::new(device, 10, self.hidden, self.dropout)
+    }
+
+    fn without_dropout(model: GuideCnn) -> GuideCnn {
+        model.with_dropout(0.0)
+    }
+
+    fn batch(&self, device: &Device, seed: u64) -> (Tensor<3>, Tensor<1, Int>) {
+        let mut rng = Rng(seed.wrapping_mul(2654435761).wrapping_add(1));
+        let mut pixels = vec![0.0f32; self.batch * 28 * 28];
+        let mut labels = Vec::with_capacity(self.batch);
+        for n in 0..self.batch {
+            let c = rng.below(10);
+            labels.push(c as i64);
+            let (top, left) = (2 + (c / 5) * 12, 1 + (c % 5) * 5);
+            for i in top..top + 6 {
+                for j in left..left + 6 {
+                    pixels[n * 784 + i * 28 + j] = 1.0;
+                }
+            }
+        }
+        let clean = Tensor::<3>::from_data(TensorData::new(pixels, [self.batch, 28, 28]), device);
+        let noise = Tensor::random([self.batch, 28, 28], Distribution::Normal(0.0, 0.3), device);
+        let labels = Tensor::from_data(TensorData::new(labels, [self.batch]), device);
+        (clean + noise, labels)
+    }
+
+    fn logits(model: &GuideCnn, input: Tensor<3>) -> Tensor<2> {
+        model.forward(input)
+    }
+
+    fn rows(input: &Tensor<3>, from: usize, to: usize) -> Tensor<3> {
+        input.clone().slice(from..to)
+    }
+
+    fn size(input: &Tensor<3>) -> usize {
+        input.dims()[0]
+    }
+}
+
+/// The text classifier on token sequences of 3 classes: class `c`'s keyword (token `1 + c`)
+/// appears most often among filler tokens; sequences padded to random lengths.
+struct Text {
+    batch: usize,
+    length: usize,
+    vocabulary: usize,
+    d_model: usize,
+    layers: usize,
+    heads: usize,
+    dropout: f64,
+}
+
+impl Task for Text {
+    type Model = TextClassifier;
+    type Input = Tensor<2, Int>;
+
+    fn name(&self) -> &'static str {
+        "text_transformer"
+    }
+
+    fn model(&self, device: &Device) -> TextClassifier {
+        TextClassifier::new(
+            device,
+            self.vocabulary,
+            self.length,
+            3,
+            self.d_model,
+            self.layers,
+            self.heads,
+            self.dropout,
+        )
+    }
+
+    fn without_dropout(mut model: TextClassifier) -> TextClassifier {
+        for layer in &mut model.transformer.layers {
+            layer.dropout = DropoutConfig::new(0.0).init();
+            layer.mha.dropout = DropoutConfig::new(0.0).init();
+            layer.pwff.dropout = DropoutConfig::new(0.0).init();
+        }
+        model
+    }
+
+    fn batch(&self, device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<1, Int>) {
+        let mut rng = Rng(seed.wrapping_mul(6364136223846793005).wrapping_add(7));
+        let mut tokens = vec![PAD; self.batch * self.length];
+        let mut labels = Vec::with_capacity(self.batch);
+        for n in 0..self.batch {
+            let c = rng.below(3);
+            labels.push(c as i64);
+            let used = self.length / 2 + rng.below(self.length / 2 + 1);
+            for t in 0..used {
+                let token = if rng.below(4) == 0 {
+                    1 + c
+                } else {
+                    4 + rng.below(self.vocabulary - 4)
+                };
+                tokens[n * self.length + t] = token as i64;
+            }
+        }
+        (
+            Tensor::from_data(TensorData::new(tokens, [self.batch, self.length]), device),
+            Tensor::from_data(TensorData::new(labels, [self.batch]), device),
+        )
+    }
+
+    fn logits(model: &TextClassifier, input: Tensor<2, Int>) -> Tensor<2> {
+        model.forward(input)
+    }
+
+    fn rows(input: &Tensor<2, Int>, from: usize, to: usize) -> Tensor<2, Int> {
+        input.clone().slice(from..to)
+    }
+
+    fn size(input: &Tensor<2, Int>) -> usize {
+        input.dims()[0]
+    }
+}
+
+/// Per-sample cross-entropy `[B]`.
+fn losses(logits: Tensor<2>, labels: Tensor<1, Int>) -> Tensor<1> {
+    let [b, _] = logits.dims();
+    log_softmax(logits, 1)
+        .gather(1, labels.reshape([b, 1]))
+        .reshape([b])
+        .neg()
+}
+
+/// What one tracked or plain step computed.
+struct Step<T: Task> {
+    model: T::Model,
+    loss: f64,
+    covered: bool,
+}
+
+/// One SGD step of `model`, tracked by `cockpit` (fast path, or single-sample passes with
+/// `exact`) when given.
+fn step<T: Task>(
+    model: T::Model,
+    input: T::Input,
+    labels: Tensor<1, Int>,
+    step: usize,
+    cockpit: Option<&mut Cockpit>,
+    exact: bool,
+) -> Result<Step<T>, Box<dyn std::error::Error>> {
+    let tracking = cockpit.as_ref().is_some_and(|c| c.needs_per_sample(step));
+    let recorder = (tracking && !exact).then(Recorder::start);
+    let per_sample = losses(T::logits(&model, input.clone()), labels.clone());
+    let loss = per_sample.clone().mean();
+    let grads = loss.backward();
+    let factors = recorder.map(|r| r.finish(&grads)).transpose()?;
+    let grads = GradientsParams::from_grads(grads, &model);
+    let mut covered = true;
+    if let Some(cockpit) = cockpit {
+        let mut info = StepInfo::new(loss.clone().detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(LR));
+        if let Some(factors) = factors {
+            covered = factors.coverage(&Snapshot::of_params(&model)).is_complete();
+            info = info.with_per_sample(factors);
+        } else if tracking {
+            info = info.with_per_sample(exact_source::<T>(&model, &input, &labels));
+        }
+        cockpit.track(step, &model, &grads, info)?;
+    }
+    let loss = loss.into_scalar::<f64>();
+    let model = SgdConfig::new().init().step(LR, model, grads);
+    Ok(Step {
+        model,
+        loss,
+        covered,
+    })
+}
+
+/// Single-sample backward passes of `model` on the batch.
+fn exact_source<T: Task>(
+    model: &T::Model,
+    input: &T::Input,
+    labels: &Tensor<1, Int>,
+) -> ExactPerSample {
+    let (model, input, labels) = (model.clone(), input.clone(), labels.clone());
+    ExactPerSample::new(T::size(&input), move |n| {
+        let loss = losses(
+            T::logits(&model, T::rows(&input, n, n + 1)),
+            labels.clone().slice(n..n + 1),
+        )
+        .mean();
+        Ok(GradientsParams::from_grads(loss.backward(), &model))
+    })
+}
+
+/// The single-step per-sample quantities of `model` on a batch, from the fast path and from
+/// single-sample passes: the largest relative difference of the numbers, and the largest
+/// fraction of histogram counts that moved.
+fn compare<T: Task>(
+    model: &T::Model,
+    input: T::Input,
+    labels: Tensor<1, Int>,
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let model = T::without_dropout(model.clone());
+    let schedule = Schedule::every_step();
+    let track = |exact: bool| -> Result<Output, Box<dyn std::error::Error>> {
+        let mut cockpit = Cockpit::from_kinds(COMPARED, &schedule)?;
+        let recorder = (!exact).then(Recorder::start);
+        let per_sample = losses(T::logits(&model, input.clone()), labels.clone());
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.map(|r| r.finish(&grads)).transpose()?;
+        let grads = GradientsParams::from_grads(grads, &model);
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(per_sample.detach())
+            .with_optimizer(OptimizerInfo::sgd(LR));
+        let info = match factors {
+            Some(factors) => info.with_per_sample(factors),
+            None => info.with_per_sample(exact_source::<T>(&model, &input, &labels)),
+        };
+        cockpit.track(0, &model, &grads, info)?;
+        Ok(cockpit.output().clone())
+    };
+    let (fast, exact) = (track(false)?, track(true)?);
+    let (mut worst, mut moved) = (0.0_f64, 0.0_f64);
+    for (at, name, value) in exact.iter() {
+        let other = fast
+            .get(at, name)
+            .ok_or_else(|| format!("{name} missing on the fast path"))?;
+        match (value, other) {
+            (Value::Float(a), Value::Float(b)) => {
+                worst = worst.max((a - b).abs() / a.abs().max(1e-6));
+            }
+            (Value::Hist1d(a), Value::Hist1d(b)) => {
+                moved = moved.max(moved_fraction(&a.hist, &b.hist))
+            }
+            (Value::Hist2d(a), Value::Hist2d(b)) => {
+                let counts = |h: &[i64]| h.iter().map(|c| *c as f64).collect::<Vec<_>>();
+                moved = moved.max(moved_fraction(&counts(&a.hist), &counts(&b.hist)));
+            }
+            _ => {}
+        }
+    }
+    Ok((worst, moved))
+}
+
+/// The fraction of a histogram's counts that sit in another bin in `b` than in `a`.
+fn moved_fraction(a: &[f64], b: &[f64]) -> f64 {
+    let total: f64 = a.iter().sum();
+    let diff: f64 = a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+    diff / total.max(1.0)
+}
+
+/// Trains `task`'s model, checking coverage at every step and agreement every `check_every`.
+fn train<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
+    let steps: usize = arg("--steps", 300);
+    let check_every: usize = arg("--check-every", 50);
+    let mut cockpit = Cockpit::from_kinds(Configuration::Economy.kinds(), &Schedule::every_step())?;
+    let mut model = task.model(device);
+    let progress = indicatif::ProgressBar::new(steps as u64);
+    let (mut first, mut last) = (f64::NAN, f64::NAN);
+    let (mut uncovered, mut worst, mut moved) = (0, 0.0_f64, 0.0_f64);
+    for s in 0..steps {
+        let (input, labels) = task.batch(device, s as u64);
+        if s % check_every == 0 || s + 1 == steps {
+            let (w, m) = compare::<T>(&model, input.clone(), labels.clone())?;
+            worst = worst.max(w);
+            moved = moved.max(m);
+        }
+        let done = step::<T>(model, input, labels, s, Some(&mut cockpit), false)?;
+        model = done.model;
+        uncovered += usize::from(!done.covered);
+        if s < 10 {
+            first = if s == 0 {
+                done.loss
+            } else {
+                first.min(done.loss)
+            };
+        }
+        last = done.loss;
+        progress.inc(1);
+    }
+    progress.finish_and_clear();
+    let alphas = cockpit.output().series("Alpha").len();
+    println!(
+        "{}: {steps} steps, economy at every step; loss {first:.3} → {last:.3}; fast-path \
+         coverage incomplete at {uncovered} steps; fast path against single-sample passes \
+         (every {check_every} steps, {} quantities): worst relative difference {worst:.1e}, \
+         histogram counts moved {:.2} %; {alphas} α values",
+        task.name(),
+        COMPARED.len(),
+        moved * 100.0
+    );
+    if uncovered > 0 || worst > 1e-3 || moved > 0.01 {
+        return Err(format!("{}: the fast path does not match", task.name()).into());
+    }
+    Ok(())
+}
+
+/// Seconds per step and peak heap of `steps` steps.
+fn timed<T: Task>(
+    task: &T,
+    device: &Device,
+    steps: usize,
+    kinds: Option<&[QuantityKind]>,
+    exact: bool,
+    data: &[(T::Input, Tensor<1, Int>)],
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let mut model = task.model(device);
+    let mut cockpit = match kinds {
+        Some(kinds) => Some(Cockpit::from_kinds(
+            kinds.iter().copied(),
+            &Schedule::every_step(),
+        )?),
+        None => None,
+    };
+    HEAP.reset_peak_usage();
+    let before = HEAP.current_usage();
+    let start = Instant::now();
+    for s in 0..steps {
+        let (input, labels) = data[s % data.len()].clone();
+        model = step::<T>(model, input, labels, s, cockpit.as_mut(), exact)?.model;
+    }
+    Ok((
+        start.elapsed().as_secs_f64() / steps as f64,
+        HEAP.peak_usage().saturating_sub(before) as f64,
+    ))
+}
+
+/// Plain against tracked steps, interleaved.
+fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
+    let steps: usize = arg("--steps", 20);
+    let repeats: usize = arg("--repeats", 3);
+    let data: Vec<_> = (0..4).map(|s| task.batch(device, s)).collect();
+    let mut configs: Vec<(String, Vec<QuantityKind>, bool)> =
+        vec![("economy".into(), Configuration::Economy.kinds(), false)];
+    for kind in [
+        QuantityKind::Alpha,
+        QuantityKind::NormTest,
+        QuantityKind::InnerTest,
+        QuantityKind::OrthoTest,
+        QuantityKind::MeanGSNR,
+        QuantityKind::GradHist1d,
+    ] {
+        configs.push((kind.name().into(), vec![kind], false));
+    }
+    if !std::env::args().any(|a| a == "--no-exact") {
+        configs.push(("economy".into(), Configuration::Economy.kinds(), true));
+    }
+    let _ = timed(task, device, 2, None, false, &data)?; // warm-up
+    let (mut plain, mut plain_peak) = (Vec::new(), Vec::new());
+    let mut times = vec![Vec::new(); configs.len()];
+    let mut peaks = vec![Vec::new(); configs.len()];
+    for _ in 0..repeats {
+        let (t, p) = timed(task, device, steps, None, false, &data)?;
+        plain.push(t);
+        plain_peak.push(p);
+        for (i, (_, kinds, exact)) in configs.iter().enumerate() {
+            let (t, p) = timed(task, device, steps, Some(kinds), *exact, &data)?;
+            times[i].push(t);
+            peaks[i].push(p);
+        }
+    }
+    let (plain, plain_peak) = (median(plain), median(plain_peak));
+    println!(
+        "{}: plain step {:.2} ms, peak heap {:.1} MB ({steps} steps x {repeats} repeats, median)",
+        task.name(),
+        plain * 1e3,
+        plain_peak / 1e6
+    );
+    for (((name, _, exact), t), p) in configs.iter().zip(times).zip(peaks) {
+        let engine = if *exact { "exact" } else { "fast" };
+        let (t, p) = (median(t), median(p));
+        println!(
+            "overhead {}/{name}/{engine} {:.3}   ({:.2} ms/step)",
+            task.name(),
+            t / plain,
+            t * 1e3
+        );
+        println!(
+            "peak_memory {}/{name}/{engine} {:.3}   ({:.1} MB)",
+            task.name(),
+            p / plain_peak,
+            p / 1e6
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let (backend_name, device) = backend::device()?;
+    let device = device.autodiff();
+    let only: String = arg("--model", "both".to_string());
+    let benchmark = std::env::args().any(|a| a == "--bench");
+    println!("backend {backend_name}");
+    if benchmark {
+        let cnn = Images {
+            batch: 64,
+            hidden: 512,
+            dropout: 0.5,
+        };
+        let text = Text {
+            batch: 32,
+            length: 64,
+            vocabulary: 1000,
+            d_model: 128,
+            layers: 2,
+            heads: 4,
+            dropout: 0.1,
+        };
+        if only != "transformer" {
+            bench(&cnn, &device)?;
+        }
+        if only != "cnn" {
+            bench(&text, &device)?;
+        }
+        return Ok(());
+    }
+    let cnn = Images {
+        batch: arg("--batch", 32),
+        hidden: 128,
+        dropout: 0.5,
+    };
+    let text = Text {
+        batch: arg("--batch", 32),
+        length: 32,
+        vocabulary: 200,
+        d_model: 64,
+        layers: 2,
+        heads: 4,
+        dropout: 0.1,
+    };
+    if only != "transformer" {
+        train(&cnn, &device)?;
+    }
+    if only != "cnn" {
+        train(&text, &device)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! Two architectures no one here designed, written with the structure of burn's own examples
+//! and only the layer types swapped for `burn_cockpit::persample` drop-ins:
+//!
+//! - [`GuideCnn`]: the burn book's guide model (two Conv2d, adaptive average pooling,
+//!   dropout, two Linear, ReLU);
+//! - [`TextClassifier`]: burn's text-classification example (token and position Embeddings
+//!   averaged, a pre-norm TransformerEncoder with quiet softmax under a padding mask, a Linear
+//!   on every position, the first position's output as class scores).
+//!
+//! Used by the `architectures` example (training and benchmark) and the per-sample tests.
+
+#![allow(dead_code)] // each user takes what it needs
+
+use burn::module::Module;
+use burn::nn::conv::Conv2dConfig;
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use burn::nn::transformer::TransformerEncoderConfig;
+use burn::nn::{Dropout, DropoutConfig, EmbeddingConfig, LinearConfig, Relu};
+use burn::tensor::{Device, Int, Tensor};
+use burn_cockpit::persample::{
+    Conv2d, Embedding, Linear, TransformerEncoder, TransformerEncoderInput,
+};
+
+/// The burn book guide's model.
+#[derive(Module, Debug)]
+pub struct GuideCnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    pool: AdaptiveAvgPool2d,
+    dropout: Dropout,
+    linear1: Linear,
+    linear2: Linear,
+    activation: Relu,
+}
+
+impl GuideCnn {
+    /// The guide's model for `num_classes` classes, hidden width `hidden_size` and dropout
+    /// probability `dropout` (the guide: 10, 512, 0.5).
+    pub fn new(device: &Device, num_classes: usize, hidden_size: usize, dropout: f64) -> Self {
+        Self {
+            conv1: Conv2dConfig::new([1, 8], [3, 3]).init(device).into(),
+            conv2: Conv2dConfig::new([8, 16], [3, 3]).init(device).into(),
+            pool: AdaptiveAvgPool2dConfig::new([8, 8]).init(),
+            dropout: DropoutConfig::new(dropout).init(),
+            linear1: LinearConfig::new(16 * 8 * 8, hidden_size)
+                .init(device)
+                .into(),
+            linear2: LinearConfig::new(hidden_size, num_classes)
+                .init(device)
+                .into(),
+            activation: Relu::new(),
+        }
+    }
+
+    /// Class scores `[B, num_classes]` of images `[B, H, W]`.
+    pub fn forward(&self, images: Tensor<3>) -> Tensor<2> {
+        let [batch, height, width] = images.dims();
+        let x = images.reshape([batch, 1, height, width]);
+        let x = self.dropout.forward(self.conv1.forward(x));
+        let x = self.dropout.forward(self.conv2.forward(x));
+        let x = self.pool.forward(self.activation.forward(x));
+        let x = self.linear1.forward(x.reshape([batch, 16 * 8 * 8]));
+        let x = self.activation.forward(self.dropout.forward(x));
+        self.linear2.forward(x)
+    }
+
+    /// The same model with another dropout probability (0 for comparisons with single-sample
+    /// passes, which would draw other dropout masks).
+    pub fn with_dropout(mut self, dropout: f64) -> Self {
+        self.dropout = DropoutConfig::new(dropout).init();
+        self
+    }
+}
+
+/// Token 0 pads.
+pub const PAD: i64 = 0;
+
+/// burn's text-classification example model.
+#[derive(Module, Debug)]
+pub struct TextClassifier {
+    /// The encoder.
+    pub transformer: TransformerEncoder,
+    /// Token embedding.
+    pub embedding_token: Embedding,
+    /// Position embedding.
+    pub embedding_pos: Embedding,
+    /// The head, on every position.
+    pub output: Linear,
+    n_classes: usize,
+}
+
+impl TextClassifier {
+    /// A classifier into `n_classes` for sequences of at most `max_length` tokens from a
+    /// vocabulary of `vocabulary`, with `n_layers` pre-norm layers of width `d_model` (feed-forward
+    /// `4·d_model`), `n_heads` heads and dropout `dropout`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        device: &Device,
+        vocabulary: usize,
+        max_length: usize,
+        n_classes: usize,
+        d_model: usize,
+        n_layers: usize,
+        n_heads: usize,
+        dropout: f64,
+    ) -> Self {
+        let config = TransformerEncoderConfig::new(d_model, 4 * d_model, n_heads, n_layers)
+            .with_norm_first(true)
+            .with_quiet_softmax(true)
+            .with_dropout(dropout);
+        Self {
+            transformer: TransformerEncoder::new(&config, device),
+            embedding_token: EmbeddingConfig::new(vocabulary, d_model)
+                .init(device)
+                .into(),
+            embedding_pos: EmbeddingConfig::new(max_length, d_model)
+                .init(device)
+                .into(),
+            output: LinearConfig::new(d_model, n_classes).init(device).into(),
+            n_classes,
+        }
+    }
+
+    /// Class scores `[B, n_classes]` of tokens `[B, T]` (token [`PAD`] masked).
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<2> {
+        let [batch, length] = tokens.dims();
+        let device = tokens.device();
+        let positions = Tensor::<1, Int>::arange(0..length as i64, &device)
+            .reshape([1, length])
+            .repeat_dim(0, batch);
+        let mask_pad = tokens.clone().equal_elem(PAD);
+        let embedding =
+            (self.embedding_pos.forward(positions) + self.embedding_token.forward(tokens)) / 2;
+        let encoded = self
+            .transformer
+            .forward(TransformerEncoderInput::new(embedding).mask_pad(mask_pad));
+        self.output
+            .forward(encoded)
+            .slice([0..batch, 0..1])
+            .reshape([batch, self.n_classes])
+    }
+}

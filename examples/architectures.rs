@@ -24,11 +24,11 @@
 
 use std::time::Instant;
 
-use burn::module::Module;
+use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::DropoutConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 use burn_cockpit::persample::{ExactPerSample, Recorder};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, Snapshot, StepInfo,
@@ -71,6 +71,8 @@ trait Task: Sized {
     /// The model without dropout.
     fn without_dropout(model: Self::Model) -> Self::Model;
     fn batch(&self, device: &Device, seed: u64) -> (Self::Input, Tensor<1, Int>);
+    /// The input in another float type (token ids stay as they are).
+    fn cast(input: Self::Input, dtype: DType) -> Self::Input;
     fn logits(model: &Self::Model, input: Self::Input) -> Tensor<2>;
     /// Samples `from..to` of a batch.
     fn rows(input: &Self::Input, from: usize, to: usize) -> Self::Input;
@@ -134,6 +136,10 @@ impl Task for Images {
         let noise = Tensor::random([self.batch, 28, 28], Distribution::Normal(0.0, 0.3), device);
         let labels = Tensor::from_data(TensorData::new(labels, [self.batch]), device);
         (clean + noise, labels)
+    }
+
+    fn cast(input: Tensor<3>, dtype: DType) -> Tensor<3> {
+        input.cast(dtype)
     }
 
     fn logits(model: &GuideCnn, input: Tensor<3>) -> Tensor<2> {
@@ -212,6 +218,10 @@ impl Task for Text {
             Tensor::from_data(TensorData::new(tokens, [self.batch, self.length]), device),
             Tensor::from_data(TensorData::new(labels, [self.batch]), device),
         )
+    }
+
+    fn cast(input: Tensor<2, Int>, _dtype: DType) -> Tensor<2, Int> {
+        input
     }
 
     fn logits(model: &TextClassifier, input: Tensor<2, Int>) -> Tensor<2> {
@@ -299,15 +309,30 @@ fn exact_source<T: Task>(
     })
 }
 
+/// Casts every float parameter of a module (still tracked by autodiff).
+struct ToDType(DType);
+
+impl ModuleMapper for ToDType {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let cast = tensor.cast(self.0).detach().require_grad();
+        Param::from_mapped_value(id, cast, mapper)
+    }
+}
+
 /// The single-step per-sample quantities of `model` on a batch, from the fast path and from
-/// single-sample passes: the largest relative difference of the numbers, and the largest
-/// fraction of histogram counts that moved.
+/// single-sample passes, in `dtype` (float64 where the backend has it, so that rounding does
+/// not move near-zero gradient elements across the histograms' edge at 0): the largest
+/// relative difference of the numbers, and the largest fraction of histogram counts that
+/// moved.
 fn compare<T: Task>(
     model: &T::Model,
     input: T::Input,
     labels: Tensor<1, Int>,
+    dtype: DType,
 ) -> Result<(f64, f64), Box<dyn std::error::Error>> {
-    let model = T::without_dropout(model.clone());
+    let model = T::without_dropout(model.clone()).map(&mut ToDType(dtype));
+    let input = T::cast(input, dtype);
     let schedule = Schedule::every_step();
     let track = |exact: bool| -> Result<Output, Box<dyn std::error::Error>> {
         let mut cockpit = Cockpit::from_kinds(COMPARED, &schedule)?;
@@ -358,7 +383,11 @@ fn moved_fraction(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// Trains `task`'s model, checking coverage at every step and agreement every `check_every`.
-fn train<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
+fn train<T: Task>(
+    task: &T,
+    device: &Device,
+    dtype: DType,
+) -> Result<(), Box<dyn std::error::Error>> {
     let steps: usize = arg("--steps", 300);
     let check_every: usize = arg("--check-every", 50);
     let mut cockpit = Cockpit::from_kinds(Configuration::Economy.kinds(), &Schedule::every_step())?;
@@ -369,7 +398,7 @@ fn train<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     for s in 0..steps {
         let (input, labels) = task.batch(device, s as u64);
         if s % check_every == 0 || s + 1 == steps {
-            let (w, m) = compare::<T>(&model, input.clone(), labels.clone())?;
+            let (w, m) = compare::<T>(&model, input.clone(), labels.clone(), dtype)?;
             worst = worst.max(w);
             moved = moved.max(m);
         }
@@ -391,13 +420,18 @@ fn train<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     println!(
         "{}: {steps} steps, economy at every step; loss {first:.3} → {last:.3}; fast-path \
          coverage incomplete at {uncovered} steps; fast path against single-sample passes \
-         (every {check_every} steps, {} quantities): worst relative difference {worst:.1e}, \
-         histogram counts moved {:.2} %; {alphas} α values",
+         (every {check_every} steps, {} quantities, {dtype:?}): worst relative difference \
+         {worst:.1e}, histogram counts moved {:.2} %; {alphas} α values",
         task.name(),
         COMPARED.len(),
         moved * 100.0
     );
-    if uncovered > 0 || worst > 1e-3 || moved > 0.01 {
+    let (tolerance, tolerated) = if dtype == DType::F64 {
+        (1e-8, 0.0)
+    } else {
+        (1e-3, 0.01)
+    };
+    if uncovered > 0 || worst > tolerance || moved > tolerated {
         return Err(format!("{}: the fast path does not match", task.name()).into());
     }
     Ok(())
@@ -523,12 +557,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let cnn = Images {
-        batch: arg("--batch", 32),
+        batch: arg("--batch", 30),
         hidden: 128,
         dropout: 0.5,
     };
     let text = Text {
-        batch: arg("--batch", 32),
+        batch: arg("--batch", 30),
         length: 32,
         vocabulary: 200,
         d_model: 64,
@@ -536,11 +570,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         heads: 4,
         dropout: 0.1,
     };
+    // wgpu on lavapipe computes float64 as NaN: compare there in float32.
+    let dtype = if backend_name == "wgpu" {
+        DType::F32
+    } else {
+        DType::F64
+    };
     if only != "transformer" {
-        train(&cnn, &device)?;
+        train(&cnn, &device, dtype)?;
     }
     if only != "cnn" {
-        train(&text, &device)?;
+        train(&text, &device, dtype)?;
     }
     Ok(())
 }

@@ -850,7 +850,7 @@ fn training_mode_batch_norm_is_refused_by_name(backend: &Backend) {
     let auto = PerSample::auto(Some(factors), exact);
     let refused = auto.reduce(&params, burn_cockpit::persample::Request::new());
     match refused {
-        Err(QuantityError::SamplesCoupled { layer, .. }) => {
+        Err(burn_cockpit::persample::PerSampleError::SamplesCoupled { layer, .. }) => {
             assert!(layer.starts_with("bn."), "{layer}")
         }
         other => panic!("expected SamplesCoupled, got {other:?}"),

@@ -12,6 +12,7 @@ use crate::quantity::{Quantity, StepContext};
 use crate::{
     CockpitError, Configuration, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
 };
+use cockpit_persample::PerSampleError;
 
 /// Cockpit's once-per-epoch `log(...)` entry: losses, accuracies and the learning rate that
 /// feed the dashboard's hyperparameter and performance rows. Unset fields are not written.
@@ -221,7 +222,13 @@ impl Cockpit {
         if !self.is_tracking(step) {
             return Ok(());
         }
-        let grads = Snapshot::of_grads(model, grads)?;
+        let grads = Snapshot::of_grads(model, grads).map_err(|err| match err {
+            PerSampleError::MissingGradient { name } => CockpitError::MissingGradient { name },
+            other => CockpitError::QuantitiesFailed {
+                step,
+                failures: vec![("gradients".to_string(), other.into())],
+            },
+        })?;
         let loss = match info.loss().clone().try_into_vec_as::<f64>() {
             Ok(values) => values.first().copied().unwrap_or(f64::NAN),
             Err(err) => {
@@ -368,7 +375,7 @@ impl Cockpit {
         let mut request = self.per_sample_request(step, grads, previous);
         let entries = params.entries();
         let quantities = &mut self.quantities;
-        let mut sink = |index: usize, elements: Elements| -> Result<(), QuantityError> {
+        let mut sink = |index: usize, elements: Elements| -> Result<(), PerSampleError> {
             for quantity in quantities.iter_mut() {
                 if quantity.should_compute(step) && quantity.per_sample_needs(step).elements {
                     quantity.accept_chunk(step, index, &entries[index], elements.clone())?;

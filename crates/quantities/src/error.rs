@@ -124,3 +124,38 @@ pub enum QuantityError {
     #[error("a host worker failed: {0}")]
     HostWorker(String),
 }
+
+impl From<cockpit_persample::PerSampleError> for QuantityError {
+    fn from(err: cockpit_persample::PerSampleError) -> Self {
+        use cockpit_persample::PerSampleError as E;
+        match err {
+            E::MissingInfo(what) => QuantityError::MissingInfo(what),
+            E::Unsupported(why) => QuantityError::Unsupported(why),
+            E::Shape(why) => QuantityError::Shape(why),
+            E::Read(why) => QuantityError::Read(why),
+            E::HostWorker(why) => QuantityError::HostWorker(why),
+            E::SamplesCoupled { layer, reason } => QuantityError::SamplesCoupled { layer, reason },
+            E::MissingGradient { name } => {
+                QuantityError::Shape(format!("parameter `{name}` has no gradient"))
+            }
+            other => QuantityError::Unsupported(other.to_string()),
+        }
+    }
+}
+
+/// A quantity's failure while it consumes per-sample gradient elements, handed back through
+/// the per-sample engine.
+impl From<QuantityError> for cockpit_persample::PerSampleError {
+    fn from(err: QuantityError) -> Self {
+        use cockpit_persample::PerSampleError as E;
+        match err {
+            QuantityError::MissingInfo(what) => E::MissingInfo(what),
+            QuantityError::Unsupported(why) => E::Unsupported(why),
+            QuantityError::Shape(why) => E::Shape(why),
+            QuantityError::Read(why) => E::Read(why),
+            QuantityError::HostWorker(why) => E::HostWorker(why),
+            QuantityError::SamplesCoupled { layer, reason } => E::SamplesCoupled { layer, reason },
+            other => E::Consumer(other.to_string()),
+        }
+    }
+}

@@ -10,8 +10,9 @@
 //!   with dotted names; tensors stay on the device.
 //! - [`schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
 //! - [`quantity`]: the [`Quantity`] trait and one file per Cockpit quantity (all 19).
-//! - [`persample`]: per-sample gradients, BackPACK's role: instrumented `Linear` / `Conv2d`
-//!   layers and a [`persample::Recorder`] (fast path), or single-sample passes (exact fallback).
+//! - [`persample`]: per-sample gradients, BackPACK's role (the `cockpit-persample` crate,
+//!   re-exported): drop-ins for every parametered burn-nn layer and a
+//!   [`persample::Recorder`] (fast path), or single-sample passes (exact fallback).
 //! - [`curvature`]: Hessian-vector products from differences of gradients, Cockpit's power
 //!   iteration and Lanczos, exact curvature diagonals of MLPs, Hutchinson's estimate.
 //! - [`Cockpit`]: runs quantities at their steps with Cockpit's two-step bookkeeping.
@@ -32,16 +33,16 @@ pub mod error;
 pub mod info;
 pub mod log;
 pub mod output;
-pub mod persample;
 pub mod quantity;
 pub mod schedule;
-pub mod snapshot;
 
 pub use cockpit::{Cockpit, EpochLog};
+pub use cockpit_persample as persample;
+pub use cockpit_persample::snapshot;
+pub use cockpit_persample::{ParamEntry, Snapshot};
 pub use config::{CockpitConfig, Configuration, QuantityConfig};
 pub use error::{CockpitError, QuantityError};
 pub use info::{OptimizerInfo, StepInfo};
 pub use output::{Histogram1d, Histogram2d, HostArray, Output, Value};
 pub use quantity::{Quantity, QuantityKind, QuantityType, Reduction, StepContext};
 pub use schedule::Schedule;
-pub use snapshot::{ParamEntry, Snapshot};

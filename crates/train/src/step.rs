@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use burn::module::Module;
 use burn::tensor::Tensor;
 use burn::train::TrainOutput;
-use cockpit_quantities::QuantityError;
+use cockpit_quantities::persample::PerSampleError;
 use cockpit_quantities::persample::{LinearFactors, Recorder};
 
 /// The thread-local capture of one call of the user's `TrainStep::step`.
@@ -32,7 +32,7 @@ pub(crate) struct Captured {
     /// The per-sample losses `[B]` (detached), when given.
     pub(crate) losses: Option<Tensor<1>>,
     /// The per-sample factors of the instrumented layers.
-    pub(crate) factors: Option<Result<LinearFactors, QuantityError>>,
+    pub(crate) factors: Option<Result<LinearFactors, PerSampleError>>,
 }
 
 thread_local! {

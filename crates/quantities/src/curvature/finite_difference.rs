@@ -130,7 +130,7 @@ impl<M: Module + Sync + 'static> CurvatureSource for FiniteDifferenceHvp<M> {
         ))?;
         let (theta, v_norm) = (norms[0].sqrt(), norms[1].sqrt());
         if v_norm == 0.0 {
-            return params.difference(params);
+            return Ok(params.difference(params)?);
         }
         let eps = cube_root_roundoff(params) * theta.max(1.0) / v_norm;
         let plus = self.grads_at(params, v, eps)?;

@@ -163,7 +163,7 @@ pub(crate) fn sum_over_params(parts: &[Tensor<1>]) -> Result<Tensor<1>, Quantity
 
 /// Reads several one-element tensors in one host read.
 pub(crate) fn read_scalars(parts: Vec<Tensor<1>>) -> Result<Vec<f64>, QuantityError> {
-    crate::snapshot::read_values(Tensor::cat(parts, 0))
+    Ok(crate::snapshot::read_values(Tensor::cat(parts, 0))?)
 }
 
 /// `x` if the batch has at least two samples, NaN otherwise (the `1/(B−1)` quantities are

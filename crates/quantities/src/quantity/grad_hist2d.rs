@@ -303,5 +303,5 @@ fn device_matmul_tn(
         return host_matmul_tn(r, c, k, m, n);
     }
     let ct = Tensor::<2>::from_data(TensorData::new(c.to_vec(), [k, n]), device);
-    read_values(rt.transpose().matmul(ct).reshape([m * n]))
+    Ok(read_values(rt.transpose().matmul(ct).reshape([m * n]))?)
 }

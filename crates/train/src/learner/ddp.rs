@@ -360,7 +360,7 @@ impl State {
         deposits: Vec<Deposit>,
         joined: Result<
             cockpit_quantities::persample::GroupStats,
-            cockpit_quantities::QuantityError,
+            cockpit_quantities::persample::PerSampleError,
         >,
         device: &Device,
         lr: f64,

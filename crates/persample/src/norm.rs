@@ -195,7 +195,7 @@ pub(crate) fn record_channels<const D: usize>(
 ///   (measured: 82 % apart on a Linear → BatchNorm → readout net, while both sum to the batch
 ///   gradient). Single-sample passes would normalise each sample by its own statistics: a
 ///   different model. So per-sample statistics are refused for the whole model, with
-///   [`QuantityError::SamplesCoupled`](crate::QuantityError::SamplesCoupled) naming this
+///   [`PerSampleError::SamplesCoupled`](crate::PerSampleError::SamplesCoupled) naming this
 ///   layer, on the fast path and in [`PerSample::auto`](super::PerSample::auto) alike (as
 ///   Opacus does). Gradient quantities, curvature and everything else still run. Put the
 ///   layer in eval mode (its `training` flag) or use [`GroupNorm`]/[`LayerNorm`] to get them.
@@ -413,7 +413,7 @@ mod tests {
     use burn::tensor::Device;
 
     use super::*;
-    use crate::persample::Embedding;
+    use crate::Embedding;
 
     fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
         let n = t.shape().num_elements();
@@ -518,7 +518,7 @@ mod tests {
             );
         };
         for recording in [false, true] {
-            let recorder = recording.then(crate::persample::Recorder::start);
+            let recorder = recording.then(crate::Recorder::start);
             let group = GroupNormConfig::new(2, 4).init(&device);
             close(
                 GroupNorm::from(group.clone()).forward(x.clone()),
@@ -533,7 +533,7 @@ mod tests {
             );
             let prelu = PReluConfig::new().with_num_parameters(4).init(&device);
             close(
-                crate::persample::PRelu::from(prelu.clone()).forward(x.clone()),
+                crate::PRelu::from(prelu.clone()).forward(x.clone()),
                 prelu.forward(x.clone()),
                 "PRelu",
             );

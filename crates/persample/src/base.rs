@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use burn::tensor::Tensor;
 
-use crate::{QuantityError, Snapshot};
+use crate::{PerSampleError, Snapshot};
 
 /// Per-sample gradient elements of one parameter for some samples, as the engine has them.
 #[derive(Debug, Clone)]
@@ -129,7 +129,7 @@ pub struct Request<'a> {
     /// Receives the per-sample gradients `(parameter index, elements)`; dense chunks have at
     /// most `chunk_elements` elements, factored chunks ([`Elements::Outer`]) at most
     /// `chunk_elements` factor entries (at least one sample either way).
-    pub elements: Option<&'a mut dyn FnMut(usize, Elements) -> Result<(), QuantityError>>,
+    pub elements: Option<&'a mut dyn FnMut(usize, Elements) -> Result<(), PerSampleError>>,
     /// Largest chunk handed to `elements`, in elements.
     pub chunk_elements: usize,
 }
@@ -181,10 +181,10 @@ pub trait PerSampleSource: Send + Sync + Debug {
     ///
     /// # Errors
     ///
-    /// [`QuantityError`] if a parameter is not covered, or a callback fails.
+    /// [`PerSampleError`] if a parameter is not covered, or a callback fails.
     fn reduce(
         &self,
         params: &Snapshot,
         request: Request<'_>,
-    ) -> Result<PerSampleStats, QuantityError>;
+    ) -> Result<PerSampleStats, PerSampleError>;
 }

@@ -12,7 +12,7 @@ use burn::module::ParamId;
 use burn::tensor::{Gradients, Tensor};
 
 use super::factors::{DenseGradients, LayerFactors, LinearFactors};
-use crate::QuantityError;
+use crate::PerSampleError;
 
 /// How a layer stores its weight relative to the per-sample gradient `Σ_t a_t e_tᵀ`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,9 +172,9 @@ impl Recorder {
     ///
     /// # Errors
     ///
-    /// [`QuantityError::Unsupported`] if no instrumented layer ran, or the batch sizes of the
-    /// taps disagree; [`QuantityError::Shape`] if a tap's gradient is missing.
-    pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, QuantityError> {
+    /// [`PerSampleError::Unsupported`] if no instrumented layer ran, or the batch sizes of the
+    /// taps disagree; [`PerSampleError::Shape`] if a tap's gradient is missing.
+    pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, PerSampleError> {
         let Recording { taps, refused } = ACTIVE
             .with(|active| active.borrow_mut().take())
             .unwrap_or_default();
@@ -182,7 +182,7 @@ impl Recorder {
             return Ok(LinearFactors::new(0, Vec::new()).with_refused(refused));
         }
         if taps.is_empty() {
-            return Err(QuantityError::Unsupported(
+            return Err(PerSampleError::Unsupported(
                 "no instrumented layer ran while recording; build the model from \
                  `persample::Linear` or use `ExactPerSample`"
                     .into(),
@@ -195,12 +195,12 @@ impl Recorder {
         for tap in taps {
             let [b, t, d_out] = tap.leaf.dims();
             if b != batch {
-                return Err(QuantityError::Unsupported(format!(
+                return Err(PerSampleError::Unsupported(format!(
                     "instrumented layers saw batch sizes {batch} and {b}"
                 )));
             }
             let Some(delta) = tap.leaf.grad(grads) else {
-                return Err(QuantityError::Shape(
+                return Err(PerSampleError::Shape(
                     "an instrumented layer's output did not reach the loss".into(),
                 ));
             };

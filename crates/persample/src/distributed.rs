@@ -10,7 +10,7 @@ use burn::tensor::{Device, Tensor, TensorCreationOptions, TensorData};
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
 use crate::snapshot::read_values;
-use crate::{QuantityError, Snapshot};
+use crate::{PerSampleError, Snapshot};
 
 /// One worker's end of an all-reduce over a data-parallel group.
 ///
@@ -27,8 +27,8 @@ pub trait Collective: Send + Sync + Debug {
     ///
     /// # Errors
     ///
-    /// [`QuantityError::HostWorker`] when the group does not complete the reduction.
-    fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, QuantityError>;
+    /// [`PerSampleError::HostWorker`] when the group does not complete the reduction.
+    fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, PerSampleError>;
 }
 
 /// [`Collective`] on burn's collective operations
@@ -46,10 +46,10 @@ impl BurnCollective {
     ///
     /// # Errors
     ///
-    /// [`QuantityError::Shape`] if `rank` is not below the number of devices.
-    pub fn new(devices: Vec<Device>, rank: usize) -> Result<Self, QuantityError> {
+    /// [`PerSampleError::Shape`] if `rank` is not below the number of devices.
+    pub fn new(devices: Vec<Device>, rank: usize) -> Result<Self, PerSampleError> {
         if rank >= devices.len() {
-            return Err(QuantityError::Shape(format!(
+            return Err(PerSampleError::Shape(format!(
                 "rank {rank} in a group of {} devices",
                 devices.len()
             )));
@@ -67,7 +67,7 @@ impl Collective for BurnCollective {
         self.devices.len()
     }
 
-    fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, QuantityError> {
+    fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, PerSampleError> {
         Ok(all_reduce(values, ReduceOperation::Sum, self.devices.clone()).resolve())
     }
 }
@@ -131,12 +131,12 @@ impl Collective for LocalCollective {
         self.shared.size
     }
 
-    fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, QuantityError> {
+    fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, PerSampleError> {
         let options = TensorCreationOptions::new(values.device()).with_dtype(values.dtype());
         let host = read_values(values)?;
         let group = &self.shared;
         let stalled = || {
-            QuantityError::HostWorker(format!(
+            PerSampleError::HostWorker(format!(
                 "all-reduce: worker {} of {} waited {:?} for the others",
                 self.rank, group.size, group.timeout
             ))
@@ -198,8 +198,8 @@ impl Collective for LocalCollective {
         drop(round);
         let sum = match result {
             Some(Ok(sum)) => sum,
-            Some(Err(message)) => return Err(QuantityError::Shape(message)),
-            None => return Err(QuantityError::HostWorker("all-reduce: no result".into())),
+            Some(Err(message)) => return Err(PerSampleError::Shape(message)),
+            None => return Err(PerSampleError::HostWorker("all-reduce: no result".into())),
         };
         let n = sum.len();
         Ok(Tensor::from_data(
@@ -248,15 +248,15 @@ const HEADER: usize = 5;
 ///
 /// # Errors
 ///
-/// [`QuantityError::Unsupported`] when a worker could not compute its statistics,
-/// [`QuantityError::Shape`] when the workers' statistics differ in layout, or the
+/// [`PerSampleError::Unsupported`] when a worker could not compute its statistics,
+/// [`PerSampleError::Shape`] when the workers' statistics differ in layout, or the
 /// collective's error.
 pub fn all_reduce_stats(
     local: Option<&PerSampleStats>,
     losses: Option<Tensor<1>>,
     device: &Device,
     collective: &dyn Collective,
-) -> Result<GroupStats, QuantityError> {
+) -> Result<GroupStats, PerSampleError> {
     let (rank, world) = (collective.rank(), collective.world_size());
     let vectors: Vec<Tensor<1>> = local
         .map(|s| {
@@ -290,12 +290,12 @@ pub fn all_reduce_stats(
     let header = read_values(header)?;
     let slot = |r: usize, i: usize| header[HEADER * r + i];
     if (0..world).any(|r| slot(r, 1) != 0.0) {
-        return Err(QuantityError::Unsupported(
+        return Err(PerSampleError::Unsupported(
             "a worker of the data-parallel group has no per-sample statistics for this step".into(),
         ));
     }
     if (0..world).any(|r| (2..HEADER).any(|i| slot(r, i) != slot(0, i))) {
-        return Err(QuantityError::Shape(
+        return Err(PerSampleError::Shape(
             "the workers of the data-parallel group reduced different statistics".into(),
         ));
     }
@@ -317,7 +317,7 @@ pub fn all_reduce_stats(
     let mut packed = Vec::new();
     for v in &vectors {
         if v.dims()[0] != b {
-            return Err(QuantityError::Shape(format!(
+            return Err(PerSampleError::Shape(format!(
                 "a per-sample statistic has {} entries for {b} samples",
                 v.dims()[0]
             )));
@@ -347,7 +347,7 @@ pub fn all_reduce_stats(
         at += n;
         piece
     };
-    let local = local.ok_or_else(|| QuantityError::Shape("no local statistics".into()))?;
+    let local = local.ok_or_else(|| PerSampleError::Shape("no local statistics".into()))?;
     let mut vector = || take(total);
     let sq_norms = local
         .sq_norms
@@ -414,14 +414,14 @@ impl PerSampleSource for ReducedPerSample {
         &self,
         params: &Snapshot,
         request: Request<'_>,
-    ) -> Result<PerSampleStats, QuantityError> {
+    ) -> Result<PerSampleStats, PerSampleError> {
         let missing = |what: &str| {
-            QuantityError::Unsupported(format!("{what} was not reduced for this step"))
+            PerSampleError::Unsupported(format!("{what} was not reduced for this step"))
         };
         let wanted = |asked: bool, have: &Option<Vec<Tensor<1>>>, what: &str| match (asked, have) {
             (false, _) => Ok(None),
             (true, Some(v)) if v.len() == params.len() => Ok(Some(v.clone())),
-            (true, Some(_)) => Err(QuantityError::Shape(format!(
+            (true, Some(_)) => Err(PerSampleError::Shape(format!(
                 "{what} was reduced for another parameter set"
             ))),
             (true, None) => Err(missing(what)),
@@ -457,7 +457,7 @@ mod tests {
 
     use super::*;
     use crate::ParamEntry;
-    use crate::persample::{Elements, LayerFactors, Layout, LinearFactors};
+    use crate::{Elements, LayerFactors, Layout, LinearFactors};
 
     const WAIT: Duration = Duration::from_secs(20);
 
@@ -557,7 +557,7 @@ mod tests {
             vec![(0, 1), (1, 3), (3, 5)],
         ] {
             let group = LocalCollective::group(shards.len(), WAIT);
-            let results: Vec<Result<GroupStats, QuantityError>> = std::thread::scope(|s| {
+            let results: Vec<Result<GroupStats, PerSampleError>> = std::thread::scope(|s| {
                 let handles: Vec<_> = shards
                     .iter()
                     .zip(group)
@@ -641,7 +641,7 @@ mod tests {
         let group = LocalCollective::group(2, Duration::from_millis(50));
         let result = group[0].all_reduce_sum(tensor(&[1.0], [1]));
         assert!(
-            matches!(result, Err(QuantityError::HostWorker(_))),
+            matches!(result, Err(PerSampleError::HostWorker(_))),
             "{result:?}"
         );
     }
@@ -660,7 +660,7 @@ mod tests {
         stats.sum_sq = None;
         let reduced = ReducedPerSample::new(stats.clone(), Some(Arc::new(part)));
         let mut seen = 0;
-        let mut sink = |_: usize, chunk: Elements| -> Result<(), QuantityError> {
+        let mut sink = |_: usize, chunk: Elements| -> Result<(), PerSampleError> {
             seen += chunk.dense().dims()[0];
             Ok(())
         };
@@ -677,7 +677,7 @@ mod tests {
         asked.sum_sq = true;
         assert!(reduced.reduce(&theta, asked).is_err());
         let no_elements = ReducedPerSample::new(stats, None);
-        let mut sink = |_: usize, _: Elements| -> Result<(), QuantityError> { Ok(()) };
+        let mut sink = |_: usize, _: Elements| -> Result<(), PerSampleError> { Ok(()) };
         let mut asked = Request::new();
         asked.elements = Some(&mut sink);
         assert!(no_elements.reduce(&theta, asked).is_err());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use burn::tensor::{Device, Tensor};
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
-use crate::{QuantityError, Snapshot};
+use crate::{PerSampleError, Snapshot};
 
 /// Per-sample gradients of one batch whose samples are spread over several sources (parts),
 /// merged exactly: every statistic Cockpit uses is per sample or a sum over samples, so each
@@ -45,11 +45,11 @@ impl MergedPerSample {
     ///
     /// # Errors
     ///
-    /// [`QuantityError::Shape`] if there is no part with a sample.
-    pub fn new(parts: Vec<Arc<dyn PerSampleSource>>) -> Result<Self, QuantityError> {
+    /// [`PerSampleError::Shape`] if there is no part with a sample.
+    pub fn new(parts: Vec<Arc<dyn PerSampleSource>>) -> Result<Self, PerSampleError> {
         let parts: Vec<_> = parts.into_iter().filter(|p| p.batch_size() > 0).collect();
         if parts.is_empty() {
-            return Err(QuantityError::Shape(
+            return Err(PerSampleError::Shape(
                 "a merged batch needs at least one part with a sample".into(),
             ));
         }
@@ -83,7 +83,7 @@ impl PerSampleSource for MergedPerSample {
         &self,
         params: &Snapshot,
         mut request: Request<'_>,
-    ) -> Result<PerSampleStats, QuantityError> {
+    ) -> Result<PerSampleStats, PerSampleError> {
         let mut merged: Option<PerSampleStats> = None;
         let mut device: Option<Device> = self.device.clone();
         for part in &self.parts {
@@ -106,7 +106,7 @@ impl PerSampleSource for MergedPerSample {
                 Some(total) => merge(total, stats)?,
             });
         }
-        merged.ok_or_else(|| QuantityError::Shape("a merged batch has no part".into()))
+        merged.ok_or_else(|| PerSampleError::Shape("a merged batch has no part".into()))
     }
 }
 
@@ -139,18 +139,18 @@ fn to_device(stats: PerSampleStats, device: &Device) -> PerSampleStats {
 }
 
 /// Merges the statistics of the samples of `a` followed by those of `b`.
-fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, QuantityError> {
+fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, PerSampleError> {
     type Combine = fn(Tensor<1>, Tensor<1>) -> Tensor<1>;
     let zip = |x: Option<Vec<Tensor<1>>>,
                y: Option<Vec<Tensor<1>>>,
                combine: Combine|
-     -> Result<Option<Vec<Tensor<1>>>, QuantityError> {
+     -> Result<Option<Vec<Tensor<1>>>, PerSampleError> {
         match (x, y) {
             (None, None) => Ok(None),
             (Some(x), Some(y)) if x.len() == y.len() => Ok(Some(
                 x.into_iter().zip(y).map(|(x, y)| combine(x, y)).collect(),
             )),
-            _ => Err(QuantityError::Shape(
+            _ => Err(PerSampleError::Shape(
                 "the parts of a merged batch returned different statistics".into(),
             )),
         }
@@ -159,7 +159,7 @@ fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, Quantit
     let add: Combine = |x, y| x + y;
     let max: Combine = |x, y| x.max_pair(y);
     if a.dots.len() != b.dots.len() {
-        return Err(QuantityError::Shape(
+        return Err(PerSampleError::Shape(
             "the parts of a merged batch returned different projections".into(),
         ));
     }
@@ -187,7 +187,7 @@ mod tests {
 
     use super::*;
     use crate::ParamEntry;
-    use crate::persample::{Elements, LayerFactors, Layout, LinearFactors};
+    use crate::{Elements, LayerFactors, Layout, LinearFactors};
 
     fn tensor<const D: usize>(values: &[f64], shape: [usize; D]) -> Tensor<D> {
         Tensor::from_data(TensorData::new(values.to_vec(), shape), &Device::default())
@@ -238,7 +238,7 @@ mod tests {
         }]);
         let reduce = |source: &dyn PerSampleSource| {
             let mut elements = Vec::new();
-            let mut sink = |_: usize, chunk: Elements| -> Result<(), QuantityError> {
+            let mut sink = |_: usize, chunk: Elements| -> Result<(), PerSampleError> {
                 elements.extend(values(chunk.dense().reshape([-1])));
                 Ok(())
             };

@@ -453,7 +453,7 @@ mod tests {
             let burn_encoder = config(norm_first).init(&device);
             let ours = TransformerEncoder::from_burn(burn_encoder.clone(), 1e-3);
             for recording in [false, true] {
-                let recorder = recording.then(crate::persample::Recorder::start);
+                let recorder = recording.then(crate::Recorder::start);
                 close(
                     ours.forward(TransformerEncoderInput::new(x.clone()).mask_pad(pad.clone())),
                     burn_encoder.forward(BurnInput::new(x.clone()).mask_pad(pad.clone())),

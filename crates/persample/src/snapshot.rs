@@ -10,7 +10,7 @@ use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
-use crate::{CockpitError, QuantityError};
+use crate::PerSampleError;
 
 /// One trainable parameter (or its gradient) at one step.
 #[derive(Debug, Clone)]
@@ -56,12 +56,12 @@ impl Snapshot {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::MissingGradient`] names the first parameter without a gradient.
-    pub fn of_grads<M: Module>(model: &M, grads: &GradientsParams) -> Result<Self, CockpitError> {
+    /// [`PerSampleError::MissingGradient`] names the first parameter without a gradient.
+    pub fn of_grads<M: Module>(model: &M, grads: &GradientsParams) -> Result<Self, PerSampleError> {
         let mut visitor = Collector::new(Some(grads));
         model.visit(&mut visitor);
         if let Some(name) = visitor.missing {
-            return Err(CockpitError::MissingGradient { name });
+            return Err(PerSampleError::MissingGradient { name });
         }
         Ok(Self {
             entries: visitor.entries,
@@ -128,18 +128,18 @@ impl Snapshot {
     ///
     /// # Errors
     ///
-    /// [`QuantityError::Shape`] if a parameter is missing from `other` or has another shape.
-    pub fn sq_distances(&self, other: &Snapshot) -> Result<Tensor<1>, QuantityError> {
+    /// [`PerSampleError::Shape`] if a parameter is missing from `other` or has another shape.
+    pub fn sq_distances(&self, other: &Snapshot) -> Result<Tensor<1>, PerSampleError> {
         let mut parts = Vec::with_capacity(self.entries.len());
         for entry in &self.entries {
             let Some(reference) = other.get(entry.id) else {
-                return Err(QuantityError::Shape(format!(
+                return Err(PerSampleError::Shape(format!(
                     "parameter `{}` has no reference value",
                     entry.name
                 )));
             };
             if reference.shape != entry.shape {
-                return Err(QuantityError::Shape(format!(
+                return Err(PerSampleError::Shape(format!(
                     "parameter `{}` changed shape from {:?} to {:?}",
                     entry.name, reference.shape, entry.shape
                 )));
@@ -173,15 +173,15 @@ impl Snapshot {
     ///
     /// # Errors
     ///
-    /// [`QuantityError::Shape`] if a parameter is missing from `other` or has another shape.
-    pub fn difference(&self, other: &Snapshot) -> Result<Snapshot, QuantityError> {
+    /// [`PerSampleError::Shape`] if a parameter is missing from `other` or has another shape.
+    pub fn difference(&self, other: &Snapshot) -> Result<Snapshot, PerSampleError> {
         let mut entries = Vec::with_capacity(self.entries.len());
         for entry in &self.entries {
             let reference = other
                 .get(entry.id)
                 .filter(|r| r.shape == entry.shape)
                 .ok_or_else(|| {
-                    QuantityError::Shape(format!(
+                    PerSampleError::Shape(format!(
                         "parameter `{}` has no matching reference",
                         entry.name
                     ))
@@ -200,11 +200,11 @@ impl Snapshot {
 ///
 /// # Errors
 ///
-/// [`QuantityError::Read`] if the backend cannot read the tensor.
-pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, QuantityError> {
+/// [`PerSampleError::Read`] if the backend cannot read the tensor.
+pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, PerSampleError> {
     tensor
         .try_into_vec_as::<f64>()
-        .map_err(|err| QuantityError::Read(format!("{err:?}")))
+        .map_err(|err| PerSampleError::Read(format!("{err:?}")))
 }
 
 /// Reads a device tensor into `buffer` as `f64`, reusing its allocation (the histograms read
@@ -212,11 +212,11 @@ pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, QuantityError> {
 ///
 /// # Errors
 ///
-/// [`QuantityError::Read`] if the backend cannot read the tensor.
-pub(crate) fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), QuantityError> {
+/// [`PerSampleError::Read`] if the backend cannot read the tensor.
+pub fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), PerSampleError> {
     let data = tensor
         .try_into_data()
-        .map_err(|err| QuantityError::Read(format!("{err:?}")))?;
+        .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
     buffer.clear();
     if let Ok(values) = data.as_slice::<f32>() {
         buffer.extend(values.iter().map(|&v| f64::from(v)));

@@ -335,7 +335,7 @@ mod tests {
         let device = Device::default().autodiff();
         let x = Tensor::<3>::random([3, 4, 5], Distribution::Normal(0.0, 1.0), &device);
         for recording in [false, true] {
-            let recorder = recording.then(crate::persample::Recorder::start);
+            let recorder = recording.then(crate::Recorder::start);
             for (batch_first, reverse, input_forget, clip) in [
                 (true, false, false, None),
                 (false, true, false, Some(0.3)),

@@ -7,7 +7,7 @@ use burn::tensor::{Device, Tensor};
 use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use super::recorder::Layout;
 use super::recorder::Refusal;
-use crate::{ParamEntry, QuantityError, Snapshot};
+use crate::{ParamEntry, PerSampleError, Snapshot};
 
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
 /// output gradients `e = B·∂L/∂y` `[B, T, d_out]` (`T = 1` for plain `[B, d]` inputs).
@@ -106,15 +106,15 @@ impl LinearFactors {
     }
 
     /// The typed error of a layer among `params` that couples the samples
-    /// ([`QuantityError::SamplesCoupled`], naming it), if one ran while recording: per-sample
+    /// ([`PerSampleError::SamplesCoupled`], naming it), if one ran while recording: per-sample
     /// gradients of the model are then not defined, on the fast path or any other.
-    pub fn refusal(&self, params: &Snapshot) -> Option<QuantityError> {
+    pub fn refusal(&self, params: &Snapshot) -> Option<PerSampleError> {
         self.refused.iter().find_map(|refusal| {
             let entry = params
                 .entries()
                 .iter()
                 .find(|e| refusal.params.contains(&e.id))?;
-            Some(QuantityError::SamplesCoupled {
+            Some(PerSampleError::SamplesCoupled {
                 layer: entry.name.clone(),
                 reason: refusal.reason.clone(),
             })
@@ -198,7 +198,7 @@ impl PerSampleSource for LinearFactors {
         &self,
         params: &Snapshot,
         mut request: Request<'_>,
-    ) -> Result<PerSampleStats, QuantityError> {
+    ) -> Result<PerSampleStats, PerSampleError> {
         if let Some(refusal) = self.refusal(params) {
             return Err(refusal);
         }
@@ -295,7 +295,7 @@ fn factored_sequence_stats(
     index: usize,
     request: &Request<'_>,
     stats: &mut Accumulator,
-) -> Result<(), QuantityError> {
+) -> Result<(), PerSampleError> {
     let [batch, positions, d_in] = layer.a.dims();
     let d_out = layer.e.dims()[2];
     let (a, e) = (layer.a.clone(), layer.e.clone());
@@ -344,8 +344,8 @@ pub(crate) fn chunk_samples(max_elements: usize, numel: usize, batch: usize) -> 
     (max_elements / numel.max(1)).clamp(1, batch.max(1))
 }
 
-pub(crate) fn not_covered(entry: &ParamEntry) -> QuantityError {
-    QuantityError::Unsupported(format!(
+pub(crate) fn not_covered(entry: &ParamEntry) -> PerSampleError {
+    PerSampleError::Unsupported(format!(
         "parameter `{}` is not in an instrumented layer (persample::Linear, Conv1d, Conv2d, \
          Embedding, LayerNorm, RmsNorm, GroupNorm, InstanceNorm, PRelu); use ExactPerSample or PerSample::auto for other layers",
         entry.name
@@ -358,11 +358,13 @@ fn direction_of(
     direction: &Snapshot,
     entry: &ParamEntry,
     device: &Device,
-) -> Result<Tensor<1>, QuantityError> {
+) -> Result<Tensor<1>, PerSampleError> {
     direction
         .get(entry.id)
         .map(|d| d.value.clone().to_device(device))
-        .ok_or_else(|| QuantityError::Shape(format!("no direction for parameter `{}`", entry.name)))
+        .ok_or_else(|| {
+            PerSampleError::Shape(format!("no direction for parameter `{}`", entry.name))
+        })
 }
 
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
@@ -431,7 +433,7 @@ impl Accumulator {
         entry: &ParamEntry,
         g: Tensor<2>,
         request: &mut Request<'_>,
-    ) -> Result<(), QuantityError> {
+    ) -> Result<(), PerSampleError> {
         self.slot(index);
         let numel = entry.numel();
         let b = g.dims()[0];
@@ -455,13 +457,13 @@ impl Accumulator {
         Ok(())
     }
 
-    pub(crate) fn finish(self) -> Result<PerSampleStats, QuantityError> {
+    pub(crate) fn finish(self) -> Result<PerSampleStats, PerSampleError> {
         let (want_sq, want_sum_sq, want_max) = self.want;
-        let cat = |v: Vec<Vec<Tensor<1>>>| -> Result<Vec<Tensor<1>>, QuantityError> {
+        let cat = |v: Vec<Vec<Tensor<1>>>| -> Result<Vec<Tensor<1>>, PerSampleError> {
             v.into_iter()
                 .map(|parts| {
                     if parts.is_empty() {
-                        Err(QuantityError::Shape("a parameter has no statistic".into()))
+                        Err(PerSampleError::Shape("a parameter has no statistic".into()))
                     } else {
                         Ok(Tensor::cat(parts, 0))
                     }
@@ -473,7 +475,9 @@ impl Accumulator {
                 self.sum_sq
                     .into_iter()
                     .map(|t| {
-                        t.ok_or_else(|| QuantityError::Shape("a parameter has no statistic".into()))
+                        t.ok_or_else(|| {
+                            PerSampleError::Shape("a parameter has no statistic".into())
+                        })
                     })
                     .collect::<Result<_, _>>()?,
             )

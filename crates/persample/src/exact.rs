@@ -9,9 +9,9 @@ use burn::tensor::Tensor;
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
 use super::factors::{Accumulator, Coverage, LinearFactors, chunk_samples};
-use crate::{QuantityError, Snapshot};
+use crate::{PerSampleError, Snapshot};
 
-type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, QuantityError> + Send + Sync;
+type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, PerSampleError> + Send + Sync;
 
 /// Per-sample gradients from one backward pass per sample (or per chunk the closure chooses):
 /// `grads_of(n)` returns the gradients of the loss of sample `n` alone, `∇ℓ_n(θ_t)`, for the
@@ -46,7 +46,7 @@ impl ExactPerSample {
     /// loss of sample `n` alone, e.g. `GradientsParams::from_grads(loss_n.backward(), &model)`).
     pub fn new(
         batch: usize,
-        grads_of: impl Fn(usize) -> Result<GradientsParams, QuantityError> + Send + Sync + 'static,
+        grads_of: impl Fn(usize) -> Result<GradientsParams, PerSampleError> + Send + Sync + 'static,
     ) -> Self {
         Self {
             batch,
@@ -80,7 +80,7 @@ impl PerSampleSource for ExactPerSample {
         &self,
         params: &Snapshot,
         mut request: Request<'_>,
-    ) -> Result<PerSampleStats, QuantityError> {
+    ) -> Result<PerSampleStats, PerSampleError> {
         WARN_ONCE.call_once(|| {
             log::warn!(
                 "cockpit: per-sample gradients from the exact fallback cost {} extra \
@@ -91,7 +91,7 @@ impl PerSampleSource for ExactPerSample {
         });
         let entries = params.entries();
         if entries.is_empty() || self.batch == 0 {
-            return Err(QuantityError::Shape("no parameter or no sample".into()));
+            return Err(PerSampleError::Shape("no parameter or no sample".into()));
         }
         // One row per sample and parameter, gathered sample by sample, reduced per parameter.
         let mut rows: Vec<Vec<Tensor<2>>> = vec![Vec::new(); entries.len()];
@@ -105,7 +105,7 @@ impl PerSampleSource for ExactPerSample {
             let grads = (self.grads_of)(n)?;
             for (index, entry) in entries.iter().enumerate() {
                 let g = flat_grad(&grads, entry.id, entry.shape.len()).ok_or_else(|| {
-                    QuantityError::Shape(format!(
+                    PerSampleError::Shape(format!(
                         "the single-sample gradients lack parameter `{}`",
                         entry.name
                     ))
@@ -165,7 +165,7 @@ impl PerSampleSource for PerSample {
         &self,
         params: &Snapshot,
         request: Request<'_>,
-    ) -> Result<PerSampleStats, QuantityError> {
+    ) -> Result<PerSampleStats, PerSampleError> {
         if let Some(refusal) = self.fast.as_ref().and_then(|f| f.refusal(params)) {
             // The single-sample passes would normalise each sample by its own statistics: a
             // different model. Refuse rather than fall back.
@@ -185,7 +185,7 @@ impl PerSampleSource for PerSample {
             }
             (_, Some(exact)) => exact.reduce(params, request),
             (Some(fast), None) => fast.reduce(params, request),
-            (None, None) => Err(QuantityError::MissingInfo("per-sample gradients")),
+            (None, None) => Err(PerSampleError::MissingInfo("per-sample gradients")),
         }
     }
 }

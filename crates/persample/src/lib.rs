@@ -1,4 +1,7 @@
-//! Per-sample gradients: the role BackPACK plays for Cockpit.
+//! # cockpit-persample
+//!
+//! Per-sample gradient statistics for burn models: the role BackPACK plays for Cockpit, and
+//! what DP-SGD's per-sample clipping needs (`examples/dp_sgd.rs`). Useful without Cockpit.
 //!
 //! burn has no backward hooks and no gradients of intermediate tensors, and its autodiff is
 //! first-order only. Two engines produce per-sample statistics anyway:
@@ -34,6 +37,7 @@ mod conv1d;
 mod conv2d;
 mod distributed;
 mod embedding;
+mod error;
 mod exact;
 mod factors;
 mod linear;
@@ -42,6 +46,7 @@ mod norm;
 mod prelu;
 mod recorder;
 mod rnn;
+pub mod snapshot;
 mod transformer;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
@@ -51,6 +56,7 @@ pub use distributed::{
     BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
 };
 pub use embedding::Embedding;
+pub use error::PerSampleError;
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, DenseGradients, LayerFactors, LinearFactors};
 pub use linear::Linear;
@@ -59,6 +65,7 @@ pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
 pub use recorder::{Layout, Recorder, is_recording};
 pub use rnn::{GateController, Gru, Lstm, SwiGlu};
+pub use snapshot::{ParamEntry, Snapshot, read_values};
 pub use transformer::{
     MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
     TransformerEncoderInput, TransformerEncoderLayer,

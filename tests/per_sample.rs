@@ -666,6 +666,114 @@ fn guide_cnn_fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// A Conv2d and a Conv1d with settings drawn from a seed (kernel, stride, dilation, groups,
+/// `Valid`/`Same`/`Explicit` padding, asymmetric too), a Linear head.
+#[derive(Module, Debug)]
+struct RandomConvNet {
+    conv2d: burn_cockpit::persample::Conv2d,
+    conv1d: burn_cockpit::persample::Conv1d,
+    head: Linear,
+    /// `[c, l]` of the Conv2d output, reshaped for the Conv1d.
+    flat: [usize; 2],
+    features: usize,
+}
+
+impl RandomConvNet {
+    /// The settings of `seed`, and a description.
+    fn new(device: &Device, seed: u64) -> (Self, String) {
+        use burn::nn::conv::Conv1dConfig;
+        use burn::nn::{PaddingConfig1d, PaddingConfig2d};
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+        let mut draw = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n) as usize
+        };
+        let groups2 = [1, 2][draw(2)];
+        let kernel = [1 + draw(3), 1 + draw(3)];
+        let padding2 = match draw(3) {
+            0 => PaddingConfig2d::Valid,
+            1 => PaddingConfig2d::Same,
+            _ => PaddingConfig2d::Explicit(draw(3), draw(3), draw(3), draw(3)),
+        };
+        let conv2d = Conv2dConfig::new([4, 4], kernel)
+            .with_stride([1 + draw(2), 1 + draw(2)])
+            .with_dilation([1 + draw(2), 1 + draw(2)])
+            .with_groups(groups2)
+            .with_padding(padding2.clone())
+            .init(device);
+        let [c, h, w] = {
+            let out = conv2d.forward(Tensor::zeros([1, 4, 7, 6], device));
+            let [_, c, h, w] = out.dims();
+            [c, h, w]
+        };
+        let groups1 = [1, 2, 4][draw(3)];
+        let padding1 = match draw(3) {
+            0 => PaddingConfig1d::Valid,
+            1 => PaddingConfig1d::Same,
+            _ => PaddingConfig1d::Explicit(draw(3), draw(3)),
+        };
+        let conv1d = Conv1dConfig::new(c, 4, 1 + draw(4))
+            .with_stride(1 + draw(3))
+            .with_dilation(1 + draw(2))
+            .with_groups(groups1)
+            .with_padding(padding1.clone())
+            .init(device);
+        let features = conv1d
+            .forward(Tensor::zeros([1, c, h * w], device))
+            .dims()
+            .iter()
+            .product::<usize>();
+        let description = format!(
+            "seed {seed}: Conv2d kernel {kernel:?} stride {:?} dilation {:?} groups {groups2} \
+             {padding2:?}; Conv1d kernel {} stride {} dilation {} groups {groups1} {padding1:?}",
+            conv2d.stride, conv2d.dilation, conv1d.kernel_size, conv1d.stride, conv1d.dilation
+        );
+        let net = Self {
+            conv2d: conv2d.into(),
+            conv1d: conv1d.into(),
+            head: LinearConfig::new(features, 3).init(device).into(),
+            flat: [c, h * w],
+            features,
+        };
+        (net, description)
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = self
+            .conv2d
+            .forward(x)
+            .tanh()
+            .reshape([b, self.flat[0], self.flat[1]]);
+        let h = self.conv1d.forward(h).tanh();
+        self.head.forward(h.reshape([b, self.features]))
+    }
+}
+
+/// Eight random convolution settings (groups, dilation, stride, asymmetric and `Same`
+/// padding): each on the fast path equals single-sample backward passes for all nine
+/// quantities over three steps.
+fn random_conv_settings_equal_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 4;
+    for seed in 0..8 {
+        let (model, description) = RandomConvNet::new(&device, seed);
+        let (dev, dtype) = (device.clone(), backend.dtype);
+        eprintln!("{description}");
+        fast_path_against_single_sample_passes(
+            backend,
+            model,
+            batch,
+            move |model: &RandomConvNet, step, samples| {
+                let (x, _) = data(&dev, batch, 168, step);
+                model.forward(rows(&x, samples, [batch, 4, 7, 6], &dev, dtype))
+            },
+        );
+    }
+}
+
 /// burn's text-classification architecture (Embeddings, TransformerEncoder with attention,
 /// feed-forward blocks and LayerNorms, Linear head) on the fast path, with padded sequences of
 /// 5 tokens, equals single-sample backward passes for all nine quantities over three steps.
@@ -1319,6 +1427,7 @@ on_every_backend!(
     channel_model_fast_path_equals_exact_fallback,
     conv_fast_path_equals_single_sample_passes,
     conv_settings_fast_path_equals_single_sample_passes,
+    random_conv_settings_equal_single_sample_passes,
     transformer_fast_path_equals_exact_fallback,
     guide_cnn_fast_path_equals_exact_fallback,
     recurrent_model_fast_path_equals_exact_fallback,

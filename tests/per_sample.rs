@@ -270,6 +270,31 @@ where
     fast
 }
 
+/// [`fast_path_against_single_sample_passes`] for a model on float inputs of `shape` (batch
+/// first), drawn by [`data`] for each step.
+fn on_float_inputs<M, const D: usize>(
+    backend: &Backend,
+    model: M,
+    shape: [usize; D],
+    forward: fn(&M, Tensor<D>) -> Tensor<2>,
+) -> Cockpit
+where
+    M: Module + Clone + Send + Sync + 'static,
+{
+    let device = backend.device.clone().autodiff();
+    let (batch, dtype) = (shape[0], backend.dtype);
+    let features = shape[1..].iter().product();
+    fast_path_against_single_sample_passes(
+        backend,
+        model,
+        batch,
+        move |model: &M, step, samples| {
+            let (x, _) = data(&device, batch, features, step);
+            forward(model, rows(&x, samples, shape, &device, dtype))
+        },
+    )
+}
+
 /// Samples `samples` of a batch of shape `shape` held on the host, as a tensor of `dtype`.
 fn rows<const D: usize>(
     values: &[f32],
@@ -296,16 +321,7 @@ fn rows<const D: usize>(
 fn fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 6;
-    let (dev, dtype) = (device.clone(), backend.dtype);
-    let fast = fast_path_against_single_sample_passes(
-        backend,
-        Mlp::new(&device),
-        batch,
-        move |model: &Mlp, step, samples| {
-            let (x, _) = data(&dev, batch, 5, step);
-            model.forward(rows(&x, samples, [batch, 5], &dev, dtype))
-        },
-    );
+    let fast = on_float_inputs(backend, Mlp::new(&device), [batch, 5], Mlp::forward);
     let counts = histogram_counts(&fast, 0, "GradHist1d").iter().sum::<f64>();
     assert_eq!(
         counts,
@@ -568,15 +584,11 @@ impl ChannelNet {
 fn channel_model_fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 6;
-    let (dev, dtype) = (device.clone(), backend.dtype);
-    fast_path_against_single_sample_passes(
+    on_float_inputs(
         backend,
         ChannelNet::new(&device),
-        batch,
-        move |model: &ChannelNet, step, samples| {
-            let (x, _) = data(&dev, batch, 20, step);
-            model.forward(rows(&x, samples, [batch, 4, 5], &dev, dtype))
-        },
+        [batch, 4, 5],
+        ChannelNet::forward,
     );
 }
 
@@ -636,15 +648,11 @@ impl ConvSettingsNet {
 fn conv_settings_fast_path_equals_single_sample_passes(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 5;
-    let (dev, dtype) = (device.clone(), backend.dtype);
-    fast_path_against_single_sample_passes(
+    on_float_inputs(
         backend,
         ConvSettingsNet::new(&device),
-        batch,
-        move |model: &ConvSettingsNet, step, samples| {
-            let (x, _) = data(&dev, batch, 120, step);
-            model.forward(rows(&x, samples, [batch, 4, 6, 5], &dev, dtype))
-        },
+        [batch, 4, 6, 5],
+        ConvSettingsNet::forward,
     );
 }
 
@@ -654,15 +662,11 @@ fn conv_settings_fast_path_equals_single_sample_passes(backend: &Backend) {
 fn guide_cnn_fast_path_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 4;
-    let (dev, dtype) = (device.clone(), backend.dtype);
-    fast_path_against_single_sample_passes(
+    on_float_inputs(
         backend,
         GuideCnn::new(&device, 3, 16, 0.0),
-        batch,
-        move |model: &GuideCnn, step, samples| {
-            let (x, _) = data(&dev, batch, 144, step);
-            model.forward(rows(&x, samples, [batch, 12, 12], &dev, dtype))
-        },
+        [batch, 12, 12],
+        GuideCnn::forward,
     );
 }
 
@@ -760,17 +764,8 @@ fn random_conv_settings_equal_single_sample_passes(backend: &Backend) {
     let batch = 4;
     for seed in 0..8 {
         let (model, description) = RandomConvNet::new(&device, seed);
-        let (dev, dtype) = (device.clone(), backend.dtype);
         eprintln!("{description}");
-        fast_path_against_single_sample_passes(
-            backend,
-            model,
-            batch,
-            move |model: &RandomConvNet, step, samples| {
-                let (x, _) = data(&dev, batch, 168, step);
-                model.forward(rows(&x, samples, [batch, 4, 7, 6], &dev, dtype))
-            },
-        );
+        on_float_inputs(backend, model, [batch, 4, 7, 6], RandomConvNet::forward);
     }
 }
 
@@ -912,15 +907,11 @@ impl NormNet {
 fn batch_norm_with_running_statistics_equals_exact_fallback(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 5;
-    let (dev, dtype) = (device.clone(), backend.dtype);
-    fast_path_against_single_sample_passes(
+    on_float_inputs(
         backend,
         NormNet::new(&device, false),
-        batch,
-        move |model: &NormNet, step, samples| {
-            let (x, _) = data(&dev, batch, 50, step);
-            model.forward(rows(&x, samples, [batch, 2, 5, 5], &dev, dtype))
-        },
+        [batch, 2, 5, 5],
+        NormNet::forward,
     );
 }
 
@@ -1081,15 +1072,11 @@ impl ConvNet {
 fn conv_fast_path_equals_single_sample_passes(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let batch = 5;
-    let (dev, dtype) = (device.clone(), backend.dtype);
-    fast_path_against_single_sample_passes(
+    on_float_inputs(
         backend,
         ConvNet::new(&device),
-        batch,
-        move |model: &ConvNet, step, samples| {
-            let (x, _) = data(&dev, batch, 50, step);
-            model.forward(rows(&x, samples, [batch, 2, 5, 5], &dev, dtype))
-        },
+        [batch, 2, 5, 5],
+        ConvNet::forward,
     );
 }
 

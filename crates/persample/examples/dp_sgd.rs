@@ -105,28 +105,18 @@ fn clipped_sum(
 }
 
 /// The same clipped sum from single-sample backward passes (the check).
-fn clipped_sum_by_loops(model: &Mlp, x: Tensor<2>, y: Tensor<1, Int>) -> Vec<f32> {
+fn clipped_sum_by_loops(
+    model: &Mlp,
+    x: Tensor<2>,
+    y: Tensor<1, Int>,
+) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
     let mut total: Option<Vec<f32>> = None;
     for n in 0..BATCH {
         let loss = model
             .losses(x.clone().slice(n..n + 1), y.clone().slice(n..n + 1))
             .sum();
         let grads = GradientsParams::from_grads(loss.backward(), model);
-        let flat: Vec<f32> = Snapshot::of_grads(model, &grads)
-            .map(|s| {
-                s.entries()
-                    .iter()
-                    .flat_map(|e| {
-                        e.value
-                            .clone()
-                            .into_data()
-                            .convert::<f32>()
-                            .try_to_vec::<f32>()
-                            .unwrap_or_default()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let flat = flatten(model, &grads)?;
         let norm = flat.iter().map(|v| v * v).sum::<f32>().sqrt();
         let w = (CLIP as f32 / norm).min(1.0);
         let clipped: Vec<f32> = flat.iter().map(|v| v * w).collect();
@@ -135,7 +125,7 @@ fn clipped_sum_by_loops(model: &Mlp, x: Tensor<2>, y: Tensor<1, Int>) -> Vec<f32
             Some(t) => t.iter().zip(&clipped).map(|(a, b)| a + b).collect(),
         });
     }
-    total.unwrap_or_default()
+    Ok(total.unwrap_or_default())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -146,19 +136,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (x, y) = batch(&device, step);
         let (clipped, norms) = clipped_sum(&model, x.clone(), y.clone())?;
         if step == 0 {
-            let ghost: Vec<f32> = Snapshot::of_grads(&model, &clipped)?
-                .entries()
-                .iter()
-                .flat_map(|e| {
-                    e.value
-                        .clone()
-                        .into_data()
-                        .convert::<f32>()
-                        .try_to_vec::<f32>()
-                        .unwrap_or_default()
-                })
-                .collect();
-            let looped = clipped_sum_by_loops(&model, x.clone(), y.clone());
+            let ghost = flatten(&model, &clipped)?;
+            let looped = clipped_sum_by_loops(&model, x.clone(), y.clone())?;
             let diff = ghost
                 .iter()
                 .zip(&looped)
@@ -215,6 +194,16 @@ fn add_noise(model: &Mlp, grads: GradientsParams, device: &Device) -> GradientsP
     };
     model.visit(&mut noise);
     noise.out
+}
+
+/// Every parameter's gradient in `grads`, flattened one after another.
+fn flatten(model: &Mlp, grads: &GradientsParams) -> Result<Vec<f32>, Box<dyn std::error::Error>> {
+    let mut flat = Vec::new();
+    for entry in Snapshot::of_grads(model, grads)?.entries() {
+        let values = entry.value.clone().into_data().convert::<f32>();
+        flat.extend(values.try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?);
+    }
+    Ok(flat)
 }
 
 fn median(v: &[f64]) -> f64 {

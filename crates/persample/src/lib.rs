@@ -47,6 +47,8 @@ mod prelu;
 mod recorder;
 mod rnn;
 pub mod snapshot;
+#[cfg(test)]
+mod testing;
 mod transformer;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};

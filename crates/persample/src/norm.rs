@@ -409,28 +409,11 @@ impl InstanceNorm {
 mod tests {
     use burn::module::Module;
     use burn::nn::{EmbeddingConfig, LayerNormConfig, RmsNormConfig};
-    use burn::store::ModuleRecord;
     use burn::tensor::Device;
 
     use super::*;
     use crate::Embedding;
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        let n = t.shape().num_elements();
-        t.reshape([n])
-            .into_data()
-            .try_to_vec::<f32>()
-            .unwrap_or_default()
-    }
-
-    /// Through the bytes of a saved record.
-    fn saved<M: Module>(module: M) -> ModuleRecord {
-        let bytes = module
-            .into_record()
-            .into_bytes()
-            .unwrap_or_else(|e| panic!("{e}"));
-        ModuleRecord::from_bytes(bytes).unwrap_or_else(|e| panic!("{e}"))
-    }
+    use crate::testing::{close, saved, values};
 
     /// A record saved from a burn layer loads into the drop-in (same parameter names and
     /// layout), and the drop-in's record loads back into a fresh burn layer.
@@ -508,15 +491,6 @@ mod tests {
             ),
             &device,
         );
-        let close = |a: Tensor<3>, b: Tensor<3>, what: &str| {
-            let (a, b) = (values(a), values(b));
-            assert!(
-                a.iter()
-                    .zip(&b)
-                    .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs())),
-                "{what}: {a:?} vs {b:?}"
-            );
-        };
         for recording in [false, true] {
             let recorder = recording.then(crate::Recorder::start);
             let group = GroupNormConfig::new(2, 4).init(&device);

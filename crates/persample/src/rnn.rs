@@ -284,49 +284,10 @@ impl SwiGlu {
 
 #[cfg(test)]
 mod tests {
-    use burn::store::ModuleRecord;
     use burn::tensor::Distribution;
 
     use super::*;
-    use crate::Snapshot;
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        let n = t.shape().num_elements();
-        t.reshape([n])
-            .into_data()
-            .convert::<f32>()
-            .try_to_vec::<f32>()
-            .unwrap_or_default()
-    }
-
-    fn close<const D: usize>(a: Tensor<D>, b: Tensor<D>, what: &str) {
-        let (a, b) = (values(a), values(b));
-        assert_eq!(a.len(), b.len(), "{what}");
-        assert!(
-            a.iter()
-                .zip(&b)
-                .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs())),
-            "{what}: {a:?} vs {b:?}"
-        );
-    }
-
-    fn params(module: &impl Module) -> (Vec<String>, Vec<Vec<f32>>) {
-        let snapshot = Snapshot::of_params(module);
-        let values = snapshot
-            .entries()
-            .iter()
-            .map(|e| values(e.value.clone()))
-            .collect();
-        (snapshot.names(), values)
-    }
-
-    fn saved<M: Module>(module: M) -> ModuleRecord {
-        let bytes = module
-            .into_record()
-            .into_bytes()
-            .unwrap_or_else(|e| panic!("{e}"));
-        ModuleRecord::from_bytes(bytes).unwrap_or_else(|e| panic!("{e}"))
-    }
+    use crate::testing::{close, params, saved};
 
     /// The drop-ins compute what burn's layers compute, in every configuration the config
     /// offers, outside a recording and inside one.

@@ -403,31 +403,11 @@ impl TransformerEncoder {
 #[cfg(test)]
 mod tests {
     use burn::nn::transformer::TransformerEncoderInput as BurnInput;
-    use burn::store::ModuleRecord;
     use burn::tensor::{Distribution, TensorData};
 
     use super::*;
     use crate::Snapshot;
-
-    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-        let n = t.shape().num_elements();
-        t.reshape([n])
-            .into_data()
-            .convert::<f32>()
-            .try_to_vec::<f32>()
-            .unwrap_or_default()
-    }
-
-    fn close<const D: usize>(a: Tensor<D>, b: Tensor<D>, what: &str) {
-        let (a, b) = (values(a), values(b));
-        assert_eq!(a.len(), b.len(), "{what}");
-        assert!(
-            a.iter()
-                .zip(&b)
-                .all(|(x, y)| (x - y).abs() <= 1e-5 * (1.0 + y.abs())),
-            "{what}: {a:?} vs {b:?}"
-        );
-    }
+    use crate::testing::{close, saved, values};
 
     fn config(norm_first: bool) -> TransformerEncoderConfig {
         TransformerEncoderConfig::new(8, 12, 2, 2)
@@ -487,10 +467,6 @@ mod tests {
     #[test]
     fn burn_records_load_into_the_drop_ins_and_back() {
         let device = Device::default();
-        let saved = |record: ModuleRecord| {
-            let bytes = record.into_bytes().unwrap_or_else(|e| panic!("{e}"));
-            ModuleRecord::from_bytes(bytes).unwrap_or_else(|e| panic!("{e}"))
-        };
         let original = config(true).init(&device);
         let expected: Vec<Vec<f32>> = Snapshot::of_params(&original)
             .entries()
@@ -498,8 +474,7 @@ mod tests {
             .map(|e| values(e.value.clone()))
             .collect();
         let names = Snapshot::of_params(&original).names();
-        let ours = TransformerEncoder::new(&config(true), &device)
-            .load_record(saved(original.into_record()));
+        let ours = TransformerEncoder::new(&config(true), &device).load_record(saved(original));
         let ours_snapshot = Snapshot::of_params(&ours);
         assert_eq!(ours_snapshot.names(), names);
         let got: Vec<Vec<f32>> = ours_snapshot
@@ -508,9 +483,7 @@ mod tests {
             .map(|e| values(e.value.clone()))
             .collect();
         assert_eq!(got, expected);
-        let back = config(true)
-            .init(&device)
-            .load_record(saved(ours.into_record()));
+        let back = config(true).init(&device).load_record(saved(ours));
         let back: Vec<Vec<f32>> = Snapshot::of_params(&back)
             .entries()
             .iter()

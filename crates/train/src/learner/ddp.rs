@@ -24,7 +24,7 @@ use cockpit_quantities::persample::{
 use cockpit_quantities::{Snapshot, StepInfo};
 
 use super::api::CockpitLearner;
-use super::state::{Pending, State, on_union, scaled};
+use super::state::{NO_TRAIN_OUTPUT, Pending, State, on_union, scaled};
 use crate::TrainError;
 
 /// How long a worker waits for the others before giving up on a step (the step is then not
@@ -371,12 +371,7 @@ impl State {
             .flat_map(|d| d.losses.iter().map(|l| l.clone().to_device(device)))
             .collect();
         if losses.is_empty() {
-            self.problem(
-                "the model's TrainStep::step does not build its output with \
-                 cockpit_train::train_output (or train_output_per_sample), so the Cockpit \
-                 sees no loss; nothing is tracked"
-                    .into(),
-            );
+            self.problem(NO_TRAIN_OUTPUT.into());
             return None;
         }
         let mut info = StepInfo::new(Tensor::cat(losses, 0).mean()).with_optimizer(on_union(

@@ -16,6 +16,11 @@ use cockpit_quantities::{Cockpit, CockpitError, OptimizerInfo, Snapshot, StepInf
 use crate::board::Board;
 use crate::step::Captured;
 
+/// The warning when the model's step does not hand its loss over.
+pub(crate) const NO_TRAIN_OUTPUT: &str = "the model's TrainStep::step does not build its output \
+    with cockpit_train::train_output (or train_output_per_sample), so the Cockpit sees no loss; \
+    nothing is tracked";
+
 /// What one step's `TrainStep::step` left, until the optimizer step consumes it.
 #[derive(Debug)]
 pub(crate) struct Pending {
@@ -146,12 +151,7 @@ impl State {
         let mut losses = Vec::new();
         for p in &pending {
             if !p.capture.seen {
-                self.problem(
-                    "the model's TrainStep::step does not build its output with \
-                     cockpit_train::train_output (or train_output_per_sample), so the Cockpit \
-                     sees no loss; nothing is tracked"
-                        .into(),
-                );
+                self.problem(NO_TRAIN_OUTPUT.into());
                 return None;
             }
             if let Some(loss) = &p.capture.loss {

@@ -56,31 +56,50 @@ pub(crate) fn tap_conv(
         .swap_dims(1, 2);
     }
     let per_group = width / groups;
-    // [B, g, C_in·K/g, P] → [B, g·P, C_in·K/g]
-    let inputs = unfolded
-        .reshape([batch, groups, per_group, positions])
-        .swap_dims(2, 3)
-        .reshape([batch, groups * positions, per_group]);
-    // mask[r, o] = 1 where output channel o belongs to group r.
     let c_per_group = c_out / groups;
+    // Built from slices and concatenations only (no reshape of a permuted tensor), positions
+    // ordered group-major: (r, p) ↦ r·P + p.
+    // [B, g·P, C_in·K/g]: group r's unfolded input channels at every position.
+    let inputs = Tensor::cat(
+        (0..groups)
+            .map(|r| {
+                unfolded
+                    .clone()
+                    .slice([0..batch, r * per_group..(r + 1) * per_group, 0..positions])
+                    .swap_dims(1, 2)
+            })
+            .collect(),
+        1,
+    );
+    // [B, g·P, C_out]: the output once per group.
+    let rows = output.swap_dims(1, 2);
+    let copies = Tensor::cat(vec![rows; groups], 1);
+    let tapped = tap(weight, bias, Layout::OutIn, &inputs, copies);
+    // Σ_r mask[r, o]·copy_r[p, o], mask[r, o] = 1 where output channel o belongs to group r.
     let mask: Vec<f32> = (0..groups)
         .flat_map(|r| (0..c_out).map(move |o| f32::from(u8::from(o / c_per_group == r))))
         .collect();
     let mask = Tensor::<1>::from_data(
         burn::tensor::TensorData::new(mask, [groups * c_out]),
-        (&output.device(), output.dtype()),
-    )
-    .reshape([1, groups, 1, c_out]);
-    // [B, C_out, P] → [B, g, P, C_out] (copies)
-    let copies = output
-        .swap_dims(1, 2)
-        .unsqueeze_dim::<4>(1)
-        .repeat_dim(1, groups)
-        .reshape([batch, groups * positions, c_out]);
-    let tapped = tap(weight, bias, Layout::OutIn, &inputs, copies);
-    (tapped.reshape([batch, groups, positions, c_out]) * mask)
-        .sum_dim(1)
-        .reshape([batch, positions, c_out])
+        (&tapped.device(), tapped.dtype()),
+    );
+    let parts: Vec<Tensor<3>> = (0..groups)
+        .map(|r| {
+            let copy =
+                tapped
+                    .clone()
+                    .slice([0..batch, r * positions..(r + 1) * positions, 0..c_out]);
+            let mask = mask
+                .clone()
+                .slice(r * c_out..(r + 1) * c_out)
+                .reshape([1, 1, c_out]);
+            copy * mask
+        })
+        .collect();
+    parts
+        .into_iter()
+        .reduce(|a, b| a + b)
+        .unwrap_or(tapped)
         .swap_dims(1, 2)
 }
 

@@ -6,6 +6,7 @@
 //! cargo run --release --example architectures                 # train both, economy every step
 //! cargo run --release --example architectures -- --steps 300 --check-every 50
 //! cargo run --release --example architectures -- --bench --steps 20 --repeats 3
+//!     [--model cnn|transformer --only economy,GradHist1d --no-exact]
 //! ```
 //!
 //! **Training** (default): each model trains `--steps` SGD steps on generated data (images
@@ -486,6 +487,10 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     }
     if !std::env::args().any(|a| a == "--no-exact") {
         configs.push(("economy".into(), Configuration::Economy.kinds(), true));
+    }
+    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
+    if let Some(only) = only {
+        configs.retain(|(name, _, _)| only.split(',').any(|o| o == name));
     }
     let _ = timed(task, device, 2, None, false, &data)?; // warm-up
     let (mut plain, mut plain_peak) = (Vec::new(), Vec::new());

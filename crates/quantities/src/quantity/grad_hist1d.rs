@@ -7,11 +7,11 @@ use serde::Deserialize;
 
 use super::base::{Quantity, StepContext, check_axis};
 use super::bin_adaptation::{BinAdaptation, linspace};
-use super::outer_bins::{Axis, Rule, outer_histogram};
+use super::outer_bins::{Axis, Rule, count_in_parallel, outer_histogram};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::snapshot::{read_into, read_values};
+use crate::snapshot::read_into;
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Histogram of the individual gradient elements `g_{n,j}` (true per-sample gradients),
@@ -42,10 +42,9 @@ pub struct GradHist1d {
     host: (Vec<f64>, Vec<f64>),
 }
 
-/// One step's counts: binned on the device and on the host.
+/// One step's counts (binned on the host).
 #[derive(Debug, Clone, Default)]
 struct Counts {
-    device: Option<Tensor<1, Int>>,
     host: Option<Vec<u64>>,
 }
 
@@ -82,19 +81,8 @@ impl GradHist1d {
     }
 }
 
-/// Bin indices of `x` on `bins` equal bins over `[lo, hi]` after clamping, as `torch.histc`.
-pub(crate) fn bin_index(x: Tensor<1>, lo: f64, hi: f64, bins: usize) -> Tensor<1, Int> {
-    x.clamp(lo, hi)
-        .sub_scalar(lo)
-        .mul_scalar(bins as f64)
-        .div_scalar(hi - lo)
-        .floor()
-        .int()
-        .clamp(0, bins as i64 - 1)
-}
-
-/// Dense chunks up to this many elements are binned on the host.
-const HOST_BINNING_MAX: usize = 1 << 16;
+/// Elements per task when a dense chunk is binned on the host.
+const DENSE_BLOCK: usize = 1 << 16;
 
 /// Adds one count per index to `counts` (`[n]` zeros when `None`).
 pub(crate) fn count_into(
@@ -197,20 +185,24 @@ impl Quantity for GradHist1d {
                     *total += c;
                 }
             }
-            // Small chunks (biases) are binned on the host: one read instead of a scatter.
-            Elements::Dense(chunk) if chunk.shape().num_elements() <= HOST_BINNING_MAX => {
-                let n = chunk.shape().num_elements();
-                let values = read_values(chunk.reshape([n]))?;
-                let host = counts.host.get_or_insert_with(|| vec![0; bins]);
-                for v in values {
-                    host[axis.bin(v)] += 1;
-                }
-            }
+            // Dense chunks are read once into a reused host buffer and binned on rayon's pool:
+            // on CPU backends a device scatter of millions of indices is several times slower.
             Elements::Dense(chunk) => {
                 let n = chunk.shape().num_elements();
-                let (lo, hi) = self.range;
-                let index = bin_index(chunk.reshape([n]), lo, hi, bins);
-                counts.device = Some(count_into(counts.device.take(), index, bins));
+                let (values, _) = &mut self.host;
+                read_into(chunk.reshape([n]), values)?;
+                let values = &values[..];
+                let blocks = n.div_ceil(DENSE_BLOCK);
+                let binned = count_in_parallel(blocks, bins, |k, counts| {
+                    let end = ((k + 1) * DENSE_BLOCK).min(values.len());
+                    for v in &values[k * DENSE_BLOCK..end] {
+                        counts[axis.bin(*v)] += 1;
+                    }
+                })?;
+                let host = counts.host.get_or_insert_with(|| vec![0; bins]);
+                for (total, c) in host.iter_mut().zip(binned) {
+                    *total += c;
+                }
             }
         }
         Ok(())
@@ -220,15 +212,10 @@ impl Quantity for GradHist1d {
         // Taken first: a failed per-sample pass must not leave partial counts behind.
         let counts = self.counts.take(ctx.step);
         ctx.per_sample_stats()?;
-        let mut hist = match counts.device {
-            Some(counts) => read_values(counts.float())?,
+        let hist = match counts.host {
+            Some(host) => host.into_iter().map(|c| c as f64).collect(),
             None => vec![0.0; self.bins],
         };
-        if let Some(host) = counts.host {
-            for (h, c) in hist.iter_mut().zip(host) {
-                *h += c as f64;
-            }
-        }
         let (lo, hi) = self.range;
         let value = Value::Hist1d(Histogram1d {
             hist,

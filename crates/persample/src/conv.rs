@@ -4,7 +4,10 @@
 use burn::module::ParamId;
 use burn::tensor::Tensor;
 
-use super::recorder::{Layout, tap};
+use burn::tensor::module::unfold4d;
+use burn::tensor::ops::UnfoldOptions;
+
+use super::recorder::{Unfolding, tap_conv_input};
 
 /// burn's `Same` padding `(before, after)` along one dimension: the output keeps
 /// `⌈size / stride⌉` positions, the total padding `(out − 1)·stride + kernel − size` (the
@@ -19,9 +22,10 @@ pub(crate) fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize,
     (total / 2, total - total / 2)
 }
 
-/// Taps a convolution from its unfolded input `[B, C_in·K, P]` (channel-major, as
-/// `unfold4d` lays it out) and its output `[B, C_out, P]`; returns the output `[B, C_out, P]`
-/// (with the recorder's zero leaf when one is active).
+/// Taps a convolution from its padded input `[B, C_in, H, W]` and its output
+/// `[B, C_out, P]` (`P` positions); returns the output `[B, C_out, P]` (with the recorder's
+/// zero leaf when one is active). The input is unfolded after the backward pass
+/// ([`unfolded_rows`]).
 ///
 /// With `groups = 1` the weight `[C_out, C_in·K]` is a Linear over the `P` positions. With
 /// `g` groups, output channel `o` of group `r` sees only group `r`'s `C_in/g` input channels:
@@ -34,47 +38,26 @@ pub(crate) fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize,
 ///
 /// # Cost
 ///
-/// `groups = 1`: the unfolded input. `g` groups: the same input, and output gradients `g`
-/// times the output's size.
+/// During the forward and backward passes: the padded input. After them: the unfolded input
+/// (`B·C_in·K·P`), and with `g` groups output gradients `g` times the output's size.
 pub(crate) fn tap_conv(
     weight: ParamId,
     bias: Option<ParamId>,
-    unfolded: Tensor<3>,
+    input: Tensor<4>,
+    unfolding: Unfolding,
     output: Tensor<3>,
-    groups: usize,
 ) -> Tensor<3> {
-    let [batch, width, positions] = unfolded.dims();
-    let [_, c_out, _] = output.dims();
-    if groups <= 1 {
-        return tap(
-            weight,
-            bias,
-            Layout::OutIn,
-            &unfolded.swap_dims(1, 2),
-            output.swap_dims(1, 2),
-        )
-        .swap_dims(1, 2);
+    let [batch, c_out, positions] = output.dims();
+    let groups = unfolding.groups.max(1);
+    if groups == 1 {
+        return tap_conv_input(weight, bias, input, unfolding, output.swap_dims(1, 2))
+            .swap_dims(1, 2);
     }
-    let per_group = width / groups;
     let c_per_group = c_out / groups;
-    // Built from slices and concatenations only (no reshape of a permuted tensor), positions
-    // ordered group-major: (r, p) ↦ r·P + p.
-    // [B, g·P, C_in·K/g]: group r's unfolded input channels at every position.
-    let inputs = Tensor::cat(
-        (0..groups)
-            .map(|r| {
-                unfolded
-                    .clone()
-                    .slice([0..batch, r * per_group..(r + 1) * per_group, 0..positions])
-                    .swap_dims(1, 2)
-            })
-            .collect(),
-        1,
-    );
-    // [B, g·P, C_out]: the output once per group.
-    let rows = output.swap_dims(1, 2);
-    let copies = Tensor::cat(vec![rows; groups], 1);
-    let tapped = tap(weight, bias, Layout::OutIn, &inputs, copies);
+    // [B, g·P, C_out]: the output once per group, positions group-major ((r, p) ↦ r·P + p),
+    // built from concatenations only (no reshape of a permuted tensor).
+    let copies = Tensor::cat(vec![output.swap_dims(1, 2); groups], 1);
+    let tapped = tap_conv_input(weight, bias, input, unfolding, copies);
     // Σ_r mask[r, o]·copy_r[p, o], mask[r, o] = 1 where output channel o belongs to group r.
     let mask: Vec<f32> = (0..groups)
         .flat_map(|r| (0..c_out).map(move |o| f32::from(u8::from(o / c_per_group == r))))
@@ -101,6 +84,44 @@ pub(crate) fn tap_conv(
         .reduce(|a, b| a + b)
         .unwrap_or(tapped)
         .swap_dims(1, 2)
+}
+
+/// The per-sample factor rows of a recorded convolution input: `unfold4d` (`[B, C_in·K, P]`,
+/// channel-major), then per group `r` its `C_in·K/g` rows at every position, group-major:
+/// `[B, g·P, C_in·K/g]`, the layout of [`tap_conv`]'s output copies.
+pub(crate) fn unfolded_rows(input: Tensor<4>, unfolding: Unfolding) -> Tensor<3> {
+    let unfolded = unfold4d(
+        input,
+        unfolding.kernel,
+        UnfoldOptions::new(unfolding.stride, [0, 0], unfolding.dilation),
+    );
+    let [batch, width, positions] = unfolded.dims();
+    let groups = unfolding.groups.max(1);
+    if groups == 1 {
+        return unfolded.swap_dims(1, 2);
+    }
+    let per_group = width / groups;
+    Tensor::cat(
+        (0..groups)
+            .map(|r| {
+                unfolded
+                    .clone()
+                    .slice([0..batch, r * per_group..(r + 1) * per_group, 0..positions])
+                    .swap_dims(1, 2)
+            })
+            .collect(),
+        1,
+    )
+}
+
+/// The number of positions an unfolding of a padded `[.., H, W]` input gives (what burn's
+/// convolution gives with the same settings).
+pub(crate) fn positions(size: [usize; 2], unfolding: &Unfolding) -> Option<usize> {
+    let along = |i: usize| {
+        let extent = unfolding.dilation[i] * (unfolding.kernel[i] - 1) + 1;
+        (size[i] >= extent).then(|| (size[i] - extent) / unfolding.stride[i] + 1)
+    };
+    Some(along(0)? * along(1)?)
 }
 
 #[cfg(test)]

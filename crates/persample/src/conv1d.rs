@@ -3,10 +3,10 @@
 use burn::module::{Module, Param};
 use burn::nn::PaddingConfig1d;
 use burn::tensor::Tensor;
-use burn::tensor::module::unfold4d;
-use burn::tensor::ops::{PadMode, UnfoldOptions};
+use burn::tensor::ops::PadMode;
 
-use super::conv::{same_padding, tap_conv};
+use super::conv::{positions, same_padding, tap_conv};
+use super::recorder::Unfolding;
 use super::recorder::is_recording;
 
 /// `burn::nn::conv::Conv1d` with per-sample statistics: identical parameters, names, record and
@@ -20,8 +20,8 @@ use super::recorder::is_recording;
 ///
 /// # Cost
 ///
-/// As [`Conv2d`](super::Conv2d): the unfolded input (`B·C_in·k·L'` elements) is kept; with `g`
-/// groups the output gradients `g` times.
+/// As [`Conv2d`](super::Conv2d): the padded input is kept through the passes and unfolded
+/// after them (`B·C_in·k·L'` elements); with `g` groups the output gradients `g` times.
 #[derive(Module, Debug)]
 pub struct Conv1d {
     /// `[channels_out, channels_in / groups, kernel_size]`.
@@ -91,21 +91,23 @@ impl Conv1d {
         } else {
             input
         };
-        let unfolded = unfold4d(
-            input.unsqueeze_dim::<4>(2),
-            [1, self.kernel_size],
-            UnfoldOptions::new([1, self.stride], [0, 0], [1, self.dilation]),
-        );
-        if unfolded.dims()[2] != length {
+        let unfolding = Unfolding {
+            kernel: [1, self.kernel_size],
+            stride: [1, self.stride],
+            dilation: [1, self.dilation],
+            groups: self.groups,
+        };
+        let padded = input.dims()[2];
+        if positions([1, padded], &unfolding) != Some(length) {
             // Not the layout this tap assumes: record nothing (the step falls back).
             return output;
         }
         tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
-            unfolded,
+            input.unsqueeze_dim::<4>(2),
+            unfolding,
             output,
-            self.groups,
         )
     }
 }

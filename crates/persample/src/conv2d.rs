@@ -3,10 +3,10 @@
 use burn::module::{Module, Param};
 use burn::nn::PaddingConfig2d;
 use burn::tensor::Tensor;
-use burn::tensor::module::unfold4d;
-use burn::tensor::ops::{PadMode, UnfoldOptions};
+use burn::tensor::ops::PadMode;
 
-use super::conv::{same_padding, tap_conv};
+use super::conv::{positions, same_padding, tap_conv};
+use super::recorder::Unfolding;
 use super::recorder::is_recording;
 
 /// `burn::nn::conv::Conv2d` with per-sample statistics: identical parameters, names and
@@ -22,10 +22,11 @@ use super::recorder::is_recording;
 ///
 /// # Cost
 ///
-/// Without an active recorder: one thread-local check per forward. With one: the unfolded
-/// input (`B·C_in·k_h·k_w·P` elements) is kept, with `g` groups the output gradients `g` times
-/// (`g·B·C_out·P`), and per-sample gradients are materialised in sample chunks when statistics
-/// are reduced.
+/// Without an active recorder: one thread-local check per forward. With one: the padded input
+/// is kept through the forward and backward passes and unfolded after them
+/// (`B·C_in·k_h·k_w·P` elements, until the statistics are reduced); with `g` groups the output
+/// gradients `g` times (`g·B·C_out·P`); per-sample gradients are materialised in sample chunks
+/// when statistics need them.
 #[derive(Module, Debug)]
 pub struct Conv2d {
     /// `[channels_out, channels_in / groups, kernel_size_1, kernel_size_2]`.
@@ -100,21 +101,23 @@ impl Conv2d {
         } else {
             input
         };
-        let unfolded = unfold4d(
-            input,
-            self.kernel_size,
-            UnfoldOptions::new(self.stride, [0, 0], self.dilation),
-        );
-        if unfolded.dims()[2] != h * w {
+        let unfolding = Unfolding {
+            kernel: self.kernel_size,
+            stride: self.stride,
+            dilation: self.dilation,
+            groups: self.groups,
+        };
+        let [_, _, padded_h, padded_w] = input.dims();
+        if positions([padded_h, padded_w], &unfolding) != Some(h * w) {
             // Not the layout this tap assumes: record nothing (the step falls back).
             return output;
         }
         tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
-            unfolded,
+            input,
+            unfolding,
             output.reshape([batch, c_out, h * w]),
-            self.groups,
         )
         .reshape([batch, c_out, h, w])
     }

@@ -41,6 +41,15 @@ enum TapKind {
         layout: Layout,
         input: Tensor<3>,
     },
+    /// A convolution: a Linear over the unfolded positions of `input` (already padded), unfolded
+    /// only after the backward pass, so the forward and backward passes hold the raw input
+    /// instead of its `k_h·k_w`-times larger unfolding ([`Unfolding`]).
+    Conv {
+        weight: ParamId,
+        bias: Option<ParamId>,
+        input: Tensor<4>,
+        unfolding: Unfolding,
+    },
     /// An elementwise affine map `y = x̂ ⊙ γ (+ β)` of a normalised input `x̂` `[B, T, d]`
     /// (LayerNorm, RmsNorm): `g_{n,γ} = Σ_t e_{n,t} ⊙ x̂_{n,t}`, `g_{n,β} = Σ_t e_{n,t}`.
     Affine {
@@ -89,6 +98,37 @@ pub(crate) fn tap(
             bias,
             layout,
             input: input.clone().detach().without_autodiff(),
+        },
+        output,
+    )
+}
+
+/// How a convolution's recorded input becomes its per-sample factors: `unfold4d` with these
+/// settings (no padding: the input is recorded padded), then the group-major rows of
+/// [`grouped_rows`](super::conv::grouped_rows).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unfolding {
+    pub(crate) kernel: [usize; 2],
+    pub(crate) stride: [usize; 2],
+    pub(crate) dilation: [usize; 2],
+    pub(crate) groups: usize,
+}
+
+/// Called by the convolution drop-ins: records the padded `input` `[B, C_in, H, W]` and returns
+/// the output rows `[B, T, C_out]` with a zero leaf added, when a recorder is active.
+pub(crate) fn tap_conv_input(
+    weight: ParamId,
+    bias: Option<ParamId>,
+    input: Tensor<4>,
+    unfolding: Unfolding,
+    output: Tensor<3>,
+) -> Tensor<3> {
+    push(
+        TapKind::Conv {
+            weight,
+            bias,
+            input: input.detach().without_autodiff(),
+            unfolding,
         },
         output,
     )
@@ -206,7 +246,22 @@ impl Recorder {
             };
             // ∂L/∂z carries the 1/B of the mean loss; the true per-sample gradients are B·δ.
             let e = delta.mul_scalar(batch as f64).reshape([b, t, d_out]);
-            match tap.kind {
+            let kind = match tap.kind {
+                TapKind::Conv {
+                    weight,
+                    bias,
+                    input,
+                    unfolding,
+                } => TapKind::Linear {
+                    weight,
+                    bias,
+                    layout: Layout::OutIn,
+                    input: super::conv::unfolded_rows(input, unfolding),
+                },
+                other => other,
+            };
+            match kind {
+                TapKind::Conv { .. } => {}
                 TapKind::Linear {
                     weight,
                     bias,

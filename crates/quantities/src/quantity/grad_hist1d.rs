@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::base::{Quantity, StepContext, check_axis};
 use super::bin_adaptation::{BinAdaptation, linspace};
-use super::outer_bins::{Axis, Rule, count_in_parallel, outer_histogram};
+use super::outer_bins::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
@@ -28,24 +28,19 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 /// their `d_in·d_out` elements: a row `a_{n,i}·e_n` whose products all lie either side of
 /// zero in the two bins around it (small gradients) costs `O(1)`, a row spanning more bins a
 /// binary search per bin edge over the sorted factors, on every core (see
-/// `outer_bins`). Other parameters are materialised chunk by chunk and binned on the device
-/// (integer scatter-add). One host read of `bins` counts.
+/// `outer_bins`). Other parameters are materialised chunk by chunk, read to a reused host
+/// buffer (one chunk, at most `Request::chunk_elements` numbers) and binned on every core.
 #[derive(Debug, Clone)]
 pub struct GradHist1d {
     schedule: Schedule,
     bins: usize,
     range: (f64, f64),
     adapt: Option<BinAdaptation>,
-    counts: StepScratch<Counts>,
+    /// This step's counts, once a chunk was binned.
+    counts: StepScratch<Option<Vec<u64>>>,
     axis: Option<Axis>,
     /// Host copies of the factors, reused across layers and steps.
     host: (Vec<f64>, Vec<f64>),
-}
-
-/// One step's counts (binned on the host).
-#[derive(Debug, Clone, Default)]
-struct Counts {
-    host: Option<Vec<u64>>,
 }
 
 impl GradHist1d {
@@ -172,18 +167,13 @@ impl Quantity for GradHist1d {
     ) -> Result<(), QuantityError> {
         let bins = self.bins;
         let axis = Axis::cached(&mut self.axis, Rule::Histc, self.range, bins);
-        let counts = self.counts.at(step);
-        match elements {
+        let binned = match elements {
             Elements::Outer { a, e } => {
                 let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
                 let (host_a, host_e) = &mut self.host;
                 read_into(a.reshape([b * d_in]), host_a)?;
                 read_into(e.reshape([b * d_out]), host_e)?;
-                let outer = outer_histogram(host_a, host_e, b, axis)?;
-                let host = counts.host.get_or_insert_with(|| vec![0; bins]);
-                for (total, c) in host.iter_mut().zip(outer) {
-                    *total += c;
-                }
+                outer_histogram(host_a, host_e, b, axis)?
             }
             // Dense chunks are read once into a reused host buffer and binned on rayon's pool:
             // on CPU backends a device scatter of millions of indices is several times slower.
@@ -192,19 +182,16 @@ impl Quantity for GradHist1d {
                 let (values, _) = &mut self.host;
                 read_into(chunk.reshape([n]), values)?;
                 let values = &values[..];
-                let blocks = n.div_ceil(DENSE_BLOCK);
-                let binned = count_in_parallel(blocks, bins, |k, counts| {
+                count_in_parallel(n.div_ceil(DENSE_BLOCK), bins, |k, counts| {
                     let end = ((k + 1) * DENSE_BLOCK).min(values.len());
                     for v in &values[k * DENSE_BLOCK..end] {
                         counts[axis.bin(*v)] += 1;
                     }
-                })?;
-                let host = counts.host.get_or_insert_with(|| vec![0; bins]);
-                for (total, c) in host.iter_mut().zip(binned) {
-                    *total += c;
-                }
+                })?
             }
-        }
+        };
+        let counts = self.counts.at(step).get_or_insert_with(|| vec![0; bins]);
+        add_into(counts, &binned);
         Ok(())
     }
 
@@ -212,8 +199,8 @@ impl Quantity for GradHist1d {
         // Taken first: a failed per-sample pass must not leave partial counts behind.
         let counts = self.counts.take(ctx.step);
         ctx.per_sample_stats()?;
-        let hist = match counts.host {
-            Some(host) => host.into_iter().map(|c| c as f64).collect(),
+        let hist = match counts {
+            Some(counts) => counts.into_iter().map(|c| c as f64).collect(),
             None => vec![0.0; self.bins],
         };
         let (lo, hi) = self.range;

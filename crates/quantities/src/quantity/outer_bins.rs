@@ -640,7 +640,8 @@ pub(crate) fn host_matmul_tn(
     Ok(out)
 }
 
-fn add_into(total: &mut [u64], part: &[u64]) {
+/// Adds `part`'s counts to `total`'s, bin by bin.
+pub(crate) fn add_into(total: &mut [u64], part: &[u64]) {
     for (t, c) in total.iter_mut().zip(part) {
         *t += c;
     }

@@ -8,7 +8,7 @@
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 
 use crate::PerSampleError;
 
@@ -76,6 +76,15 @@ impl Snapshot {
     /// The entries in visiting order.
     pub fn entries(&self) -> &[ParamEntry] {
         &self.entries
+    }
+
+    /// The device the values live on (the first parameter's; the default device for an empty
+    /// snapshot).
+    pub fn device(&self) -> Device {
+        self.entries
+            .first()
+            .map(|e| e.value.device())
+            .unwrap_or_default()
     }
 
     /// Number of parameters (tensors, not elements).

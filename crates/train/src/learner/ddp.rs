@@ -185,13 +185,9 @@ impl CockpitLearner {
             k,
             previous,
         } = start;
-        let device = Snapshot::of_params(model)
-            .entries()
-            .first()
-            .map(|e| e.value.device())
-            .unwrap_or_default();
-        let mean = scaled(model, grads, 1.0 / k as f64);
         let params = Snapshot::of_params(model);
+        let device = params.device();
+        let mean = scaled(model, grads, 1.0 / k as f64);
         let grads_snapshot = Snapshot::of_grads(model, &mean);
         let mut problems = Vec::new();
 
@@ -298,12 +294,12 @@ impl CockpitLearner {
         previous: Option<&Snapshot>,
         factors: Option<&dyn PerSampleSource>,
     ) -> Result<PerSampleStats, String> {
-        let state = self.lock();
-        let request = state.cockpit.per_sample_request(step, grads, previous);
-        let needs = state.cockpit.per_sample_needs(step);
-        drop(state);
+        let request = self
+            .lock()
+            .cockpit
+            .per_sample_request(step, grads, previous);
         let wanted =
-            needs.sq_norms || needs.sum_sq || needs.abs_max || !request.directions.is_empty();
+            request.sq_norms || request.sum_sq || request.abs_max || !request.directions.is_empty();
         match (factors, wanted) {
             (factors, false) => Ok(PerSampleStats {
                 batch_size: factors.map_or(0, |f| f.batch_size()),

@@ -92,11 +92,7 @@ impl State {
             return;
         }
         let parts = pending.len();
-        let device = Snapshot::of_params(model)
-            .entries()
-            .first()
-            .map(|e| e.value.device())
-            .unwrap_or_default();
+        let device = Snapshot::of_params(model).device();
         let Some(info) = self.step_info(step, pending, lr, device) else {
             return;
         };

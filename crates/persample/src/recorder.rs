@@ -246,40 +246,22 @@ impl Recorder {
             };
             // ∂L/∂z carries the 1/B of the mean loss; the true per-sample gradients are B·δ.
             let e = delta.mul_scalar(batch as f64).reshape([b, t, d_out]);
-            let kind = match tap.kind {
-                TapKind::Conv {
-                    weight,
-                    bias,
-                    input,
-                    unfolding,
-                } => TapKind::Linear {
-                    weight,
-                    bias,
-                    layout: Layout::OutIn,
-                    input: super::conv::unfolded_rows(input, unfolding),
-                },
-                other => other,
-            };
-            match kind {
-                TapKind::Conv { .. } => {}
+            match tap.kind {
                 TapKind::Linear {
                     weight,
                     bias,
                     layout,
                     input,
-                } => match uses.iter_mut().find(|u| u.weight == weight) {
-                    Some(used) => {
-                        used.a.push(input);
-                        used.e.push(e);
-                    }
-                    None => uses.push(Uses {
-                        weight,
-                        bias,
-                        layout,
-                        a: vec![input],
-                        e: vec![e],
-                    }),
-                },
+                } => Uses::add(&mut uses, weight, bias, layout, input, e),
+                TapKind::Conv {
+                    weight,
+                    bias,
+                    input,
+                    unfolding,
+                } => {
+                    let input = super::conv::unfolded_rows(input, unfolding);
+                    Uses::add(&mut uses, weight, bias, Layout::OutIn, input, e);
+                }
                 TapKind::Affine {
                     gamma,
                     beta,
@@ -309,6 +291,33 @@ impl Recorder {
         Ok(LinearFactors::new(batch, layers)
             .with_dense(dense)
             .with_refused(refused))
+    }
+}
+
+impl Uses {
+    /// Records one application of the layer of `weight`: a new entry, or one more use of a
+    /// layer already seen.
+    fn add(
+        uses: &mut Vec<Uses>,
+        weight: ParamId,
+        bias: Option<ParamId>,
+        layout: Layout,
+        a: Tensor<3>,
+        e: Tensor<3>,
+    ) {
+        match uses.iter_mut().find(|u| u.weight == weight) {
+            Some(used) => {
+                used.a.push(a);
+                used.e.push(e);
+            }
+            None => uses.push(Uses {
+                weight,
+                bias,
+                layout,
+                a: vec![a],
+                e: vec![e],
+            }),
+        }
     }
 }
 

@@ -166,14 +166,11 @@ impl PerSampleSource for PerSample {
         params: &Snapshot,
         request: Request<'_>,
     ) -> Result<PerSampleStats, PerSampleError> {
-        if let Some(refusal) = self.fast.as_ref().and_then(|f| f.refusal(params)) {
-            // The single-sample passes would normalise each sample by its own statistics: a
-            // different model. Refuse rather than fall back.
-            return Err(refusal);
-        }
         match (&self.fast, &self.exact) {
-            (Some(fast), _) if fast.covers(params) => fast.reduce(params, request),
-            (Some(fast), Some(exact)) => {
+            // Not for a refusal (a layer coupling the samples): the single-sample passes would
+            // normalise each sample by its own statistics, a different model; the fast path
+            // returns the refusal.
+            (Some(fast), Some(exact)) if !fast.covers(params) && fast.refusal(params).is_none() => {
                 FALLBACK_ONCE.call_once(|| {
                     log::warn!(
                         "cockpit: the per-sample fast path does not cover this model; \
@@ -183,8 +180,8 @@ impl PerSampleSource for PerSample {
                 });
                 exact.reduce(params, request)
             }
-            (_, Some(exact)) => exact.reduce(params, request),
-            (Some(fast), None) => fast.reduce(params, request),
+            (Some(fast), _) => fast.reduce(params, request),
+            (None, Some(exact)) => exact.reduce(params, request),
             (None, None) => Err(PerSampleError::MissingInfo("per-sample gradients")),
         }
     }

@@ -456,33 +456,10 @@ mod tests {
     use burn::module::ParamId;
 
     use super::*;
-    use crate::ParamEntry;
-    use crate::{Elements, LayerFactors, Layout, LinearFactors};
+    use crate::testing::{linear_source as source, tensor, values64 as values};
+    use crate::{Elements, ParamEntry};
 
     const WAIT: Duration = Duration::from_secs(20);
-
-    fn tensor<const D: usize>(values: &[f64], shape: [usize; D]) -> Tensor<D> {
-        Tensor::from_data(TensorData::new(values.to_vec(), shape), &Device::default())
-    }
-
-    fn values(t: Tensor<1>) -> Vec<f64> {
-        read_values(t).unwrap_or_default()
-    }
-
-    /// A Linear layer `[2, 3]` (no bias) with per-sample inputs `a` and output gradients `e`.
-    fn source(id: ParamId, a: &[f64], e: &[f64]) -> LinearFactors {
-        let b = a.len() / 2;
-        LinearFactors::new(
-            b,
-            vec![LayerFactors {
-                weight: id,
-                bias: None,
-                layout: Layout::InOut,
-                a: tensor(a, [b, 1, 2]),
-                e: tensor(e, [b, 1, 3]),
-            }],
-        )
-    }
 
     fn params(id: ParamId, value: &[f64]) -> Snapshot {
         Snapshot::from_entries(vec![ParamEntry {

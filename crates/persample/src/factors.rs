@@ -506,21 +506,12 @@ impl Accumulator {
 
 #[cfg(test)]
 mod tests {
-    use burn::tensor::TensorData;
-
     use super::*;
-
-    fn tensor<const D: usize>(values: Vec<f64>, shape: [usize; D]) -> Tensor<D> {
-        Tensor::from_data(TensorData::new(values, shape), &Device::default())
-    }
-
-    fn values(t: Tensor<1>) -> Vec<f64> {
-        crate::snapshot::read_values(t).unwrap_or_default()
-    }
+    use crate::testing::{tensor, values64 as values};
 
     /// Norms and projections of `Σ_t a_t e_tᵀ` without forming it — Gram route (`T = 2`) and
     /// batched matmul (`T = 6`), both weight layouts — equal the brute-force per-sample
-    /// gradients, and equal what the materialising path gives when histograms ask for it.
+    /// gradients.
     #[test]
     fn sequence_norms_and_projections_equal_brute_force() {
         let (b, d_in, d_out) = (3, 4, 5);
@@ -539,11 +530,11 @@ mod tests {
                     id,
                     name: "w".into(),
                     shape,
-                    value: tensor(vec![0.0; d_in * d_out], [d_in * d_out]),
+                    value: tensor(&vec![0.0; d_in * d_out], [d_in * d_out]),
                 };
                 let params = Snapshot::from_entries(vec![entry.clone()]);
                 let direction = Snapshot::from_entries(vec![ParamEntry {
-                    value: tensor(v.clone(), [d_in * d_out]),
+                    value: tensor(&v, [d_in * d_out]),
                     ..entry
                 }]);
                 let factors = LinearFactors::new(
@@ -552,8 +543,8 @@ mod tests {
                         weight: id,
                         bias: None,
                         layout,
-                        a: tensor(a.clone(), [b, positions, d_in]),
-                        e: tensor(e.clone(), [b, positions, d_out]),
+                        a: tensor(&a, [b, positions, d_in]),
+                        e: tensor(&e, [b, positions, d_out]),
                     }],
                 );
                 // Brute force: g_n[i][o] = Σ_t a[n,t,i]·e[n,t,o], flattened in the layout.

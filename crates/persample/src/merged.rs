@@ -182,35 +182,10 @@ fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, PerSamp
 
 #[cfg(test)]
 mod tests {
-    use burn::module::ParamId;
-    use burn::tensor::TensorData;
-
     use super::*;
-    use crate::ParamEntry;
-    use crate::{Elements, LayerFactors, Layout, LinearFactors};
-
-    fn tensor<const D: usize>(values: &[f64], shape: [usize; D]) -> Tensor<D> {
-        Tensor::from_data(TensorData::new(values.to_vec(), shape), &Device::default())
-    }
-
-    fn values(t: Tensor<1>) -> Vec<f64> {
-        crate::snapshot::read_values(t).unwrap_or_default()
-    }
-
-    /// A Linear layer `[2, 3]` (no bias) with the given per-sample inputs and output gradients.
-    fn source(id: ParamId, a: &[f64], e: &[f64]) -> LinearFactors {
-        let b = a.len() / 2;
-        LinearFactors::new(
-            b,
-            vec![LayerFactors {
-                weight: id,
-                bias: None,
-                layout: Layout::InOut,
-                a: tensor(a, [b, 1, 2]),
-                e: tensor(e, [b, 1, 3]),
-            }],
-        )
-    }
+    use crate::testing::{linear_source as source, tensor, values64 as values};
+    use crate::{Elements, LinearFactors, ParamEntry};
+    use burn::module::ParamId;
 
     /// Three samples split 1 + 2 give the statistics of the three together, and the gradient
     /// elements of all three in sample order.

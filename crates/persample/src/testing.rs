@@ -47,3 +47,36 @@ pub(crate) fn params(module: &impl Module) -> (Vec<String>, Vec<Vec<f32>>) {
         .collect();
     (snapshot.names(), values)
 }
+
+/// A float tensor of `shape` from `values`, on the default device.
+pub(crate) fn tensor<const D: usize>(values: &[f64], shape: [usize; D]) -> Tensor<D> {
+    Tensor::from_data(
+        burn::tensor::TensorData::new(values.to_vec(), shape),
+        &burn::tensor::Device::default(),
+    )
+}
+
+/// The values of a vector, as `f64` (empty if it cannot be read).
+pub(crate) fn values64(t: Tensor<1>) -> Vec<f64> {
+    crate::read_values(t).unwrap_or_default()
+}
+
+/// A Linear layer `[2, 3]` (no bias) of parameter `id` with per-sample inputs `a` (two per
+/// sample) and output gradients `e` (three per sample), one position each.
+pub(crate) fn linear_source(
+    id: burn::module::ParamId,
+    a: &[f64],
+    e: &[f64],
+) -> crate::LinearFactors {
+    let b = a.len() / 2;
+    crate::LinearFactors::new(
+        b,
+        vec![crate::LayerFactors {
+            weight: id,
+            bias: None,
+            layout: crate::Layout::InOut,
+            a: tensor(a, [b, 1, 2]),
+            e: tensor(e, [b, 1, 3]),
+        }],
+    )
+}

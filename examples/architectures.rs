@@ -337,20 +337,15 @@ fn compare<T: Task>(
     let schedule = Schedule::every_step();
     let track = |exact: bool| -> Result<Output, Box<dyn std::error::Error>> {
         let mut cockpit = Cockpit::from_kinds(COMPARED, &schedule)?;
-        let recorder = (!exact).then(Recorder::start);
-        let per_sample = losses(T::logits(&model, input.clone()), labels.clone());
-        let loss = per_sample.clone().mean();
-        let grads = loss.backward();
-        let factors = recorder.map(|r| r.finish(&grads)).transpose()?;
-        let grads = GradientsParams::from_grads(grads, &model);
-        let info = StepInfo::new(loss.detach())
-            .with_individual_losses(per_sample.detach())
-            .with_optimizer(OptimizerInfo::sgd(LR));
-        let info = match factors {
-            Some(factors) => info.with_per_sample(factors),
-            None => info.with_per_sample(exact_source::<T>(&model, &input, &labels)),
-        };
-        cockpit.track(0, &model, &grads, info)?;
+        // The step's SGD update is discarded: only the tracked values are compared.
+        step::<T>(
+            model.clone(),
+            input.clone(),
+            labels.clone(),
+            0,
+            Some(&mut cockpit),
+            exact,
+        )?;
         Ok(cockpit.output().clone())
     };
     let (fast, exact) = (track(false)?, track(true)?);

@@ -74,7 +74,7 @@ struct PlotArgs {
     interval_ms: u64,
     /// With --watch: stop after the log has been idle this many seconds.
     #[arg(long, requires = "watch", value_parser = parse_seconds)]
-    idle_exit: Option<f64>,
+    idle_exit: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -139,12 +139,30 @@ fn parse_size(size: &str) -> Result<(u32, u32), String> {
     Ok((w, h))
 }
 
-fn parse_seconds(seconds: &str) -> Result<f64, String> {
+/// Seconds, from 0 up to what a `Duration` holds (about 5.8e11 years).
+fn parse_seconds(seconds: &str) -> Result<Duration, String> {
     seconds
         .parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .ok_or_else(|| format!("takes seconds (≥ 0), not `{seconds}`"))
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("takes seconds (≥ 0, at most 1.8e19), not `{seconds}`"))
+}
+
+/// Writes to standard output. A reader that went away (`cockpit diagnose … | head -1`) is no
+/// error: the rest is dropped quietly and the exit status stays the one the command decided.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, $($arg)*).and_then(|()| out.flush());
+    }};
+}
+
+macro_rules! sayln {
+    ($($arg:tt)*) => {{
+        say!($($arg)*);
+        say!("\n");
+    }};
 }
 
 fn main() -> ExitCode {
@@ -170,7 +188,7 @@ fn check(args: CheckArgs) -> Result<(), CliError> {
     let quantities = config.quantities()?;
     cockpit_quantities::Cockpit::new(quantities)?;
     if let Some(preset) = config.configuration {
-        println!("preset {} on {:?}", preset.label(), config.schedule);
+        sayln!("preset {} on {:?}", preset.label(), config.schedule);
     }
     for (key, kind) in config.keys() {
         let schedule = config
@@ -179,9 +197,9 @@ fn check(args: CheckArgs) -> Result<(), CliError> {
             .find(|q| q.output_key() == key)
             .and_then(|q| q.schedule.as_ref())
             .unwrap_or(&config.schedule);
-        println!("{key:<24} {} on {schedule:?}", needs(kind));
+        sayln!("{key:<24} {} on {schedule:?}", needs(kind));
     }
-    println!("ok: {} valid", args.config.display());
+    sayln!("ok: {} valid", args.config.display());
     Ok(())
 }
 
@@ -221,9 +239,9 @@ fn diagnose(args: DiagnoseArgs) -> Result<bool, CliError> {
     let output = read(&args.log)?;
     let diagnosis = Diagnoser::new().with_names(&args.names).run(&output);
     if args.json {
-        println!("{}", diagnosis.to_json());
+        sayln!("{}", diagnosis.to_json());
     } else {
-        print!("{}", diagnosis.report());
+        say!("{}", diagnosis.report());
     }
     Ok(!diagnosis.is_flagged())
 }
@@ -247,20 +265,20 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
             .filter(|p| !p.drawn)
             .map(|p| p.name.as_str())
             .collect();
-        println!("wrote {}", args.out.display());
+        sayln!("wrote {}", args.out.display());
         if !missing.is_empty() {
-            println!("left out (no data in the log): {}", missing.join(", "));
+            sayln!("left out (no data in the log): {}", missing.join(", "));
         }
         return Ok(());
     }
     let live = WatchOptions {
         interval: Duration::from_millis(args.interval_ms),
-        idle_exit: args.idle_exit.map(Duration::from_secs_f64),
+        idle_exit: args.idle_exit,
     };
-    println!("watching {} (Ctrl-C to stop)", args.log.display());
+    sayln!("watching {} (Ctrl-C to stop)", args.log.display());
     let out = &args.out;
     cockpit_plot::watch(&args.log, out, &options, &live, |event| match event {
-        WatchEvent::Drawn { steps, .. } => println!("drew {steps} steps into {}", out.display()),
+        WatchEvent::Drawn { steps, .. } => sayln!("drew {steps} steps into {}", out.display()),
         WatchEvent::Skipped(err) => eprintln!("waiting for a readable log: {err}"),
     })?;
     Ok(())
@@ -289,7 +307,7 @@ fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
         );
     }
     let quantities: Vec<&str> = options.quantities.iter().map(|k| k.name()).collect();
-    println!(
+    sayln!(
         "replayed {} steps of `{}` ({} loss, SGD lr {}) tracking {}; wrote {}",
         fixture.steps.len(),
         fixture.name.as_deref().unwrap_or("fixture"),

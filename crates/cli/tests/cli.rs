@@ -243,3 +243,143 @@ fn check_validates_config_files() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn refs(args: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
+    args.iter().map(|a| a.as_os_str()).collect()
+}
+
+/// Runs `cockpit` with `args`; panics if it takes longer than `secs` (a hang).
+fn run_within(secs: u64, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() > secs {
+            child.kill().ok();
+            panic!("`cockpit {args:?}` still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// The inputs issue 22 found crashing or hanging the command: each ends with 0 or a clear
+/// error and status 2, never a panic (101) or a hang.
+#[test]
+fn no_input_panics_or_hangs_the_command() {
+    let dir = scratch("robust");
+    let extreme = dir.join("extreme.json");
+    std::fs::write(&extreme, r#"{"0": {"Loss": 1.7e308}, "1": {"Loss": 0}}"#).unwrap();
+    let png = dir.join("out.png");
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let plot = |extra: &[&str]| {
+        let mut args = vec![os("plot"), extreme.clone().into_os_string(), os("-o"), png.clone().into_os_string()];
+        args.extend(extra.iter().map(|s| os(s)));
+        args
+    };
+    for extra in [&[][..], &["--size", "16384x301"][..]] {
+        let args = plot(extra);
+        let out = run_within(120, &refs(&args));
+        assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let args = plot(&["--watch", "--idle-exit", "1e300"]);
+    let out = run_within(60, &refs(&args));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // --watch on a log that never appears says so (status 2).
+    let args = vec![
+        os("plot"),
+        dir.join("never.jsonl").into_os_string(),
+        os("-o"),
+        png.clone().into_os_string(),
+        os("--watch"),
+        os("--interval-ms"),
+        os("50"),
+        os("--idle-exit"),
+        os("0.3"),
+    ];
+    let out = run_within(60, &refs(&args));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("did not appear"), "{stderr}");
+
+    // A folder that does not exist: a sentence, not a backend's debug output.
+    let args = vec![os("plot"), extreme.clone().into_os_string(), os("-o"), dir.join("no/such/out.png").into_os_string()];
+    let out = run_within(60, &refs(&args));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("folder does not exist") && !stderr.contains("Os {"), "{stderr}");
+
+    // Two watchers of one image each finish cleanly (their temporary files are their own).
+    let watchers: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_cockpit"))
+                .args(refs(&plot(&["--watch", "--interval-ms", "20", "--idle-exit", "1"])))
+                .output()
+        })
+        .collect();
+    for watcher in watchers {
+        let watcher = watcher.unwrap();
+        assert!(watcher.status.success(), "{}", String::from_utf8_lossy(&watcher.stderr));
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Settings `check` used to accept and training then aborted or hung on.
+    for (name, text) in [
+        ("bins.toml", "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 1000000000000 }"),
+        ("bins2d.toml", "[[quantity]]\nclass = \"GradHist2d\"\nkwargs = { bins = [100000, 100000] }"),
+        ("log.toml", "schedule = \"logarithmic(0, 3, 1000000000000)\"\nconfiguration = \"economy\""),
+        ("linear.toml", "schedule = \"linear(99999999999999999999999)\"\nconfiguration = \"economy\""),
+        ("key.toml", "[[quantity]]\nclass = \"HessTrace\"\nkey = \"\""),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let args = [os("check"), path.into_os_string()];
+        let out = run_within(30, &refs(&args));
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `cockpit diagnose … | head -1`: a reader that goes away ends the command quietly with the
+/// status it decided (1: something flagged), not a broken-pipe panic (101).
+#[test]
+fn diagnose_into_a_closed_pipe_keeps_its_exit_status() {
+    let dir = scratch("pipe");
+    let log = dir.join("sick.json");
+    let mut text = String::from("{");
+    for step in 0..40 {
+        let loss = if step % 2 == 0 { 1.0 } else { 9.0 } * (1.0 + step as f64);
+        text.push_str(&format!(
+            "\"{step}\": {{\"Loss\": {loss}, \"Alpha\": 1.5, \"GradNorm\": [1e-9, {loss}]}}{}",
+            if step < 39 { ", " } else { "" }
+        ));
+    }
+    text.push('}');
+    std::fs::write(&log, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .arg("diagnose")
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before the first line
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -114,6 +114,10 @@ pub struct PerSampleStats {
     pub sum_sq: Option<Vec<Tensor<1>>>,
     /// `max |g_{n,p,j}|`, `[1]` per parameter.
     pub abs_max: Option<Vec<Tensor<1>>>,
+    /// What the source wants the user to know about how it computed these (e.g. that
+    /// [`PerSample::auto`](crate::PerSample::auto) fell back to single-sample passes, and
+    /// why); the Cockpit turns each distinct note into one warning.
+    pub notes: Vec<String>,
 }
 
 /// What one pass over the per-sample gradients computes.

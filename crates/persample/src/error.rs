@@ -22,9 +22,10 @@ pub enum PerSampleError {
     HostWorker(String),
     /// A layer couples the samples of the batch (training-mode BatchNorm), so per-sample
     /// gradients of the layers below it are not defined; the layer is named.
-    #[error("per-sample gradients are not defined: `{layer}` {reason}")]
+    #[error("per-sample gradients are not defined: `{layer}`: {reason}")]
     SamplesCoupled {
-        /// Dotted name of the layer's parameter.
+        /// The dotted names of the coupling layers' first parameters, comma-separated (every
+        /// such layer of the model, each once).
         layer: String,
         /// Why, and what to do instead.
         reason: String,

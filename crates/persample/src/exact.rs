@@ -8,7 +8,8 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
-use super::factors::{Accumulator, Coverage, LinearFactors, chunk_samples};
+use super::factors::{Accumulator, Coverage, LinearFactors, chunk_samples, refusal_of};
+use super::recorder::single_sample_pass;
 use crate::{PerSampleError, Snapshot};
 
 type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, PerSampleError> + Send + Sync;
@@ -81,14 +82,12 @@ impl PerSampleSource for ExactPerSample {
         params: &Snapshot,
         mut request: Request<'_>,
     ) -> Result<PerSampleStats, PerSampleError> {
-        WARN_ONCE.call_once(|| {
-            log::warn!(
-                "cockpit: per-sample gradients from the exact fallback cost {} extra \
-                 backward passes per tracked step; instrumented layers (persample::Linear) \
-                 make them nearly free",
-                self.batch
-            );
-        });
+        let cost = format!(
+            "per-sample gradients from the exact fallback cost {} extra backward passes per \
+             tracked step; instrumented layers (persample::Linear, …) make them nearly free",
+            self.batch
+        );
+        WARN_ONCE.call_once(|| log::warn!("cockpit: {cost}"));
         let entries = params.entries();
         if entries.is_empty() || self.batch == 0 {
             return Err(PerSampleError::Shape("no parameter or no sample".into()));
@@ -102,7 +101,16 @@ impl PerSampleSource for ExactPerSample {
             .min()
             .unwrap_or(1);
         for n in 0..self.batch {
-            let grads = (self.grads_of)(n)?;
+            let (grads, refused) = single_sample_pass(|| (self.grads_of)(n));
+            if !refused.is_empty() {
+                return Err(refusal_of(&refused, params).unwrap_or_else(|| {
+                    PerSampleError::Unsupported(format!(
+                        "a layer refused single-sample passes: {}",
+                        refused[0].reason
+                    ))
+                }));
+            }
+            let grads = grads?;
             for (index, entry) in entries.iter().enumerate() {
                 let g = flat_grad(&grads, entry.id, entry.shape.len()).ok_or_else(|| {
                     PerSampleError::Shape(format!(
@@ -119,7 +127,9 @@ impl PerSampleSource for ExactPerSample {
                 }
             }
         }
-        stats.finish()
+        let mut stats = stats.finish()?;
+        stats.notes.push(cost);
+        Ok(stats)
     }
 }
 
@@ -171,14 +181,15 @@ impl PerSampleSource for PerSample {
             // normalise each sample by its own statistics, a different model; the fast path
             // returns the refusal.
             (Some(fast), Some(exact)) if !fast.covers(params) && fast.refusal(params).is_none() => {
-                FALLBACK_ONCE.call_once(|| {
-                    log::warn!(
-                        "cockpit: the per-sample fast path does not cover this model; \
-                         falling back to single-sample passes.\n{}",
-                        fast.coverage(params)
-                    );
-                });
-                exact.reduce(params, request)
+                let note = format!(
+                    "the per-sample fast path does not cover this model; falling back to \
+                     single-sample passes.\n{}",
+                    fast.coverage(params)
+                );
+                FALLBACK_ONCE.call_once(|| log::warn!("cockpit: {note}"));
+                let mut stats = exact.reduce(params, request)?;
+                stats.notes.insert(0, note);
+                Ok(stats)
             }
             (Some(fast), _) => fast.reduce(params, request),
             (None, Some(exact)) => exact.reduce(params, request),

@@ -25,6 +25,32 @@ pub struct LayerFactors {
     pub e: Tensor<3>,
 }
 
+/// One error for every layer that refused (each named once, each distinct reason once), or
+/// `None` when none of them holds a parameter of `params`.
+pub(crate) fn refusal_of(refused: &[Refusal], params: &Snapshot) -> Option<PerSampleError> {
+    let mut layers: Vec<&str> = Vec::new();
+    let mut reasons: Vec<&str> = Vec::new();
+    for refusal in refused {
+        let Some(entry) = params
+            .entries()
+            .iter()
+            .find(|e| refusal.params.contains(&e.id))
+        else {
+            continue;
+        };
+        if !layers.contains(&entry.name.as_str()) {
+            layers.push(&entry.name);
+        }
+        if !reasons.contains(&refusal.reason.as_str()) {
+            reasons.push(&refusal.reason);
+        }
+    }
+    (!layers.is_empty()).then(|| PerSampleError::SamplesCoupled {
+        layer: layers.join(", "),
+        reason: reasons.join("; "),
+    })
+}
+
 /// What the fast path covers for a model ([`LinearFactors::coverage`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Coverage {
@@ -48,8 +74,14 @@ impl std::fmt::Display for Coverage {
         for name in &self.covered {
             writeln!(f, "  covered      {name}")?;
         }
+        let mut previous: Option<&str> = None;
         for (name, reason) in &self.uncovered {
-            writeln!(f, "  not covered  {name}: {reason}")?;
+            if previous == Some(reason.as_str()) {
+                writeln!(f, "  not covered  {name}: as above")?;
+            } else {
+                writeln!(f, "  not covered  {name}: {reason}")?;
+            }
+            previous = Some(reason);
         }
         Ok(())
     }
@@ -87,6 +119,7 @@ pub struct LinearFactors {
     layers: Vec<LayerFactors>,
     dense: Vec<DenseGradients>,
     refused: Vec<Refusal>,
+    unsplit: Vec<(ParamId, String)>,
 }
 
 impl LinearFactors {
@@ -97,7 +130,14 @@ impl LinearFactors {
             layers,
             dense: Vec::new(),
             refused: Vec::new(),
+            unsplit: Vec::new(),
         }
+    }
+
+    /// With parameters whose layer ran on fewer rows than the batch (a broadcast lookup), so
+    /// that no per-sample split was recorded: not covered, for the given reason.
+    pub(crate) fn with_unsplit(self, unsplit: Vec<(ParamId, String)>) -> Self {
+        Self { unsplit, ..self }
     }
 
     /// With layers that refused to record (training-mode BatchNorm).
@@ -109,16 +149,7 @@ impl LinearFactors {
     /// ([`PerSampleError::SamplesCoupled`], naming it), if one ran while recording: per-sample
     /// gradients of the model are then not defined, on the fast path or any other.
     pub fn refusal(&self, params: &Snapshot) -> Option<PerSampleError> {
-        self.refused.iter().find_map(|refusal| {
-            let entry = params
-                .entries()
-                .iter()
-                .find(|e| refusal.params.contains(&e.id))?;
-            Some(PerSampleError::SamplesCoupled {
-                layer: entry.name.clone(),
-                reason: refusal.reason.clone(),
-            })
-        })
+        refusal_of(&self.refused, params)
     }
 
     /// With parameters whose per-sample gradients were recorded in full.
@@ -153,6 +184,11 @@ impl LinearFactors {
                     .push((entry.name.clone(), refusal.to_string()));
             } else if self.records(entry.id) {
                 coverage.covered.push(entry.name.clone());
+            } else if let Some((_, reason)) = self.unsplit.iter().find(|(id, _)| *id == entry.id)
+            {
+                coverage
+                    .uncovered
+                    .push((entry.name.clone(), reason.clone()));
             } else {
                 coverage.uncovered.push((
                     entry.name.clone(),
@@ -169,7 +205,9 @@ impl LinearFactors {
     }
 
     fn records(&self, id: ParamId) -> bool {
-        self.find(id).is_some() || self.find_dense(id).is_some()
+        // A parameter with an unsplit use lacks part of its per-sample gradient.
+        !self.unsplit.iter().any(|(u, _)| *u == id)
+            && (self.find(id).is_some() || self.find_dense(id).is_some())
     }
 
     fn find_dense(&self, id: ParamId) -> Option<&DenseGradients> {
@@ -201,6 +239,13 @@ impl PerSampleSource for LinearFactors {
     ) -> Result<PerSampleStats, PerSampleError> {
         if let Some(refusal) = self.refusal(params) {
             return Err(refusal);
+        }
+        if !self.covers(params) {
+            return Err(PerSampleError::Unsupported(format!(
+                "the fast path does not cover the model (use ExactPerSample or \
+                 PerSample::auto for the other layers).\n{}",
+                self.coverage(params)
+            )));
         }
         let mut stats = Accumulator::new(self.batch, &request);
         for (index, entry) in params.entries().iter().enumerate() {
@@ -494,6 +539,7 @@ impl Accumulator {
             dots: self.dots.into_iter().map(cat).collect::<Result<_, _>>()?,
             dots_with_grad: None,
             dots_with_previous_grad: None,
+            notes: Vec::new(),
             sum_sq,
             abs_max: if want_max {
                 Some(cat(self.abs_max)?.into_iter().map(|m| m.max()).collect())

@@ -135,6 +135,7 @@ fn to_device(stats: PerSampleStats, device: &Device) -> PerSampleStats {
         dots_with_previous_grad: stats.dots_with_previous_grad.map(moved),
         sum_sq: stats.sum_sq.map(moved),
         abs_max: stats.abs_max.map(moved),
+        notes: stats.notes,
     }
 }
 
@@ -169,7 +170,14 @@ fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, PerSamp
         .zip(b.dots)
         .map(|(x, y)| zip(Some(x), Some(y), concat).map(Option::unwrap_or_default))
         .collect::<Result<_, _>>()?;
+    let mut notes = a.notes;
+    for note in b.notes {
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
     Ok(PerSampleStats {
+        notes,
         batch_size: a.batch_size + b.batch_size,
         sq_norms: zip(a.sq_norms, b.sq_norms, concat)?,
         dots,

@@ -1,11 +1,11 @@
 //! Instrumented drop-ins for burn's normalisation layers: `LayerNorm`, `RmsNorm`,
 //! `GroupNorm`, `InstanceNorm`, `BatchNorm`.
 
-use burn::module::{Module, Param};
+use burn::module::{Module, Param, RunningState};
 use burn::nn::{LayerNormConfig, RmsNormConfig};
 use burn::tensor::{Device, Tensor};
 
-use super::recorder::{is_recording, refuse, tap_affine};
+use super::recorder::{in_single_sample_pass, is_recording, refuse, tap_affine};
 
 /// Records `y = x̂ ⊙ γ (+ β)` for a normalised `x̂` computed like the layer does, when a
 /// recorder is active (the first dimension is the batch, the last the features).
@@ -236,7 +236,7 @@ impl From<burn::nn::BatchNorm> for BatchNorm {
 }
 
 /// Why training-mode BatchNorm refuses per-sample statistics.
-const BATCH_STATISTICS: &str = "is a BatchNorm in training mode: its batch statistics couple \
+const BATCH_STATISTICS: &str = "BatchNorm in training mode: its batch statistics couple \
     the samples, so no layer below it has per-sample gradients (single-sample passes would \
     normalise each sample by itself, another model). Use its running statistics (training \
     flag off), or GroupNorm / LayerNorm";
@@ -260,6 +260,15 @@ impl BatchNorm {
     /// with the training flag on, running statistics otherwise).
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let batch_statistics = input.device().is_autodiff() && self.training.is_enabled();
+        if batch_statistics && in_single_sample_pass() {
+            // The exact fallback refuses this model; its pass must not move the running
+            // statistics (tracking never changes the model).
+            refuse(vec![self.gamma.id, self.beta.id], BATCH_STATISTICS);
+            let mut private = self.as_burn();
+            private.running_mean = RunningState::new(self.running_mean.value());
+            private.running_var = RunningState::new(self.running_var.value());
+            return private.forward(input);
+        }
         let output = self.as_burn().forward(input.clone());
         if !is_recording() {
             return output;

@@ -59,6 +59,19 @@ enum TapKind {
     },
 }
 
+impl TapKind {
+    /// The parameters the tap records.
+    fn params(&self) -> Vec<ParamId> {
+        let (first, second) = match self {
+            TapKind::Linear { weight, bias, .. } | TapKind::Conv { weight, bias, .. } => {
+                (*weight, *bias)
+            }
+            TapKind::Affine { gamma, beta, .. } => (*gamma, *beta),
+        };
+        std::iter::once(first).chain(second).collect()
+    }
+}
+
 /// What a recording holds: the taps, and the layers that refused to tap.
 #[derive(Debug, Default)]
 struct Recording {
@@ -76,6 +89,31 @@ pub(crate) struct Refusal {
 
 thread_local! {
     static ACTIVE: RefCell<Option<Recording>> = const { RefCell::new(None) };
+    /// The refusals of the single-sample passes running on this thread
+    /// ([`single_sample_pass`]), when one is.
+    static SINGLE_SAMPLE: RefCell<Option<Vec<Refusal>>> = const { RefCell::new(None) };
+}
+
+/// Runs `pass` (one single-sample forward and backward pass of the exact fallback) and
+/// returns what it returned with the refusals of the layers it ran: a layer that couples the
+/// samples refuses instead of computing (and leaves its state, e.g. BatchNorm's running
+/// statistics, untouched).
+pub(crate) fn single_sample_pass<R>(pass: impl FnOnce() -> R) -> (R, Vec<Refusal>) {
+    let outer = SINGLE_SAMPLE.with(|probe| probe.borrow_mut().replace(Vec::new()));
+    let result = pass();
+    let refused = SINGLE_SAMPLE.with(|probe| {
+        let mut probe = probe.borrow_mut();
+        let refused = probe.take().unwrap_or_default();
+        *probe = outer;
+        refused
+    });
+    (result, refused)
+}
+
+/// Whether a single-sample pass of the exact fallback runs on this thread: layers that
+/// couple the samples then [`refuse`] and keep their state as it is.
+pub(crate) fn in_single_sample_pass() -> bool {
+    SINGLE_SAMPLE.with(|probe| probe.borrow().is_some())
 }
 
 /// Whether a [`Recorder`] is active on this thread (instrumented layers then tap).
@@ -157,12 +195,18 @@ pub(crate) fn tap_affine(
 /// (and, for a layer that couples the samples, of every layer below it) are refused with
 /// `reason`, when a recorder is active.
 pub(crate) fn refuse(params: Vec<ParamId>, reason: &str) {
+    let refusal = Refusal {
+        params,
+        reason: reason.to_string(),
+    };
+    SINGLE_SAMPLE.with(|probe| {
+        if let Some(refused) = probe.borrow_mut().as_mut() {
+            refused.push(refusal.clone());
+        }
+    });
     ACTIVE.with(|active| {
         if let Some(recording) = active.borrow_mut().as_mut() {
-            recording.refused.push(Refusal {
-                params,
-                reason: reason.to_string(),
-            });
+            recording.refused.push(refusal);
         }
     });
 }
@@ -212,32 +256,49 @@ impl Recorder {
     ///
     /// # Errors
     ///
-    /// [`PerSampleError::Unsupported`] if no instrumented layer ran, or the batch sizes of the
-    /// taps disagree; [`PerSampleError::Shape`] if a tap's gradient is missing.
+    /// [`PerSampleError::Unsupported`] if the batch sizes of the taps disagree (naming the
+    /// layer); [`PerSampleError::Shape`] if a tap's gradient is missing. When no
+    /// instrumented layer ran, the factors cover no parameter: their
+    /// [`coverage`](LinearFactors::coverage) report (and the error of reducing them) says so
+    /// for every parameter.
     pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, PerSampleError> {
         let Recording { taps, refused } = ACTIVE
             .with(|active| active.borrow_mut().take())
             .unwrap_or_default();
-        if taps.is_empty() && !refused.is_empty() {
+        if taps.is_empty() {
+            // Nothing recorded: factors that cover no parameter, so the coverage report
+            // (0 of N, each parameter with its reason) says what happened, and
+            // PerSample::auto falls back.
             return Ok(LinearFactors::new(0, Vec::new()).with_refused(refused));
         }
-        if taps.is_empty() {
-            return Err(PerSampleError::Unsupported(
-                "no instrumented layer ran while recording; build the model from \
-                 `persample::Linear` or use `ExactPerSample`"
-                    .into(),
-            ));
-        }
-        let batch = taps[0].leaf.dims()[0];
+        // The batch is the largest any layer saw: a layer applied to fewer rows (a lookup
+        // shared by the whole batch and broadcast over it) has no per-sample split to record.
+        let batch = taps.iter().map(|t| t.leaf.dims()[0]).max().unwrap_or(0);
         // Per weight, the inputs and output gradients of every application, in order.
         let mut uses: Vec<Uses> = Vec::new();
         let mut dense: Vec<DenseGradients> = Vec::new();
+        let mut unsplit: Vec<(ParamId, String)> = Vec::new();
         for tap in taps {
             let [b, t, d_out] = tap.leaf.dims();
             if b != batch {
-                return Err(PerSampleError::Unsupported(format!(
-                    "instrumented layers saw batch sizes {batch} and {b}"
-                )));
+                let reason = if b == 1 {
+                    format!(
+                        "the layer ran on a batch of 1 that was broadcast over the batch of \
+                         {batch} (e.g. a position embedding looked up with a [1, T] index): \
+                         its gradient is a sum over the samples with no per-sample split. \
+                         Give it the batch (index [B, T], e.g. `positions.expand([{batch}, T])`) \
+                         or let PerSample::auto fall back"
+                    )
+                } else {
+                    format!(
+                        "the layer ran on {b} rows while the batch has {batch}: its rows are \
+                         not the batch's samples"
+                    )
+                };
+                for id in tap.kind.params() {
+                    unsplit.push((id, reason.clone()));
+                }
+                continue;
             }
             let Some(delta) = tap.leaf.grad(grads) else {
                 return Err(PerSampleError::Shape(
@@ -290,7 +351,8 @@ impl Recorder {
             .collect();
         Ok(LinearFactors::new(batch, layers)
             .with_dense(dense)
-            .with_refused(refused))
+            .with_refused(refused)
+            .with_unsplit(unsplit))
     }
 }
 

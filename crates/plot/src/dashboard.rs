@@ -122,17 +122,18 @@ pub fn draw<DB: DrawingBackend>(
             panels: Vec::new(),
         },
     };
-    let gap = (width as f64 * 0.008) as u32;
+    // Gaps follow the shorter side, so that very wide or very tall images still lay out.
+    let gap = (width as f64 * 0.008).min(height as f64 * 0.016) as u32;
     let top = title_h;
-    let body_h = height - top - gap;
-    let col_w = (width - 4 * gap) / 3;
+    let body_h = height.saturating_sub(top + gap);
+    let col_w = width.saturating_sub(4 * gap) / 3;
     let col_x = |c: u32| gap + c * (col_w + gap);
 
     match screen {
         Screen::Primary => {
-            let top_h = (body_h - gap) * 3 / 4;
+            let top_h = body_h.saturating_sub(gap) * 3 / 4;
             let bottom_y = top + top_h + gap;
-            let bottom_h = height - bottom_y - gap;
+            let bottom_h = height.saturating_sub(bottom_y + gap);
             let columns: [Column<DB>; 3] = [
                 (
                     "STEP SIZE",
@@ -268,7 +269,7 @@ impl<DB: DrawingBackend> Page<'_, DB> {
         });
         Ok(Rect {
             y: cell.y + self.header_h,
-            h: cell.h - self.header_h,
+            h: cell.h.saturating_sub(self.header_h),
             ..cell
         })
     }

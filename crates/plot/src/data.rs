@@ -37,8 +37,8 @@ impl Series {
         let mut series = Self::default();
         for (step, value) in output.series(name) {
             if let Some(v) = reduce(value).filter(|v| v.is_finite()) {
-                series.steps.push(step as f64);
-                series.values.push(v);
+                series.steps.push(drawable(step as f64));
+                series.values.push(drawable(v));
             }
         }
         series
@@ -55,6 +55,28 @@ impl Series {
         }
         out
     }
+}
+
+/// The largest magnitude the dashboard draws: larger finite values (a run that blew up) are
+/// drawn at this bound. Beyond it the drawing library's coordinate arithmetic overflows.
+pub(crate) const LIMIT: f64 = 1e300;
+
+/// `v` clamped to ±[`LIMIT`] (NaN stays NaN).
+fn drawable(v: f64) -> f64 {
+    v.clamp(-LIMIT, LIMIT)
+}
+
+fn drawable_hist1d(mut h: Histogram1d) -> Histogram1d {
+    h.hist.iter_mut().for_each(|v| *v = drawable(*v));
+    h.edges.iter_mut().for_each(|v| *v = drawable(*v));
+    h
+}
+
+fn drawable_hist2d(mut h: Histogram2d) -> Histogram2d {
+    h.x_edges.iter_mut().for_each(|v| *v = drawable(*v));
+    h.y_edges.iter_mut().for_each(|v| *v = drawable(*v));
+    h.individual = h.individual.into_iter().map(drawable_hist2d).collect();
+    h
 }
 
 fn scalar(value: &Value) -> Option<f64> {
@@ -133,6 +155,8 @@ impl DashboardData {
         {
             hist2d = Some((step, h.clone()));
         }
+        let hist1d = hist1d.map(|(step, h)| (step, drawable_hist1d(h)));
+        let hist2d = hist2d.map(|(step, h)| (step, drawable_hist2d(h)));
         Self {
             alpha: Series::of(output, "Alpha", scalar),
             distance: Series::quantity(output, QuantityKind::Distance),

@@ -26,6 +26,18 @@ pub enum PlotError {
         /// Requested height.
         height: u32,
     },
+    /// `--watch` gave up: the log never appeared.
+    #[error(
+        "`{}` did not appear within {:.1} s of watching; nothing was drawn (is training writing to another path?)",
+        path.display(),
+        waited.as_secs_f64()
+    )]
+    NoLog {
+        /// The log that was watched.
+        path: PathBuf,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
     /// Drawing failed (the backend's message).
     #[error("drawing failed: {0}")]
     Draw(String),

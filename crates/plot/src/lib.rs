@@ -29,7 +29,9 @@ mod watch;
 use std::path::Path;
 
 use cockpit_quantities::Output;
-use cockpit_quantities::log::{read_log, read_stream};
+use cockpit_quantities::log::{read_log, read_stream, write_atomic};
+use image::ImageEncoder;
+use std::io::Write;
 use plotters::prelude::*;
 
 pub use dashboard::{Header, Panel, Rect, Rendered, Screen};
@@ -134,7 +136,11 @@ pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Ren
     Ok((svg, rendered))
 }
 
-/// Draws `output` into `path`, PNG or SVG by its extension.
+/// Draws `output` into `path`, PNG or SVG by its extension. The image is drawn in memory and
+/// the file replaced atomically
+/// ([`write_atomic`](cockpit_quantities::log::write_atomic)): an interruption or a full disk
+/// leaves the previous image (or none), never a cut one, and concurrent writers never share a
+/// temporary file.
 ///
 /// # Errors
 ///
@@ -146,9 +152,9 @@ pub fn save(
     options: &PlotOptions,
 ) -> Result<Rendered, PlotError> {
     let path = path.as_ref();
-    let write_err = |reason: String| PlotError::Write {
+    let write_err = |err: std::io::Error| PlotError::Write {
         path: path.to_path_buf(),
-        reason,
+        reason: io_reason(&err),
     };
     match path
         .extension()
@@ -158,18 +164,36 @@ pub fn save(
     {
         Some("svg") => {
             let (svg, rendered) = render_svg(output, options)?;
-            std::fs::write(path, svg).map_err(|e| write_err(e.to_string()))?;
+            write_atomic(path, |file| file.write_all(svg.as_bytes())).map_err(write_err)?;
             Ok(rendered)
         }
         Some("png") => {
-            let data = checked(output, options)?;
-            let root =
-                BitMapBackend::new(path, (options.width, options.height)).into_drawing_area();
-            let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
-            root.present().map_err(|e| write_err(format!("{e}")))?;
+            let (rgb, rendered) = render_rgb(output, options)?;
+            write_atomic(path, |file| {
+                let mut writer = std::io::BufWriter::new(file);
+                image::codecs::png::PngEncoder::new(&mut writer)
+                    .write_image(&rgb, options.width, options.height, image::ColorType::Rgb8)
+                    .map_err(|err| match err {
+                        image::ImageError::IoError(err) => err,
+                        other => std::io::Error::other(other.to_string()),
+                    })?;
+                writer.flush()
+            })
+            .map_err(write_err)?;
             Ok(rendered)
         }
         _ => Err(PlotError::Format(path.to_path_buf())),
+    }
+}
+
+/// An I/O error as a sentence: the operating system's words, without Rust's debug wrapping.
+fn io_reason(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "its folder does not exist".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::StorageFull => "the disk is full".into(),
+        std::io::ErrorKind::ReadOnlyFilesystem => "the file system is read-only".into(),
+        _ => err.to_string(),
     }
 }
 

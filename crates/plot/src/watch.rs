@@ -1,6 +1,6 @@
 //! Live view: redraw the dashboard whenever the log grows.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::{PlotError, PlotOptions, Rendered, read_any, save};
@@ -39,13 +39,14 @@ pub enum WatchEvent<'a> {
 }
 
 /// Redraws `out` from `log` (a JSON-lines stream as training writes it, or a JSON log) each
-/// time the file changes. The image is written to a temporary file and renamed, so a viewer
-/// never sees half an image.
+/// time the file changes. The image is replaced atomically ([`save`]), so a viewer never sees
+/// half an image, and two watchers of one image never share a temporary file.
 ///
 /// # Errors
 ///
-/// [`PlotError::Write`] if the image cannot be written; read errors are reported through
-/// `on_event` and retried.
+/// [`PlotError::Write`] if the image cannot be written; [`PlotError::NoLog`] if the log never
+/// appeared before `idle_exit` ran out. Read errors are reported through `on_event` and
+/// retried.
 pub fn watch(
     log: impl AsRef<Path>,
     out: impl AsRef<Path>,
@@ -54,7 +55,6 @@ pub fn watch(
     mut on_event: impl FnMut(WatchEvent<'_>),
 ) -> Result<(), PlotError> {
     let (log, out) = (log.as_ref(), out.as_ref());
-    let temp = temporary(out);
     let mut seen: Option<(u64, Option<SystemTime>)> = None;
     let mut last_change = Instant::now();
     loop {
@@ -66,13 +66,9 @@ pub fn watch(
             last_change = Instant::now();
             match read_any(log).and_then(|output| {
                 let steps = output.steps().count();
-                save(&output, &temp, options).map(|r| (steps, r))
+                save(&output, out, options).map(|r| (steps, r))
             }) {
                 Ok((steps, rendered)) => {
-                    std::fs::rename(&temp, out).map_err(|e| PlotError::Write {
-                        path: out.to_path_buf(),
-                        reason: e.to_string(),
-                    })?;
                     on_event(WatchEvent::Drawn {
                         steps,
                         rendered: &rendered,
@@ -86,21 +82,14 @@ pub fn watch(
             .idle_exit
             .is_some_and(|idle| last_change.elapsed() >= idle)
         {
-            return Ok(());
+            return match seen {
+                Some(_) => Ok(()),
+                None => Err(PlotError::NoLog {
+                    path: log.to_path_buf(),
+                    waited: last_change.elapsed(),
+                }),
+            };
         }
         std::thread::sleep(watch.interval);
     }
-}
-
-/// `dir/.name.partial.ext` next to `out` (same file system, same extension).
-fn temporary(out: &Path) -> PathBuf {
-    let name = out
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let ext = out
-        .extension()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    out.with_file_name(format!(".{name}.partial.{ext}"))
 }

@@ -69,6 +69,8 @@ pub struct Cockpit {
     last_step: Option<usize>,
     stream: Option<JsonLinesWriter>,
     warnings: Vec<String>,
+    /// The per-sample sources' notes already turned into warnings (each is given once).
+    notes_seen: Vec<String>,
     latest: Output,
     /// The mean gradient of the last tracked step, kept while a quantity asks for
     /// [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
@@ -99,6 +101,7 @@ impl Cockpit {
             last_step: None,
             stream: None,
             warnings: Vec::new(),
+            notes_seen: Vec::new(),
             latest: Output::new(),
             previous_grads: None,
         };
@@ -199,6 +202,8 @@ impl Cockpit {
     /// - [`CockpitError::ParametersChanged`] if the trainable parameters differ from those at
     ///   the first tracked step;
     /// - [`CockpitError::MissingGradient`] if a parameter has no gradient;
+    /// - [`CockpitError::BatchMismatch`] if the per-sample losses, the per-sample gradients
+    ///   and the batch size disagree (or are empty); nothing is computed for the step;
     /// - [`CockpitError::QuantitiesFailed`] listing the quantities that could not be computed;
     /// - [`CockpitError::Log`] if the JSON-lines stream cannot be written.
     ///
@@ -214,6 +219,10 @@ impl Cockpit {
             && step <= previous
         {
             return Err(CockpitError::StepNotIncreasing { previous, step });
+        }
+        if self.is_tracking(step) {
+            info.check_batch()
+                .map_err(|reason| CockpitError::BatchMismatch { step, reason })?;
         }
         let params = Snapshot::of_params(model);
         self.check_param_set(step, &params)?;
@@ -241,7 +250,15 @@ impl Cockpit {
         if !loss.is_finite() {
             self.warn(format!("step {step}: the loss is {loss}"));
         }
-        let per_sample = self.reduce_per_sample(step, &params, &grads, &info);
+        let mut per_sample = self.reduce_per_sample(step, &params, &grads, &info);
+        if let Ok(Some(stats)) = &mut per_sample {
+            for note in std::mem::take(&mut stats.notes) {
+                if !self.notes_seen.contains(&note) {
+                    self.warn(format!("step {step}: {note}"));
+                    self.notes_seen.push(note);
+                }
+            }
+        }
         self.previous_grads = None;
         let ctx = StepContext {
             step,
@@ -453,7 +470,10 @@ impl Cockpit {
         write_log(path, &self.output).map_err(CockpitError::from)
     }
 
-    /// Warnings recorded so far (non-finite losses and values), oldest first.
+    /// Warnings recorded so far, oldest first: non-finite losses and values, quantities'
+    /// notices (a histogram range that swallows every value), and the per-sample sources'
+    /// notes (each once: the exact fallback's cost, `PerSample::auto` falling back with its
+    /// coverage report).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }

@@ -71,6 +71,15 @@ pub enum CockpitError {
         /// The step that was handed in.
         step: usize,
     },
+    /// The step's info disagrees with itself about the batch (per-sample losses of another
+    /// length than the batch, an empty batch); nothing was computed for the step.
+    #[error("at step {step}: {reason}")]
+    BatchMismatch {
+        /// The step that was handed in.
+        step: usize,
+        /// What disagrees.
+        reason: String,
+    },
     /// One or more quantities could not be computed at a step; the others were stored.
     #[error("at step {step}: {}", format_failures(.failures))]
     QuantitiesFailed {
@@ -84,10 +93,19 @@ pub enum CockpitError {
     Log(#[from] crate::log::LogError),
 }
 
+/// `A, B: why; C: other` — quantities that failed for the same reason share it.
 fn format_failures(failures: &[(String, QuantityError)]) -> String {
-    failures
-        .iter()
-        .map(|(name, err)| format!("{name}: {err}"))
+    let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
+    for (name, err) in failures {
+        let message = err.to_string();
+        match groups.iter_mut().find(|(_, m)| *m == message) {
+            Some((names, _)) => names.push(name),
+            None => groups.push((vec![name], message)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(names, message)| format!("{}: {message}", names.join(", ")))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -113,9 +131,10 @@ pub enum QuantityError {
     Read(String),
     /// A layer couples the samples of the batch (training-mode BatchNorm), so per-sample
     /// gradients of the layers below it are not defined; the layer is named.
-    #[error("per-sample gradients are not defined: `{layer}` {reason}")]
+    #[error("per-sample gradients are not defined: `{layer}`: {reason}")]
     SamplesCoupled {
-        /// Dotted name of the layer's parameter.
+        /// The dotted names of the coupling layers' first parameters, comma-separated (every
+        /// such layer of the model, each once).
         layer: String,
         /// Why, and what to do instead.
         reason: String,

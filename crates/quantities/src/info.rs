@@ -142,7 +142,7 @@ impl StepInfo {
     /// [`PerSample::auto`](crate::persample::PerSample::auto) of both. Needed by GradHist1d/2d,
     /// the gradient tests, Alpha, CABS, EarlyStopping, MeanGSNR and TIC.
     pub fn with_per_sample(mut self, source: impl PerSampleSource + 'static) -> Self {
-        if self.batch_size.is_none() {
+        if self.batch_size.is_none() && source.batch_size() > 0 {
             self.batch_size = Some(source.batch_size());
         }
         self.per_sample = Some(Arc::new(source));
@@ -186,5 +186,37 @@ impl StepInfo {
     /// The optimizer, if given.
     pub fn optimizer(&self) -> Option<&OptimizerInfo> {
         self.optimizer.as_ref()
+    }
+
+    /// Checks that the batch sizes the info states agree: the given batch size, the number
+    /// of per-sample losses and the per-sample source's batch, and that none is 0. `Err`
+    /// says what disagrees.
+    pub(crate) fn check_batch(&self) -> Result<(), String> {
+        let mut sizes: Vec<(&str, usize)> = Vec::new();
+        if let Some(b) = self.batch_size {
+            sizes.push(("the batch size", b));
+        }
+        if let Some(losses) = &self.individual_losses {
+            let dims = losses.dims();
+            sizes.push(("the per-sample losses", dims[0]));
+        }
+        // A source that recorded nothing reports 0 samples; its own error (a coverage
+        // report) says more than a batch mismatch would.
+        if let Some(source) = self.per_sample.as_ref().filter(|s| s.batch_size() > 0) {
+            sizes.push(("the per-sample gradients", source.batch_size()));
+        }
+        if let Some((what, _)) = sizes.iter().find(|(_, b)| *b == 0) {
+            return Err(format!("{what} hold no sample"));
+        }
+        let Some(&(first, b)) = sizes.first() else {
+            return Ok(());
+        };
+        match sizes.iter().find(|(_, other)| *other != b) {
+            Some((what, other)) => Err(format!(
+                "{first} is {b} but {what} have {other} samples; hand in the losses of the \
+                 batch the gradients were computed on, one per sample"
+            )),
+            None => Ok(()),
+        }
     }
 }

@@ -32,6 +32,10 @@ enum ScheduleKind {
 }
 
 impl Schedule {
+    /// The most points a logarithmic schedule may have (Cockpit's default is 300; each point
+    /// is computed once when the schedule is built).
+    pub const MAX_LOGARITHMIC_STEPS: usize = 1_000_000;
+
     /// Every step: Cockpit's default `linear(1, 0)`.
     pub fn every_step() -> Self {
         Self {
@@ -67,8 +71,8 @@ impl Schedule {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::InvalidSchedule`] for a non-finite or non-positive base, or
-    /// non-finite exponents.
+    /// [`CockpitError::InvalidSchedule`] for a non-finite or non-positive base, non-finite
+    /// exponents, or more than [`Schedule::MAX_LOGARITHMIC_STEPS`] points.
     pub fn logarithmic(
         start: f64,
         end: f64,
@@ -76,6 +80,12 @@ impl Schedule {
         base: f64,
         init: bool,
     ) -> Result<Self, CockpitError> {
+        if steps > Self::MAX_LOGARITHMIC_STEPS {
+            return Err(CockpitError::InvalidSchedule(format!(
+                "logarithmic schedule with {steps} points: at most {} are allowed",
+                Self::MAX_LOGARITHMIC_STEPS
+            )));
+        }
         if !(base.is_finite() && base > 0.0 && start.is_finite() && end.is_finite()) {
             return Err(CockpitError::InvalidSchedule(format!(
                 "logarithmic schedule needs finite exponents and a positive base, got \
@@ -229,24 +239,42 @@ impl FromStr for Schedule {
                 None => default.ok_or_else(|| bad(&format!("`{}` is required", signature[k]))),
             }
         };
-        let count = |k: usize, default: Option<f64>| -> Result<f64, CockpitError> {
-            let v = number(k, default)?;
-            if v.fract() != 0.0 {
-                return Err(bad(&format!("`{}` must be a whole number", signature[k])));
+        // Whole numbers are read exactly (an integer literal, or a float literal with no
+        // fraction below 2^53); anything out of the target's range is an error, not a
+        // saturated value.
+        let count = |k: usize, default: Option<i128>| -> Result<i128, CockpitError> {
+            let Some(v) = args[k] else {
+                return default.ok_or_else(|| bad(&format!("`{}` is required", signature[k])));
+            };
+            if let Ok(n) = v.parse::<i128>() {
+                return Ok(n);
             }
-            Ok(v)
+            match v.parse::<f64>() {
+                Ok(f) if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 => Ok(f as i128),
+                Ok(f) if f.is_finite() && f.fract() != 0.0 => {
+                    Err(bad(&format!("`{}` must be a whole number", signature[k])))
+                }
+                Ok(_) => Err(bad(&format!("`{}` is out of range: `{v}`", signature[k]))),
+                Err(_) => Err(bad(&format!("`{}` is not a number: `{v}`", signature[k]))),
+            }
         };
+        let out_of_range =
+            |k: usize, n: i128| bad(&format!("`{}` = {n} is out of range", signature[k]));
         if signature.len() == 2 {
             let interval = count(0, None)?;
-            if interval < 0.0 {
+            if interval < 0 {
                 return Err(bad("`interval` must not be negative"));
             }
-            Self::linear(interval as usize, count(1, Some(0.0))? as i64)
+            let interval = usize::try_from(interval).map_err(|_| out_of_range(0, interval))?;
+            let offset = count(1, Some(0))?;
+            let offset = i64::try_from(offset).map_err(|_| out_of_range(1, offset))?;
+            Self::linear(interval, offset)
         } else {
-            let steps = count(2, Some(300.0))?;
-            if steps < 0.0 {
+            let steps = count(2, Some(300))?;
+            if steps < 0 {
                 return Err(bad("`steps` must not be negative"));
             }
+            let steps = usize::try_from(steps).map_err(|_| out_of_range(2, steps))?;
             let init = match args[4].map(str::to_ascii_lowercase).as_deref() {
                 None | Some("true") => true,
                 Some("false") => false,
@@ -257,7 +285,7 @@ impl FromStr for Schedule {
             Self::logarithmic(
                 number(0, None)?,
                 number(1, None)?,
-                steps as usize,
+                steps,
                 number(3, Some(10.0))?,
                 init,
             )
@@ -371,5 +399,32 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn settings_that_would_hang_or_saturate_are_refused() {
+        let start = std::time::Instant::now();
+        for bad in [
+            "logarithmic(0, 3, 1000000000000)",
+            "logarithmic(0, 3, 1e12)",
+            "linear(99999999999999999999999)",
+            "linear(1e300)",
+            "linear(1, 99999999999999999999)",
+            "linear(1, 1e19)",
+            "logarithmic(0, 3, 99999999999999999999999)",
+        ] {
+            let err = bad.parse::<Schedule>().unwrap_err();
+            assert!(
+                matches!(err, CockpitError::InvalidSchedule(_)),
+                "{bad}: {err}"
+            );
+        }
+        assert!(Schedule::logarithmic(0.0, 3.0, 1 << 40, 10.0, true).is_err());
+        assert!(start.elapsed().as_secs() < 5, "refused without iterating");
+        // Exact large values still parse as written, not through a float.
+        let far: Schedule = "linear(9007199254740993)".parse().unwrap();
+        assert!(far.is_active(9_007_199_254_740_993) && !far.is_active(9_007_199_254_740_992));
+        let schedule = Schedule::logarithmic(0.0, 3.0, Schedule::MAX_LOGARITHMIC_STEPS, 10.0, true);
+        assert!(schedule.unwrap().is_active(1000));
     }
 }

@@ -50,13 +50,47 @@ pub fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     if lo > hi {
         return None;
     }
-    let span = hi - lo;
+    Some(drawable(lo, hi))
+}
+
+/// Whether histogram `edges` can be drawn for `bins` bins: one more edge than bins, finite,
+/// non-decreasing, and spanning a range the axis can tell apart from a point (at least a
+/// millionth of its magnitude). A log cut short or edited by hand fails this and its
+/// instrument is left blank.
+pub(crate) fn drawable_edges(edges: &[f64], bins: usize) -> bool {
+    let (Some(&first), Some(&last)) = (edges.first(), edges.last()) else {
+        return false;
+    };
+    edges.len() == bins + 1
+        && edges.iter().all(|e| e.is_finite())
+        && edges.windows(2).all(|w| w[0] <= w[1])
+        && last - first > 1e-6 * first.abs().max(last.abs())
+}
+
+/// The largest magnitude an axis reaches: beyond it the tick arithmetic of the drawing
+/// library overflows (values are clamped to it; such a run has blown up anyway).
+const AXIS_LIMIT: f64 = crate::data::LIMIT;
+
+/// `[lo, hi]` padded into a range the drawing library can tick: within ±[`AXIS_LIMIT`], and
+/// at least a millionth of its magnitude wide (a narrower one cannot be told apart in float64
+/// and makes tick generation loop without end).
+fn drawable(lo: f64, hi: f64) -> (f64, f64) {
+    let (lo, hi) = (
+        lo.clamp(-AXIS_LIMIT, AXIS_LIMIT),
+        hi.clamp(-AXIS_LIMIT, AXIS_LIMIT),
+    );
+    let magnitude = lo.abs().max(hi.abs());
+    let span = (hi - lo).max(1e-6 * magnitude);
     let pad = if span > 0.0 {
         0.05 * span
     } else {
-        0.1 * lo.abs().max(1e-12)
+        0.1 * magnitude.max(1e-12)
     };
-    Some((lo - pad, hi + pad))
+    let (mid, half) = (0.5 * lo + 0.5 * hi, 0.5 * span + pad);
+    (
+        (mid - half).clamp(-1.1 * AXIS_LIMIT, AXIS_LIMIT),
+        (mid + half).clamp(-AXIS_LIMIT, 1.1 * AXIS_LIMIT),
+    )
 }
 
 /// The padded range of iteration numbers: as [`bounds`], but at least one iteration wide, so
@@ -220,13 +254,32 @@ pub(crate) fn primary<DB: DrawingBackend>(
         .y_labels(y_count)
         .draw()
         .map_err(draw_err)?;
+    let (points, smooth) = (
+        inside(points, &x_range, &y_range),
+        inside(smooth, &x_range, &y_range),
+    );
     chart
-        .draw_series(scatter(points, false, scale.px(3.0)))
+        .draw_series(scatter(&points, false, scale.px(3.0)))
         .map_err(draw_err)?;
     chart
-        .draw_series(ema_line(smooth, false, scale.px(2.0)))
+        .draw_series(ema_line(&smooth, false, scale.px(2.0)))
         .map_err(draw_err)?;
     Ok(())
+}
+
+/// `points` pulled to within a margin around the axes' ranges: a point far outside them
+/// would overflow the drawing library's pixel arithmetic (such points are off the panel
+/// either way; a line towards one keeps its direction near the panel).
+pub(crate) fn inside(
+    points: &[(f64, f64)],
+    x: &std::ops::Range<f64>,
+    y: &std::ops::Range<f64>,
+) -> Points {
+    let pull = |v: f64, r: &std::ops::Range<f64>| {
+        let margin = 2.0 * (r.end - r.start).abs();
+        v.clamp(r.start - margin, r.end + margin)
+    };
+    points.iter().map(|&(a, b)| (pull(a, x), pull(b, y))).collect()
 }
 
 /// Cockpit's most common instrument: the values as points coloured by iteration plus their
@@ -245,7 +298,8 @@ pub fn scatter_ema<DB: DrawingBackend>(
         .filter(|(_, (p, _))| !p.is_empty());
     let xs = points
         .iter()
-        .chain(twin.iter().flat_map(|(_, (p, _))| p.iter()))
+        .chain(&smooth)
+        .chain(twin.iter().flat_map(|(_, (p, s))| p.iter().chain(s)))
         .map(|p| p.0);
     let (Some((x0, x1)), Some((y0, y1))) = (
         step_bounds(xs),
@@ -289,6 +343,10 @@ pub fn scatter_ema<DB: DrawingBackend>(
         .y_labels(y_count)
         .draw()
         .map_err(draw_err)?;
+    let (twin_points, twin_smooth) = (
+        inside(&twin_points, &(x0..x1), &(t0..t1)),
+        inside(&twin_smooth, &(x0..x1), &(t0..t1)),
+    );
     chart
         .draw_secondary_series(scatter(&twin_points, true, radius))
         .map_err(draw_err)?;

@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, X_LABELS, Y_LABELS, number, power_of_ten};
+use super::base::{Area, Scale, X_LABELS, Y_LABELS, drawable_edges, number, power_of_ten};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -25,7 +25,7 @@ pub fn draw<DB: DrawingBackend>(
     let (Some(&x0), Some(&x1)) = (hist.edges.first(), hist.edges.last()) else {
         return Ok(false);
     };
-    if !(x0.is_finite() && x1.is_finite() && x1 > x0) || hist.hist.is_empty() {
+    if hist.hist.is_empty() || !drawable_edges(&hist.edges, hist.hist.len()) {
         return Ok(false);
     }
     let heights: Vec<f64> = hist

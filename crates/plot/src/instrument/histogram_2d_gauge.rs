@@ -3,7 +3,7 @@
 use cockpit_quantities::Histogram2d;
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, X_LABELS, Y_LABELS, number};
+use super::base::{Area, Scale, X_LABELS, Y_LABELS, drawable_edges, number};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -35,8 +35,13 @@ pub fn draw_histogram<DB: DrawingBackend>(
     hist: &Histogram2d,
 ) -> Result<bool, PlotError> {
     let (nx, ny) = hist.bins;
-    let ok = |e: &[f64]| e.len() >= 2 && e.iter().all(|v| v.is_finite()) && e[e.len() - 1] > e[0];
-    if nx == 0 || ny == 0 || hist.hist.len() != nx * ny || !ok(&hist.x_edges) || !ok(&hist.y_edges)
+    // Edges that cannot be drawn (a log cut short, edited by hand) leave the panel blank
+    // rather than being indexed out of bounds.
+    if nx == 0
+        || ny == 0
+        || nx.checked_mul(ny) != Some(hist.hist.len())
+        || !drawable_edges(&hist.x_edges, nx)
+        || !drawable_edges(&hist.y_edges, ny)
     {
         return Ok(false);
     }

@@ -290,6 +290,48 @@ kwargs = { curvature = "diag_ggn_exact" }
     }
 
     #[test]
+    fn settings_that_would_abort_or_mislead_are_refused_before_training() {
+        for (quantity, kwargs) in [
+            ("GradHist1d", "{ bins = 1000000000000 }"),
+            ("GradHist1d", "{ bins = 4000000000 }"),
+            ("GradHist1d", "{ range = [-1e308, 1e308] }"),
+            ("GradHist2d", "{ bins = [100000, 100000] }"),
+            ("GradHist2d", "{ bins = [2000000, 1] }"),
+        ] {
+            let text = format!("[[quantity]]\nclass = \"{quantity}\"\nkwargs = {kwargs}");
+            let err = CockpitConfig::from_toml(&text)
+                .unwrap()
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(&err, CockpitError::InvalidSettings { quantity: q, .. } if q == quantity),
+                "{kwargs}: {err}"
+            );
+        }
+        for key in ["", "  ", "Loss", "GradNorm", "train_loss", "epoch_count"] {
+            let text = format!("[[quantity]]\nclass = \"HessTrace\"\nkey = \"{key}\"");
+            let err = CockpitConfig::from_toml(&text)
+                .unwrap()
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(&err, CockpitError::InvalidSettings { .. }),
+                "key `{key}`: {err}"
+            );
+        }
+        // The class's own name and bracketed variants stay fine.
+        for key in ["HessTrace", "HessTrace[ggn]"] {
+            let text = format!("[[quantity]]\nclass = \"HessTrace\"\nkey = \"{key}\"");
+            assert!(CockpitConfig::from_toml(&text).unwrap().build().is_ok(), "{key}");
+        }
+        let at_bound = format!(
+            "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = {{ bins = {} }}",
+            crate::quantity::MAX_BINS
+        );
+        assert!(CockpitConfig::from_toml(&at_bound).unwrap().build().is_ok());
+    }
+
+    #[test]
     fn files_are_read_by_extension() {
         let dir = std::env::temp_dir().join(format!("cockpit-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -32,6 +32,46 @@ pub(crate) fn under_key(err: CockpitError, key: &str) -> CockpitError {
     }
 }
 
+/// The keys Cockpit's `log(...)` writes beside the quantities ([`EpochLog`](crate::EpochLog)).
+pub(crate) const EPOCH_KEYS: [&str; 8] = [
+    "epoch_count",
+    "train_loss",
+    "valid_loss",
+    "test_loss",
+    "train_accuracy",
+    "valid_accuracy",
+    "test_accuracy",
+    "learning_rate",
+];
+
+/// An output key for a quantity of class `class`: not blank, not another quantity's class
+/// name (readers — the dashboard, `diagnose`, Cockpit's plotter — would take its values for
+/// that quantity's), not a key of the epoch log.
+fn check_key(key: &str, class: &str) -> Result<(), CockpitError> {
+    let refuse = |reason: String| CockpitError::InvalidSettings {
+        quantity: format!("{class} (key `{key}`)"),
+        reason,
+    };
+    if key.trim().is_empty() {
+        return Err(refuse("an output key must not be empty".into()));
+    }
+    if key != class
+        && let Some(other) = crate::QuantityKind::ALL.iter().find(|k| k.name() == key)
+    {
+        return Err(refuse(format!(
+            "the key is the name of the quantity {}: its readers would take these values for \
+             that quantity's; choose another key (e.g. `{class}[…]`)",
+            other.name()
+        )));
+    }
+    if EPOCH_KEYS.contains(&key) {
+        return Err(refuse(format!(
+            "`{key}` is a key of the epoch log (`Cockpit::log`)"
+        )));
+    }
+    Ok(())
+}
+
 impl std::fmt::Debug for Named {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Named")
@@ -47,6 +87,7 @@ impl Quantity for Named {
     }
 
     fn check(&self) -> Result<(), CockpitError> {
+        check_key(&self.key, self.inner.name())?;
         self.inner.check().map_err(|err| under_key(err, &self.key))
     }
 

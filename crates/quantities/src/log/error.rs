@@ -17,6 +17,15 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
+    /// Another writer holds the stream file (a second run writing to the same path).
+    #[error(
+        "`{}` is being written by another run (its lock is held); give this run its own stream file",
+        path.display()
+    )]
+    Busy {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file is not JSON (or not JSON lines).
     #[error("`{}` is not valid JSON{}: {message}", path.display(), line.map(|l| format!(" (line {l})")).unwrap_or_default())]
     Parse {

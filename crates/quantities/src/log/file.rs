@@ -1,5 +1,6 @@
 //! Reading and writing Cockpit log files.
 
+use std::io::Write;
 use std::path::Path;
 
 use super::LogError;
@@ -8,7 +9,9 @@ use super::json_tricks::{decode_output, encode_output};
 use crate::Output;
 
 /// Writes `output` to `path` in Cockpit's format (what `Cockpit.write` produces; note that
-/// Cockpit appends `.json` to its argument, this writes exactly to `path`).
+/// Cockpit appends `.json` to its argument, this writes exactly to `path`). The file is
+/// replaced atomically ([`write_atomic`](super::write_atomic)): an interruption leaves the
+/// previous log or the new one, never a cut file.
 ///
 /// # Errors
 ///
@@ -17,7 +20,7 @@ pub fn write_log(path: impl AsRef<Path>, output: &Output) -> Result<(), LogError
     let path = path.as_ref();
     let mut text = encode_output(output).to_pretty();
     text.push('\n');
-    std::fs::write(path, text).map_err(|source| LogError::Io {
+    super::write_atomic(path, |file| file.write_all(text.as_bytes())).map_err(|source| LogError::Io {
         action: "write",
         path: path.to_path_buf(),
         source,

@@ -23,18 +23,33 @@ pub struct JsonLinesWriter {
 }
 
 impl JsonLinesWriter {
-    /// Creates (or truncates) the stream file.
+    /// Creates (or truncates) the stream file and holds an exclusive lock on it for as long
+    /// as the writer lives, so that a second run pointed at the same file is refused instead
+    /// of interleaving its lines with this one's.
     ///
     /// # Errors
     ///
-    /// [`LogError::Io`] if the file cannot be created.
+    /// [`LogError::Io`] if the file cannot be created, [`LogError::Busy`] if another writer
+    /// (in this process or another) holds it; the file is then left as it was.
     pub fn create(path: impl AsRef<Path>) -> Result<Self, LogError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::create(&path).map_err(|source| LogError::Io {
+        let io = |source| LogError::Io {
             action: "create",
             path: path.clone(),
             source,
-        })?;
+        };
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(LogError::Busy { path }),
+            Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
+        }
+        file.set_len(0).map_err(io)?;
         Ok(Self { path, file })
     }
 
@@ -112,4 +127,29 @@ pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
         output.merge(decode_output(values).map_err(format)?);
     }
     Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Value;
+
+    #[test]
+    fn a_second_writer_is_refused_and_the_first_keeps_its_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.jsonl");
+        let mut first = JsonLinesWriter::create(&path).unwrap();
+        let mut values = Output::new();
+        values.insert(0, "Loss", Value::Float(1.5));
+        first.append(0, &values).unwrap();
+        let second = JsonLinesWriter::create(&path).unwrap_err();
+        assert!(matches!(second, LogError::Busy { .. }), "{second}");
+        first.append(1, &values).unwrap();
+        assert_eq!(read_stream(&path).unwrap().steps().count(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        drop(first);
+        // Once the first writer is gone the file can be taken over (and is truncated).
+        JsonLinesWriter::create(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
 }

@@ -41,6 +41,9 @@ pub struct GradHist1d {
     axis: Option<Axis>,
     /// Host copies of the factors, reused across layers and steps.
     host: (Vec<f64>, Vec<f64>),
+    /// Whether the "every value in one bin" warning was given (it is given once).
+    warned_one_bin: bool,
+    warnings: Vec<String>,
 }
 
 impl GradHist1d {
@@ -54,6 +57,8 @@ impl GradHist1d {
             counts: StepScratch::default(),
             axis: None,
             host: (Vec::new(), Vec::new()),
+            warned_one_bin: false,
+            warnings: Vec::new(),
         }
     }
 
@@ -158,6 +163,10 @@ impl Quantity for GradHist1d {
         }
     }
 
+    fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
     fn accept_chunk(
         &mut self,
         step: usize,
@@ -204,6 +213,12 @@ impl Quantity for GradHist1d {
             None => vec![0.0; self.bins],
         };
         let (lo, hi) = self.range;
+        if let Some(message) = one_bin_warning(&hist, self.range).filter(|_| !self.warned_one_bin)
+        {
+            self.warned_one_bin = true;
+            self.warnings
+                .push(format!("step {}: GradHist1d: {message}", ctx.step));
+        }
         let value = Value::Hist1d(Histogram1d {
             hist,
             edges: linspace(lo, hi, self.bins + 1),
@@ -215,6 +230,30 @@ impl Quantity for GradHist1d {
         }
         Ok(Some((ctx.step, value)))
     }
+}
+
+/// A warning when every value fell into one bin of several: the histogram then shows
+/// nothing of the distribution (a range far too wide, or values all outside it).
+pub(crate) fn one_bin_warning(hist: &[f64], (lo, hi): (f64, f64)) -> Option<String> {
+    let total: f64 = hist.iter().sum();
+    let (index, top) = hist
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    if hist.len() < 2 || total < 2.0 || *top < total {
+        return None;
+    }
+    let width = (hi - lo) / hist.len() as f64;
+    let (a, b) = (lo + width * index as f64, lo + width * (index + 1) as f64);
+    let why = if index == 0 || index + 1 == hist.len() {
+        "values outside the range are piled into the edge bins; the range may be too narrow"
+    } else {
+        "the range may be far too wide for these gradients"
+    };
+    Some(format!(
+        "all {total} values fell into one bin, [{a:e}, {b:e}] of ({lo:e}, {hi:e}): {why} \
+         (set `range`, or `adapt` it to the gradients). Said once."
+    ))
 }
 
 #[cfg(test)]
@@ -265,5 +304,21 @@ mod regressions {
             panic!("a histogram at step 1");
         };
         assert_eq!(h.hist, vec![0.0, 0.0, 1.0, 0.0]);
+    }
+}
+
+#[cfg(test)]
+mod one_bin {
+    use super::one_bin_warning;
+
+    #[test]
+    fn warns_only_when_one_bin_holds_everything() {
+        let wide = one_bin_warning(&[0.0, 7.0, 0.0, 0.0], (-1e300, 1e300)).unwrap();
+        assert!(wide.contains("all 7 values") && wide.contains("too wide"), "{wide}");
+        let narrow = one_bin_warning(&[0.0, 0.0, 0.0, 9.0], (-1.0, 1.0)).unwrap();
+        assert!(narrow.contains("too narrow"), "{narrow}");
+        assert!(one_bin_warning(&[1.0, 6.0, 0.0, 0.0], (-1.0, 1.0)).is_none());
+        assert!(one_bin_warning(&[9.0], (-1.0, 1.0)).is_none());
+        assert!(one_bin_warning(&[0.0, 1.0], (-1.0, 1.0)).is_none());
     }
 }

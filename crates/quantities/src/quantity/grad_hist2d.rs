@@ -3,7 +3,7 @@
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, check_axis};
+use super::base::{MAX_BINS_2D, Quantity, StepContext, check_axis, invalid};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::grad_hist1d::count_into;
 use super::outer_bins::{Axis, Rule, host_matmul_tn, outer_histogram2d};
@@ -153,7 +153,17 @@ impl Quantity for GradHist2d {
 
     fn check(&self) -> Result<(), CockpitError> {
         check_axis(Self::SPEC.name, "x axis: ", self.bins.0, self.range.0)?;
-        check_axis(Self::SPEC.name, "y axis: ", self.bins.1, self.range.1)
+        check_axis(Self::SPEC.name, "y axis: ", self.bins.1, self.range.1)?;
+        match self.bins.0.checked_mul(self.bins.1) {
+            Some(cells) if cells <= MAX_BINS_2D => Ok(()),
+            _ => Err(invalid(
+                Self::SPEC.name,
+                format!(
+                    "{} × {} bins is more than the {MAX_BINS_2D} cells allowed",
+                    self.bins.0, self.bins.1
+                ),
+            )),
+        }
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -71,6 +71,7 @@ impl TinyStep {
                 per_sample.iter().map(|g| dot(&g[p], &g[p])).collect()
             })),
             dots: Vec::new(),
+            notes: Vec::new(),
             dots_with_grad: Some(per_param(&|p| {
                 per_sample.iter().map(|g| dot(&g[p], &mean[p])).collect()
             })),

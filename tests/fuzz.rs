@@ -31,10 +31,12 @@ fn within<R: Send + 'static>(what: &str, work: impl FnOnce() -> R + Send + 'stat
         result
     });
     match receive.recv_timeout(PATIENCE) {
-        Ok(()) => handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
-        }
+        Ok(()) => handle
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        Err(mpsc::RecvTimeoutError::Disconnected) => handle
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer after {PATIENCE:?}"),
     }
 }
@@ -74,10 +76,30 @@ fn number() -> impl Strategy<Value = f64> {
 
 /// The keys a reader looks for, and some it does not.
 const KEYS: [&str; 24] = [
-    "Loss", "Alpha", "GradNorm", "Distance", "UpdateSize", "NormTest", "InnerTest", "OrthoTest",
-    "GradHist1d", "GradHist2d", "HessMaxEV", "HessTrace", "TICDiag", "TICTrace", "MeanGSNR",
-    "CABS", "EarlyStopping", "Time", "Parameters", "train_accuracy", "valid_accuracy",
-    "learning_rate", "epoch_count", "train_loss",
+    "Loss",
+    "Alpha",
+    "GradNorm",
+    "Distance",
+    "UpdateSize",
+    "NormTest",
+    "InnerTest",
+    "OrthoTest",
+    "GradHist1d",
+    "GradHist2d",
+    "HessMaxEV",
+    "HessTrace",
+    "TICDiag",
+    "TICTrace",
+    "MeanGSNR",
+    "CABS",
+    "EarlyStopping",
+    "Time",
+    "Parameters",
+    "train_accuracy",
+    "valid_accuracy",
+    "learning_rate",
+    "epoch_count",
+    "train_loss",
 ];
 
 fn histogram_1d() -> impl Strategy<Value = Histogram1d> {
@@ -161,33 +183,56 @@ fn log_like_text() -> impl Strategy<Value = String> {
     ];
     let tree = leaf.prop_recursive(3, 24, 5, |inner| {
         prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(|items| format!("[{}]", items.join(", "))),
+            prop::collection::vec(inner.clone(), 0..5)
+                .prop_map(|items| format!("[{}]", items.join(", "))),
             prop::collection::vec(
                 (
                     prop_oneof![
                         prop::sample::select(KEYS.to_vec()).prop_map(str::to_string),
-                        prop::sample::select(vec!["hist", "edges", "bins", "x_edges", "y_edges", "0", "1", "-1", "1e400", "99999999999999999999999"]).prop_map(str::to_string),
+                        prop::sample::select(vec![
+                            "hist",
+                            "edges",
+                            "bins",
+                            "x_edges",
+                            "y_edges",
+                            "0",
+                            "1",
+                            "-1",
+                            "1e400",
+                            "99999999999999999999999"
+                        ])
+                        .prop_map(str::to_string),
                     ],
                     inner,
                 ),
                 0..5
             )
             .prop_map(|fields| {
-                let body: Vec<String> =
-                    fields.into_iter().map(|(k, v)| format!("{k:?}: {v}")).collect();
+                let body: Vec<String> = fields
+                    .into_iter()
+                    .map(|(k, v)| format!("{k:?}: {v}"))
+                    .collect();
                 format!("{{{}}}", body.join(", "))
             }),
         ]
     });
     prop::collection::vec(
         (
-            prop_oneof![Just("0".to_string()), Just("7".to_string()), any::<u64>().prop_map(|s| s.to_string()), Just("x".to_string())],
+            prop_oneof![
+                Just("0".to_string()),
+                Just("7".to_string()),
+                any::<u64>().prop_map(|s| s.to_string()),
+                Just("x".to_string())
+            ],
             tree,
         ),
         0..4,
     )
     .prop_map(|steps| {
-        let body: Vec<String> = steps.into_iter().map(|(k, v)| format!("{k:?}: {v}")).collect();
+        let body: Vec<String> = steps
+            .into_iter()
+            .map(|(k, v)| format!("{k:?}: {v}"))
+            .collect();
         format!("{{{}}}", body.join(", "))
     })
 }
@@ -321,7 +366,11 @@ fn collect_numbers(json: &mut serde_json::Value, out: &mut Vec<String>) {
             }
             serde_json::Value::Object(map) => {
                 for (k, v) in map {
-                    walk(v, format!("{path}/{}", k.replace('~', "~0").replace('/', "~1")), out);
+                    walk(
+                        v,
+                        format!("{path}/{}", k.replace('~', "~0").replace('/', "~1")),
+                        out,
+                    );
                 }
             }
             _ => {}

@@ -58,7 +58,13 @@ fn killed_writers_leave_whole_files() {
     let mut checked = 0;
     for attempt in 0..tries {
         let mut child = Command::new(&exe)
-            .args(["writer_child", "--exact", "--nocapture", "--test-threads", "1"])
+            .args([
+                "writer_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
             .env(TARGET, dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -78,8 +84,15 @@ fn killed_writers_leave_whole_files() {
         let png = dir.path().join("dashboard.png");
         if png.exists() {
             let bytes = std::fs::read(&png).unwrap();
-            assert!(png_is_whole(&bytes), "try {attempt}: a cut PNG ({} bytes)", bytes.len());
+            assert!(
+                png_is_whole(&bytes),
+                "try {attempt}: a cut PNG ({} bytes)",
+                bytes.len()
+            );
         }
     }
-    assert!(checked >= tries / 2, "the child wrote too rarely to test anything: {checked}");
+    assert!(
+        checked >= tries / 2,
+        "the child wrote too rarely to test anything: {checked}"
+    );
 }

@@ -144,8 +144,8 @@ fn histogram_counts(cockpit: &Cockpit, step: usize, key: &str) -> Vec<f64> {
 }
 
 /// The fast-path and exact-fallback Cockpits agree on every per-sample quantity over `steps`
-/// steps (Alpha on all but the last).
-fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize) {
+/// steps (Alpha on all but the last), to `rel`.
+fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize, rel: f64) {
     for step in 0..steps {
         for key in [
             "NormTest",
@@ -157,7 +157,7 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize) {
         ] {
             let (a, b) = (float(fast, step, key), float(exact, step, key));
             assert!(
-                common::close(a, b, 1e-4, 1e-6),
+                common::close(a, b, rel, 1e-6),
                 "{key} at {step}: fast {a}, exact {b}"
             );
         }
@@ -266,7 +266,14 @@ where
             .unwrap();
         model = optim.step(0.1, model, grads);
     }
-    assert_fast_equals_exact(&fast, &exact, 3);
+    // wgpu's float32 reductions are not deterministic in order (lavapipe): EarlyStopping,
+    // a ratio of variance sums, moved by up to 1.2e-4 between identical runs.
+    let rel = if backend.dtype == burn::tensor::DType::F64 {
+        1e-4
+    } else {
+        5e-4
+    };
+    assert_fast_equals_exact(&fast, &exact, 3, rel);
     fast
 }
 
@@ -455,7 +462,7 @@ fn split_batches_merge_into_the_whole_batch(backend: &Backend) {
                 .unwrap();
             model = optim.step(0.1, model, grads);
         }
-        assert_fast_equals_exact(&merged, &whole, 3);
+        assert_fast_equals_exact(&merged, &whole, 3, 1e-4);
     }
 }
 

@@ -35,7 +35,10 @@ fn ce(logits: Tensor<2>, targets: &[usize]) -> Tensor<1> {
         .map(|i| f32::from(u8::from(targets[i / c] == i % c)))
         .collect();
     let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [b, c]), &device);
-    (log_softmax(logits, 1) * onehot).sum_dim(1).neg().reshape([b])
+    (log_softmax(logits, 1) * onehot)
+        .sum_dim(1)
+        .neg()
+        .reshape([b])
 }
 
 fn inputs(device: &Device, shape: [usize; 4]) -> Tensor<4> {
@@ -82,7 +85,14 @@ impl TwoNorms {
         let mut values = Vec::new();
         for bn in [&self.bn1, &self.bn2] {
             for state in [&bn.running_mean, &bn.running_var] {
-                values.extend(state.value().into_data().convert::<f64>().try_to_vec::<f64>().unwrap());
+                values.extend(
+                    state
+                        .value()
+                        .into_data()
+                        .convert::<f64>()
+                        .try_to_vec::<f64>()
+                        .unwrap(),
+                );
             }
         }
         for entry in burn_cockpit::Snapshot::of_params(self).entries() {
@@ -109,7 +119,10 @@ fn step(model: &TwoNorms, device: &Device) -> (Tensor<1>, GradientsParams, Exact
     let grads = GradientsParams::from_grads(loss.backward(), model);
     let (frozen, xs) = (model.clone(), x);
     let exact = ExactPerSample::new(4, move |n| {
-        let loss = ce(frozen.forward(xs.clone().slice(n..n + 1)), &TARGETS[n..n + 1]);
+        let loss = ce(
+            frozen.forward(xs.clone().slice(n..n + 1)),
+            &TARGETS[n..n + 1],
+        );
         Ok(GradientsParams::from_grads(loss.mean().backward(), &frozen))
     });
     (loss, grads, exact)
@@ -130,7 +143,11 @@ fn exact_fallback_refuses_coupled_samples_and_never_changes_the_model(backend: &
         panic!("expected SamplesCoupled, got {refused:?}");
     };
     assert_eq!(layer, "bn1.gamma, bn2.gamma", "{refused}");
-    assert_eq!(model.state(), before, "a refused pass moved the running statistics");
+    assert_eq!(
+        model.state(),
+        before,
+        "a refused pass moved the running statistics"
+    );
 
     let mut kinds = PER_SAMPLE.to_vec();
     kinds.push(QuantityKind::GradNorm);
@@ -140,7 +157,10 @@ fn exact_fallback_refuses_coupled_samples_and_never_changes_the_model(backend: &
         .with_per_sample(exact);
     let err = cockpit.track(0, &model, &grads, info).unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, CockpitError::QuantitiesFailed { .. }), "{err}");
+    assert!(
+        matches!(err, CockpitError::QuantitiesFailed { .. }),
+        "{err}"
+    );
     assert_eq!(
         message.matches("batch statistics couple").count(),
         1,
@@ -167,7 +187,11 @@ fn exact_fallback_refuses_coupled_samples_and_never_changes_the_model(backend: &
             _ => info.with_per_sample(PerSample::auto(Some(factors), exact)),
         };
         cockpit.track(0, &model, &grads, info).unwrap();
-        assert_eq!(model.state(), before, "{engine}: tracking changed the model");
+        assert_eq!(
+            model.state(),
+            before,
+            "{engine}: tracking changed the model"
+        );
     }
 }
 
@@ -232,13 +256,19 @@ fn broadcast_lookup_is_named_and_falls_back(backend: &Backend) {
         "{report}"
     );
     let fast_only = factors.reduce(&params, Request::new()).unwrap_err();
-    assert!(fast_only.to_string().contains("positions.weight"), "{fast_only}");
+    assert!(
+        fast_only.to_string().contains("positions.weight"),
+        "{fast_only}"
+    );
 
     let frozen = model.clone();
     let exact = move || {
         let frozen = frozen.clone();
         ExactPerSample::new(4, move |n| {
-            let loss = ce(frozen.forward(token_batch(&frozen.head.weight.device(), n..n + 1)), &targets[n..n + 1]);
+            let loss = ce(
+                frozen.forward(token_batch(&frozen.head.weight.device(), n..n + 1)),
+                &targets[n..n + 1],
+            );
             Ok(GradientsParams::from_grads(loss.mean().backward(), &frozen))
         })
     };
@@ -286,7 +316,12 @@ fn no_drop_in_gives_a_coverage_report(backend: &Backend) {
     let factors = recorder.finish(&raw).unwrap();
     let grads = GradientsParams::from_grads(raw, &model);
     let params = burn_cockpit::Snapshot::of_params(&model);
-    assert!(factors.coverage(&params).to_string().contains("fast path: 0 of 2"));
+    assert!(
+        factors
+            .coverage(&params)
+            .to_string()
+            .contains("fast path: 0 of 2")
+    );
     let mut cockpit = Cockpit::from_kinds(PER_SAMPLE, &Schedule::every_step()).unwrap();
     let info = StepInfo::new(loss.detach())
         .with_batch_size(2)
@@ -317,14 +352,23 @@ fn per_sample_losses_must_match_the_batch(backend: &Backend) {
             .with_individual_losses(losses)
             .with_optimizer(OptimizerInfo::sgd(0.1))
     };
-    let values = losses.clone().detach().into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+    let values = losses
+        .clone()
+        .detach()
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .unwrap();
     for (step, length) in [(0usize, 3usize), (1, 9), (2, 0)] {
         let wrong: Vec<f32> = values.iter().copied().cycle().take(length).collect();
         let wrong = Tensor::<1>::from_data(TensorData::new(wrong, [length]), &device);
         let err = cockpit
             .track(step, &model, &grads, info(wrong).with_batch_size(4))
             .unwrap_err();
-        assert!(matches!(err, CockpitError::BatchMismatch { .. }), "{length}: {err}");
+        assert!(
+            matches!(err, CockpitError::BatchMismatch { .. }),
+            "{length}: {err}"
+        );
         assert!(cockpit.output().get(step, "Loss").is_none());
     }
     // The per-sample source's batch disagrees with the losses too.
@@ -339,7 +383,67 @@ fn per_sample_losses_must_match_the_batch(backend: &Backend) {
     assert!(cockpit.output().get(4, "Loss").is_some());
 }
 
+/// Settings at the documented bounds still run a step (nothing aborts), and a histogram
+/// range that swallows every value is said once in `Cockpit::warnings`.
+fn settings_at_their_bounds_run_and_a_swallowing_range_warns(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let model = Broadcast::new(&device);
+    let config = format!(
+        r#"
+[[quantity]]
+class = "GradHist1d"
+kwargs = {{ bins = {} }}
+
+[[quantity]]
+class = "GradHist2d"
+kwargs = {{ bins = [1024, 1024] }}
+
+[[quantity]]
+class = "GradHist1d"
+key = "GradHist1d[wide]"
+kwargs = {{ bins = 10, range = [-1e300, 1e300] }}
+"#,
+        burn_cockpit::quantity::MAX_BINS
+    );
+    let mut cockpit = burn_cockpit::CockpitConfig::from_toml(&config)
+        .unwrap()
+        .build()
+        .unwrap();
+    for step in 0..2 {
+        let recorder = Recorder::start();
+        let losses = ce(model.forward(token_batch(&device, 0..4)), &[0, 1, 2, 1]);
+        let loss = losses.clone().mean();
+        let raw = loss.backward();
+        let factors = recorder.finish(&raw).unwrap();
+        let grads = GradientsParams::from_grads(raw, &model);
+        let frozen = model.clone();
+        let exact = ExactPerSample::new(4, move |n| {
+            let device = frozen.head.weight.device();
+            let loss = ce(
+                frozen.forward(token_batch(&device, n..n + 1)),
+                &[0, 1, 2, 1][n..n + 1],
+            );
+            Ok(GradientsParams::from_grads(loss.mean().backward(), &frozen))
+        });
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(losses.detach())
+            .with_per_sample(PerSample::auto(Some(factors), exact));
+        cockpit.track(step, &model, &grads, info).unwrap();
+    }
+    let wide: Vec<&String> = cockpit
+        .warnings()
+        .iter()
+        .filter(|w| w.contains("GradHist1d") && w.contains("one bin"))
+        .collect();
+    assert_eq!(wide.len(), 1, "{:?}", cockpit.warnings());
+    let Some(burn_cockpit::Value::Hist1d(full)) = cockpit.output().get(1, "GradHist1d") else {
+        panic!("no histogram");
+    };
+    assert_eq!(full.hist.len(), burn_cockpit::quantity::MAX_BINS);
+}
+
 on_every_backend!(
+    settings_at_their_bounds_run_and_a_swallowing_range_warns,
     exact_fallback_refuses_coupled_samples_and_never_changes_the_model,
     broadcast_lookup_is_named_and_falls_back,
     no_drop_in_gives_a_coverage_report,

@@ -277,18 +277,32 @@ fn no_input_panics_or_hangs_the_command() {
     let png = dir.join("out.png");
     let os = |s: &str| std::ffi::OsString::from(s);
     let plot = |extra: &[&str]| {
-        let mut args = vec![os("plot"), extreme.clone().into_os_string(), os("-o"), png.clone().into_os_string()];
+        let mut args = vec![
+            os("plot"),
+            extreme.clone().into_os_string(),
+            os("-o"),
+            png.clone().into_os_string(),
+        ];
         args.extend(extra.iter().map(|s| os(s)));
         args
     };
     for extra in [&[][..], &["--size", "16384x301"][..]] {
         let args = plot(extra);
         let out = run_within(120, &refs(&args));
-        assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let args = plot(&["--watch", "--idle-exit", "1e300"]);
     let out = run_within(60, &refs(&args));
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // --watch on a log that never appears says so (status 2).
     let args = vec![
@@ -308,23 +322,41 @@ fn no_input_panics_or_hangs_the_command() {
     assert!(stderr.contains("did not appear"), "{stderr}");
 
     // A folder that does not exist: a sentence, not a backend's debug output.
-    let args = vec![os("plot"), extreme.clone().into_os_string(), os("-o"), dir.join("no/such/out.png").into_os_string()];
+    let args = vec![
+        os("plot"),
+        extreme.clone().into_os_string(),
+        os("-o"),
+        dir.join("no/such/out.png").into_os_string(),
+    ];
     let out = run_within(60, &refs(&args));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("folder does not exist") && !stderr.contains("Os {"), "{stderr}");
+    assert!(
+        stderr.contains("folder does not exist") && !stderr.contains("Os {"),
+        "{stderr}"
+    );
 
     // Two watchers of one image each finish cleanly (their temporary files are their own).
     let watchers: Vec<_> = (0..2)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_cockpit"))
-                .args(refs(&plot(&["--watch", "--interval-ms", "20", "--idle-exit", "1"])))
+                .args(refs(&plot(&[
+                    "--watch",
+                    "--interval-ms",
+                    "20",
+                    "--idle-exit",
+                    "1",
+                ])))
                 .output()
         })
         .collect();
     for watcher in watchers {
         let watcher = watcher.unwrap();
-        assert!(watcher.status.success(), "{}", String::from_utf8_lossy(&watcher.stderr));
+        assert!(
+            watcher.status.success(),
+            "{}",
+            String::from_utf8_lossy(&watcher.stderr)
+        );
     }
     let leftovers: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -335,17 +367,37 @@ fn no_input_panics_or_hangs_the_command() {
 
     // Settings `check` used to accept and training then aborted or hung on.
     for (name, text) in [
-        ("bins.toml", "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 1000000000000 }"),
-        ("bins2d.toml", "[[quantity]]\nclass = \"GradHist2d\"\nkwargs = { bins = [100000, 100000] }"),
-        ("log.toml", "schedule = \"logarithmic(0, 3, 1000000000000)\"\nconfiguration = \"economy\""),
-        ("linear.toml", "schedule = \"linear(99999999999999999999999)\"\nconfiguration = \"economy\""),
-        ("key.toml", "[[quantity]]\nclass = \"HessTrace\"\nkey = \"\""),
+        (
+            "bins.toml",
+            "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 1000000000000 }",
+        ),
+        (
+            "bins2d.toml",
+            "[[quantity]]\nclass = \"GradHist2d\"\nkwargs = { bins = [100000, 100000] }",
+        ),
+        (
+            "log.toml",
+            "schedule = \"logarithmic(0, 3, 1000000000000)\"\nconfiguration = \"economy\"",
+        ),
+        (
+            "linear.toml",
+            "schedule = \"linear(99999999999999999999999)\"\nconfiguration = \"economy\"",
+        ),
+        (
+            "key.toml",
+            "[[quantity]]\nclass = \"HessTrace\"\nkey = \"\"",
+        ),
     ] {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
         let args = [os("check"), path.into_os_string()];
         let out = run_within(30, &refs(&args));
-        assert_eq!(out.status.code(), Some(2), "{name}: {}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
 }

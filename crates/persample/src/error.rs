@@ -7,8 +7,8 @@ pub enum PerSampleError {
     /// Something the computation needs was not given (e.g. no per-sample source at all).
     #[error("needs `{0}`")]
     MissingInfo(&'static str),
-    /// The model, layer or setting is not supported (a parameter outside every instrumented
-    /// layer, no instrumented layer ran, batch sizes that disagree).
+    /// The model, layer or setting is not supported (parameters outside every instrumented
+    /// layer, with the coverage report).
     #[error("unsupported: {0}")]
     Unsupported(String),
     /// Shapes that do not fit together.

@@ -22,11 +22,17 @@ type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, PerSampleError> + Se
 /// sample's gradient (`D` elements) plus the accumulators (`B` per parameter, and `D` for
 /// `Σ_n g_n^{⊙2}`) are held at once.
 ///
+/// A drop-in layer that couples the samples (a [`BatchNorm`](super::BatchNorm) in training
+/// mode) makes it refuse with [`PerSampleError::SamplesCoupled`], naming every such layer, as
+/// the fast path does: single-sample passes would normalise each sample by itself, another
+/// model. The refused pass leaves the layer's running statistics as they were. (burn's own
+/// `BatchNorm` cannot be seen from here: use the drop-in.)
+///
 /// # Cost
 ///
 /// `B` extra forward and backward passes per call of [`PerSampleSource::reduce`]: one per
-/// step for the single-step quantities, plus one per Alpha end point. A one-time warning says
-/// so when it is first used.
+/// step for the single-step quantities, plus one per Alpha end point. A note in the
+/// statistics (a warning in `Cockpit::warnings`, once) and a one-time `log::warn!` say so.
 pub struct ExactPerSample {
     batch: usize,
     grads_of: Box<SampleGrads>,
@@ -134,8 +140,9 @@ impl PerSampleSource for ExactPerSample {
 }
 
 /// Chooses the per-sample engine: the fast path when the recorded instrumented layers cover
-/// every parameter ([`PerSample::coverage`]), otherwise the exact fallback — and then it says
-/// once, with the coverage report (`log::warn!`), which parameters sent it there and why.
+/// every parameter ([`PerSample::coverage`]), otherwise the exact fallback — and then it says,
+/// with the coverage report, which parameters sent it there and why: a note in the statistics
+/// at every fallback (the Cockpit warns once per distinct note) and one `log::warn!`.
 /// A layer that couples the samples (training-mode [`BatchNorm`](super::BatchNorm)) makes
 /// it refuse instead of falling back.
 #[derive(Debug)]

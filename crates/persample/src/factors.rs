@@ -184,8 +184,7 @@ impl LinearFactors {
                     .push((entry.name.clone(), refusal.to_string()));
             } else if self.records(entry.id) {
                 coverage.covered.push(entry.name.clone());
-            } else if let Some((_, reason)) = self.unsplit.iter().find(|(id, _)| *id == entry.id)
-            {
+            } else if let Some((_, reason)) = self.unsplit.iter().find(|(id, _)| *id == entry.id) {
                 coverage
                     .uncovered
                     .push((entry.name.clone(), reason.clone()));

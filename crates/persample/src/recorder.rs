@@ -256,11 +256,11 @@ impl Recorder {
     ///
     /// # Errors
     ///
-    /// [`PerSampleError::Unsupported`] if the batch sizes of the taps disagree (naming the
-    /// layer); [`PerSampleError::Shape`] if a tap's gradient is missing. When no
-    /// instrumented layer ran, the factors cover no parameter: their
-    /// [`coverage`](LinearFactors::coverage) report (and the error of reducing them) says so
-    /// for every parameter.
+    /// [`PerSampleError::Shape`] if a tap's gradient is missing. What cannot be recorded is
+    /// not an error here but left uncovered, with its reason in the factors'
+    /// [`coverage`](LinearFactors::coverage) report (and in the error of reducing them): no
+    /// instrumented layer ran (0 of N), or a layer ran on fewer rows than the batch (a lookup
+    /// of one row broadcast over the batch), named with the fix.
     pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, PerSampleError> {
         let Recording { taps, refused } = ACTIVE
             .with(|active| active.borrow_mut().take())

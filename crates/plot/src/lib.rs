@@ -31,8 +31,8 @@ use std::path::Path;
 use cockpit_quantities::Output;
 use cockpit_quantities::log::{read_log, read_stream, write_atomic};
 use image::ImageEncoder;
-use std::io::Write;
 use plotters::prelude::*;
+use std::io::Write;
 
 pub use dashboard::{Header, Panel, Rect, Rendered, Screen};
 pub use data::{DashboardData, Series};
@@ -138,7 +138,7 @@ pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Ren
 
 /// Draws `output` into `path`, PNG or SVG by its extension. The image is drawn in memory and
 /// the file replaced atomically
-/// ([`write_atomic`](cockpit_quantities::log::write_atomic)): an interruption or a full disk
+/// ([`write_atomic`]): an interruption or a full disk
 /// leaves the previous image (or none), never a cut one, and concurrent writers never share a
 /// temporary file.
 ///

@@ -279,7 +279,10 @@ pub(crate) fn inside(
         let margin = 2.0 * (r.end - r.start).abs();
         v.clamp(r.start - margin, r.end + margin)
     };
-    points.iter().map(|&(a, b)| (pull(a, x), pull(b, y))).collect()
+    points
+        .iter()
+        .map(|&(a, b)| (pull(a, x), pull(b, y)))
+        .collect()
 }
 
 /// Cockpit's most common instrument: the values as points coloured by iteration plus their

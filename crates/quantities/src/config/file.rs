@@ -322,7 +322,10 @@ kwargs = { curvature = "diag_ggn_exact" }
         // The class's own name and bracketed variants stay fine.
         for key in ["HessTrace", "HessTrace[ggn]"] {
             let text = format!("[[quantity]]\nclass = \"HessTrace\"\nkey = \"{key}\"");
-            assert!(CockpitConfig::from_toml(&text).unwrap().build().is_ok(), "{key}");
+            assert!(
+                CockpitConfig::from_toml(&text).unwrap().build().is_ok(),
+                "{key}"
+            );
         }
         let at_bound = format!(
             "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = {{ bins = {} }}",

@@ -56,7 +56,11 @@ mod tests {
             Err(std::io::Error::other("disk full"))
         });
         assert!(failed.is_err());
-        assert_eq!(std::fs::read(&path).unwrap(), b"second", "the old file stays");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"second",
+            "the old file stays"
+        );
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
         let missing = dir.path().join("no/such/dir/log.json");

@@ -20,10 +20,12 @@ pub fn write_log(path: impl AsRef<Path>, output: &Output) -> Result<(), LogError
     let path = path.as_ref();
     let mut text = encode_output(output).to_pretty();
     text.push('\n');
-    super::write_atomic(path, |file| file.write_all(text.as_bytes())).map_err(|source| LogError::Io {
-        action: "write",
-        path: path.to_path_buf(),
-        source,
+    super::write_atomic(path, |file| file.write_all(text.as_bytes())).map_err(|source| {
+        LogError::Io {
+            action: "write",
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -213,8 +213,7 @@ impl Quantity for GradHist1d {
             None => vec![0.0; self.bins],
         };
         let (lo, hi) = self.range;
-        if let Some(message) = one_bin_warning(&hist, self.range).filter(|_| !self.warned_one_bin)
-        {
+        if let Some(message) = one_bin_warning(&hist, self.range).filter(|_| !self.warned_one_bin) {
             self.warned_one_bin = true;
             self.warnings
                 .push(format!("step {}: GradHist1d: {message}", ctx.step));
@@ -236,10 +235,7 @@ impl Quantity for GradHist1d {
 /// nothing of the distribution (a range far too wide, or values all outside it).
 pub(crate) fn one_bin_warning(hist: &[f64], (lo, hi): (f64, f64)) -> Option<String> {
     let total: f64 = hist.iter().sum();
-    let (index, top) = hist
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    let (index, top) = hist.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))?;
     if hist.len() < 2 || total < 2.0 || *top < total {
         return None;
     }
@@ -314,7 +310,10 @@ mod one_bin {
     #[test]
     fn warns_only_when_one_bin_holds_everything() {
         let wide = one_bin_warning(&[0.0, 7.0, 0.0, 0.0], (-1e300, 1e300)).unwrap();
-        assert!(wide.contains("all 7 values") && wide.contains("too wide"), "{wide}");
+        assert!(
+            wide.contains("all 7 values") && wide.contains("too wide"),
+            "{wide}"
+        );
         let narrow = one_bin_warning(&[0.0, 0.0, 0.0, 9.0], (-1.0, 1.0)).unwrap();
         assert!(narrow.contains("too narrow"), "{narrow}");
         assert!(one_bin_warning(&[1.0, 6.0, 0.0, 0.0], (-1.0, 1.0)).is_none());

@@ -92,6 +92,10 @@ impl EigenMethod {
 }
 
 impl HessMaxEV {
+    /// The most Hessian-vector products one estimate may take ([`Quantity::check`] refuses
+    /// more): Lanczos keeps one basis vector of the model's size per product.
+    pub const MAX_PRODUCTS: usize = 1000;
+
     /// HessMaxEV with warm-started Lanczos on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
         Self {
@@ -252,10 +256,14 @@ impl Quantity for HessMaxEV {
             }
             | EigenMethod::WarmLanczos { tol, max_products } => ([tol, 0.0], max_products),
         };
-        if max_products == 0 {
+        if max_products == 0 || max_products > Self::MAX_PRODUCTS {
             return Err(invalid(
                 Self::SPEC.name,
-                "max_products must be at least 1".into(),
+                format!(
+                    "max_products = {max_products}: must be between 1 and {} (Lanczos keeps a \
+                     basis vector of the model's size per product)",
+                    Self::MAX_PRODUCTS
+                ),
             ));
         }
         if tolerances.iter().any(|t| !(t.is_finite() && *t >= 0.0)) {
@@ -391,5 +399,11 @@ mod tests {
             max_products: 0,
         });
         assert!(zero_budget.check().is_err());
+        let unbounded =
+            HessMaxEV::new(Schedule::every_step()).with_method(EigenMethod::WarmLanczos {
+                tol: 1e-3,
+                max_products: 1 << 40,
+            });
+        assert!(unbounded.check().is_err());
     }
 }

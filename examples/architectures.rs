@@ -21,7 +21,8 @@
 //! at every step, on the fast path and through the exact fallback, against plain training
 //! steps in the same process (interleaved). The guide CNN at batch 64 on 28×28 images, the
 //! transformer with `d_model` 128, 2 layers, 4 heads, sequences of 64 tokens, batch 32. Prints
-//! `overhead <model>/<config>/<engine> <ratio>` and `peak_memory …` lines.
+//! `overhead <model>/<config>/<engine> <ratio>`, `peak_memory …`, `reads_per_step …` and
+//! `values_read_per_step …` lines (device→host reads per tracked step, from the read ledger).
 
 use std::time::Instant;
 
@@ -433,7 +434,11 @@ fn train<T: Task>(
     Ok(())
 }
 
-/// Seconds per step and peak heap of `steps` steps.
+/// What [`timed`] measured: seconds per step, peak heap, and the median device→host reads
+/// and values read per tracked step (the read ledger).
+type Timing = (f64, f64, (f64, f64));
+
+/// Seconds per step, peak heap and reads of `steps` steps.
 fn timed<T: Task>(
     task: &T,
     device: &Device,
@@ -441,7 +446,7 @@ fn timed<T: Task>(
     kinds: Option<&[QuantityKind]>,
     exact: bool,
     data: &[(T::Input, Tensor<1, Int>)],
-) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+) -> Result<Timing, Box<dyn std::error::Error>> {
     let mut model = task.model(device);
     let mut cockpit = match kinds {
         Some(kinds) => Some(Cockpit::from_kinds(
@@ -453,14 +458,18 @@ fn timed<T: Task>(
     HEAP.reset_peak_usage();
     let before = HEAP.current_usage();
     let start = Instant::now();
+    let (mut reads, mut values) = (Vec::new(), Vec::new());
     for s in 0..steps {
         let (input, labels) = data[s % data.len()].clone();
         model = step::<T>(model, input, labels, s, cockpit.as_mut(), exact)?.model;
+        if let Some(cockpit) = &cockpit {
+            reads.push(cockpit.reads().reads as f64);
+            values.push(cockpit.reads().values as f64);
+        }
     }
-    Ok((
-        start.elapsed().as_secs_f64() / steps as f64,
-        HEAP.peak_usage().saturating_sub(before) as f64,
-    ))
+    let seconds = start.elapsed().as_secs_f64() / steps as f64;
+    let peak = HEAP.peak_usage().saturating_sub(before) as f64;
+    Ok((seconds, peak, (median(reads), median(values))))
 }
 
 /// Plain against tracked steps, interleaved.
@@ -491,14 +500,16 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     let (mut plain, mut plain_peak) = (Vec::new(), Vec::new());
     let mut times = vec![Vec::new(); configs.len()];
     let mut peaks = vec![Vec::new(); configs.len()];
+    let mut reads = vec![(0.0, 0.0); configs.len()];
     for _ in 0..repeats {
-        let (t, p) = timed(task, device, steps, None, false, &data)?;
+        let (t, p, _) = timed(task, device, steps, None, false, &data)?;
         plain.push(t);
         plain_peak.push(p);
         for (i, (_, kinds, exact)) in configs.iter().enumerate() {
-            let (t, p) = timed(task, device, steps, Some(kinds), *exact, &data)?;
+            let (t, p, r) = timed(task, device, steps, Some(kinds), *exact, &data)?;
             times[i].push(t);
             peaks[i].push(p);
+            reads[i] = r;
         }
     }
     let (plain, plain_peak) = (median(plain), median(plain_peak));
@@ -508,7 +519,7 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
         plain * 1e3,
         plain_peak / 1e6
     );
-    for (((name, _, exact), t), p) in configs.iter().zip(times).zip(peaks) {
+    for ((((name, _, exact), t), p), (r, v)) in configs.iter().zip(times).zip(peaks).zip(reads) {
         let engine = if *exact { "exact" } else { "fast" };
         let (t, p) = (median(t), median(p));
         println!(
@@ -523,6 +534,9 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
             p / plain_peak,
             p / 1e6
         );
+        // What a GPU would pay: blocking reads (synchronisations) and values read back.
+        println!("reads_per_step {}/{name}/{engine} {r}", task.name());
+        println!("values_read_per_step {}/{name}/{engine} {v}", task.name());
     }
     Ok(())
 }

@@ -202,6 +202,8 @@ struct Run {
     /// The run's peak host heap above what was allocated before it (model, optimizer,
     /// activations, the Cockpit's state), in bytes.
     peak_bytes: usize,
+    /// Device→host reads and values read per tracked step (the read ledger).
+    reads: Vec<(u64, u64)>,
 }
 
 /// Runs `steps` training steps, tracking with `cockpit` if given.
@@ -215,6 +217,7 @@ fn run<M: Net>(
     HEAP.reset_peak_usage();
     let before = HEAP.current_usage();
     let mut products = Vec::new();
+    let mut reads = Vec::new();
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
     let start = Instant::now();
@@ -256,8 +259,12 @@ fn run<M: Net>(
                 None => {}
             }
             let before = PRODUCTS.load(Ordering::Relaxed);
+            let tracked = cockpit.is_tracking(step);
             if let Err(err) = cockpit.track(step, &model, &grads, info) {
                 eprintln!("tracking failed: {err}");
+            }
+            if tracked {
+                reads.push((cockpit.reads().reads, cockpit.reads().values));
             }
             let used = PRODUCTS.load(Ordering::Relaxed) - before;
             if used > 0 {
@@ -286,6 +293,7 @@ fn run<M: Net>(
         seconds: start.elapsed().as_secs_f64() / steps as f64,
         products,
         peak_bytes: HEAP.peak_usage().saturating_sub(before),
+        reads,
     }
 }
 
@@ -341,6 +349,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     let (mut plain_times, mut plain_peaks) = (Vec::new(), Vec::new());
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut peaks: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut reads: Vec<Vec<(u64, u64)>> = vec![Vec::new(); configs.len()];
     let mut products: Vec<f64> = Vec::new();
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
@@ -352,6 +361,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             let tracked = run::<M>(device, steps, Some(cockpit), exact, &data);
             results[i].push(tracked.seconds);
             peaks[i].push(tracked.peak_bytes as f64);
+            reads[i].extend(tracked.reads.iter().copied());
             if name == "HessMaxEV" {
                 products.extend(tracked.products.into_iter().map(|p| p as f64));
             }
@@ -372,7 +382,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             products.iter().copied().fold(0.0, f64::max)
         );
     }
-    for (((name, _), times), peaks) in configs.iter().zip(results).zip(peaks) {
+    for ((((name, _), times), peaks), reads) in configs.iter().zip(results).zip(peaks).zip(reads) {
         let t = median(times);
         println!(
             "overhead {name} {:.3}   ({:.3} ms/step)",
@@ -384,6 +394,15 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             "peak_memory {name} {:.3}   ({:.1} MB)",
             peak / plain_peak,
             peak / 1e6
+        );
+        // What a GPU would pay: blocking reads (synchronisations) and values read back.
+        println!(
+            "reads_per_step {name} {}",
+            median(reads.iter().map(|r| r.0 as f64).collect())
+        );
+        println!(
+            "values_read_per_step {name} {}",
+            median(reads.iter().map(|r| r.1 as f64).collect())
         );
     }
     Ok(())

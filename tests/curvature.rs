@@ -13,7 +13,7 @@ use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, FiniteDifferenceHvp, lanczos, power_iteration,
 };
-use burn_cockpit::snapshot::read_values;
+use burn_cockpit::readback::read_values;
 use burn_cockpit::{ParamEntry, QuantityKind, Snapshot, Value};
 use cockpit_cli::replay::{FixtureNet, LossKind, ReplayOptions, per_sample_loss, replay};
 use common::load;

@@ -1156,7 +1156,7 @@ fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
             .unwrap()
             .entries()
         {
-            v.extend(burn_cockpit::snapshot::read_values(entry.value.clone()).unwrap());
+            v.extend(burn_cockpit::readback::read_values(entry.value.clone()).unwrap());
         }
         v
     };

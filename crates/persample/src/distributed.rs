@@ -9,7 +9,7 @@ use burn::tensor::distributed::{ReduceOperation, all_reduce};
 use burn::tensor::{Device, Tensor, TensorCreationOptions, TensorData};
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
-use crate::snapshot::read_values;
+use crate::readback::read_values;
 use crate::{PerSampleError, Snapshot};
 
 /// One worker's end of an all-reduce over a data-parallel group.

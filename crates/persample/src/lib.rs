@@ -44,6 +44,7 @@ mod linear;
 mod merged;
 mod norm;
 mod prelu;
+pub mod readback;
 mod recorder;
 mod rnn;
 pub mod snapshot;
@@ -67,7 +68,7 @@ pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
 pub use recorder::{Layout, Recorder, is_recording};
 pub use rnn::{GateController, Gru, Lstm, SwiGlu};
-pub use snapshot::{ParamEntry, Snapshot, read_values};
+pub use snapshot::{ParamEntry, Snapshot};
 pub use transformer::{
     MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
     TransformerEncoderInput, TransformerEncoderLayer,

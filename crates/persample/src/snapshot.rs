@@ -4,7 +4,7 @@
 //! requires a gradient, keyed by [`ParamId`] and named by its dotted module path
 //! (`layers.0.weight`). Values are flattened, detached handles that stay on the device: taking a
 //! snapshot copies nothing. Differences and norms are computed on the device too, and only the
-//! final per-parameter numbers are read back, once ([`read_values`]).
+//! final per-parameter numbers are read back, once ([`read_values`](crate::readback::read_values)).
 
 use burn::module::{Module, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
@@ -204,39 +204,6 @@ impl Snapshot {
     }
 }
 
-/// Reads a small device tensor back to the host as `f64`: the one host read behind a reported
-/// number.
-///
-/// # Errors
-///
-/// [`PerSampleError::Read`] if the backend cannot read the tensor.
-pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, PerSampleError> {
-    tensor
-        .try_into_vec_as::<f64>()
-        .map_err(|err| PerSampleError::Read(format!("{err:?}")))
-}
-
-/// Reads a device tensor into `buffer` as `f64`, reusing its allocation (the histograms read
-/// their factors every step).
-///
-/// # Errors
-///
-/// [`PerSampleError::Read`] if the backend cannot read the tensor.
-pub fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), PerSampleError> {
-    let data = tensor
-        .try_into_data()
-        .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
-    buffer.clear();
-    if let Ok(values) = data.as_slice::<f32>() {
-        buffer.extend(values.iter().map(|&v| f64::from(v)));
-    } else if let Ok(values) = data.as_slice::<f64>() {
-        buffer.extend_from_slice(values);
-    } else {
-        buffer.extend(data.iter::<f64>());
-    }
-    Ok(())
-}
-
 /// The visitor behind [`Snapshot`]: tracks the module path through `enter_module` /
 /// `exit_module` and collects every parameter that requires a gradient.
 struct Collector<'a> {
@@ -299,6 +266,7 @@ impl ModuleVisitor for Collector<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::readback::read_values;
     use burn::module::Module;
     use burn::nn::{Linear, LinearConfig};
     use burn::tensor::Device;

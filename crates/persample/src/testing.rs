@@ -58,7 +58,7 @@ pub(crate) fn tensor<const D: usize>(values: &[f64], shape: [usize; D]) -> Tenso
 
 /// The values of a vector, as `f64` (empty if it cannot be read).
 pub(crate) fn values64(t: Tensor<1>) -> Vec<f64> {
-    crate::read_values(t).unwrap_or_default()
+    crate::readback::read_values(t).unwrap_or_default()
 }
 
 /// A Linear layer `[2, 3]` (no bias) of parameter `id` with per-sample inputs `a` (two per

@@ -9,6 +9,7 @@ use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Quantity, StepContext};
+use crate::readback::ReadCount;
 use crate::{
     CockpitError, Configuration, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
 };
@@ -72,6 +73,8 @@ pub struct Cockpit {
     /// The per-sample sources' notes already turned into warnings (each is given once).
     notes_seen: Vec<String>,
     latest: Output,
+    /// The reads of the latest `track` call.
+    reads: ReadCount,
     /// The mean gradient of the last tracked step, kept while a quantity asks for
     /// [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
     previous_grads: Option<(usize, Snapshot)>,
@@ -104,6 +107,7 @@ impl Cockpit {
             notes_seen: Vec::new(),
             latest: Output::new(),
             previous_grads: None,
+            reads: ReadCount::default(),
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -208,7 +212,31 @@ impl Cockpit {
     /// - [`CockpitError::Log`] if the JSON-lines stream cannot be written.
     ///
     /// In every case the values tracked so far stay in [`Cockpit::output`].
+    ///
+    /// # Cost
+    ///
+    /// The device→host reads of the call are counted ([`Cockpit::reads`]).
     pub fn track<M: Module>(
+        &mut self,
+        step: usize,
+        model: &M,
+        grads: &GradientsParams,
+        info: StepInfo,
+    ) -> Result<(), CockpitError> {
+        let before = crate::readback::reads_on_this_thread();
+        let result = self.track_step(step, model, grads, info);
+        self.reads = crate::readback::reads_on_this_thread() - before;
+        result
+    }
+
+    /// The device→host reads the latest [`Cockpit::track`] call made and the values they
+    /// brought back (each read is a synchronisation on a GPU backend). Counted on the calling
+    /// thread by the read ledger ([`readback`](crate::readback)); zero for an untracked step.
+    pub fn reads(&self) -> ReadCount {
+        self.reads
+    }
+
+    fn track_step<M: Module>(
         &mut self,
         step: usize,
         model: &M,
@@ -238,7 +266,7 @@ impl Cockpit {
                 failures: vec![("gradients".to_string(), other.into())],
             },
         })?;
-        let loss = match info.loss().clone().try_into_vec_as::<f64>() {
+        let loss = match crate::readback::read_values(info.loss().clone()) {
             Ok(values) => values.first().copied().unwrap_or(f64::NAN),
             Err(err) => {
                 self.warn(format!(

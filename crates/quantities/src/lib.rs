@@ -38,6 +38,7 @@ pub mod schedule;
 
 pub use cockpit::{Cockpit, EpochLog};
 pub use cockpit_persample as persample;
+pub use cockpit_persample::readback;
 pub use cockpit_persample::snapshot;
 pub use cockpit_persample::{ParamEntry, Snapshot};
 pub use config::{CockpitConfig, Configuration, QuantityConfig};

@@ -281,7 +281,7 @@ fn read_params(model: &FixtureNet) -> Result<Vec<HostArray>, ReplayError> {
         .iter()
         .map(|entry| {
             let data =
-                cockpit_quantities::snapshot::read_values(entry.value.clone()).map_err(|err| {
+                cockpit_quantities::readback::read_values(entry.value.clone()).map_err(|err| {
                     ReplayError::Engine(format!("reading the final parameters: {err}"))
                 })?;
             Ok(HostArray {

@@ -4,7 +4,7 @@
 use burn::tensor::Tensor;
 
 use super::base::CurvatureSource;
-use crate::snapshot::read_values;
+use crate::readback::read_values;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// An eigenvalue estimate.

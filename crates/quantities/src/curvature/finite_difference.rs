@@ -124,7 +124,7 @@ fn cube_root_roundoff(params: &Snapshot) -> f64 {
 
 impl<M: Module + Sync + 'static> CurvatureSource for FiniteDifferenceHvp<M> {
     fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
-        let norms = crate::snapshot::read_values(Tensor::cat(
+        let norms = crate::readback::read_values(Tensor::cat(
             vec![params.sq_norms().sum(), v.sq_norms().sum()],
             0,
         ))?;

@@ -126,7 +126,7 @@ mod tests {
 
     use super::*;
     use crate::quantity::testing::{DiagonalHessian, snapshot};
-    use crate::snapshot::read_values;
+    use crate::readback::read_values;
 
     /// Parts with Hessians diag(h₁) (1 sample) and diag(h₂) (3 samples): the batch's Hessian
     /// is diag(h₁/4 + 3h₂/4).

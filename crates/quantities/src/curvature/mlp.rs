@@ -272,7 +272,7 @@ impl MlpCurvature {
             }
             (MlpLoss::CrossEntropy(_), DiagonalKind::GgnMc) => {
                 let p = softmax(f.clone(), 1);
-                let probs = crate::snapshot::read_values(p.clone().reshape([batch * classes]))?;
+                let probs = crate::readback::read_values(p.clone().reshape([batch * classes]))?;
                 let mut onehot = vec![0.0; batch * classes];
                 for n in 0..batch {
                     let r = self.rng.uniform();
@@ -292,7 +292,7 @@ impl MlpCurvature {
             (MlpLoss::CrossEntropy(_), _) => {
                 // Column v of S_n: √p_{n,v}·(e_v − p_n)/√B.
                 let p =
-                    crate::snapshot::read_values(softmax(f.clone(), 1).reshape([batch * classes]))?;
+                    crate::readback::read_values(softmax(f.clone(), 1).reshape([batch * classes]))?;
                 let mut data = vec![0.0; classes * batch * classes];
                 for v in 0..classes {
                     for n in 0..batch {

@@ -7,7 +7,7 @@ use burn::tensor::Tensor;
 use super::base::{Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{PerSampleNeeds, PerSampleSource, Request};
-use crate::snapshot::read_values;
+use crate::readback::read_values;
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// One end of Alpha's step: parameters, loss and its variance, and how the step's

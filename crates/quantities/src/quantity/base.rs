@@ -163,7 +163,7 @@ pub(crate) fn sum_over_params(parts: &[Tensor<1>]) -> Result<Tensor<1>, Quantity
 
 /// Reads several one-element tensors in one host read.
 pub(crate) fn read_scalars(parts: Vec<Tensor<1>>) -> Result<Vec<f64>, QuantityError> {
-    Ok(crate::snapshot::read_values(Tensor::cat(parts, 0))?)
+    Ok(crate::readback::read_values(Tensor::cat(parts, 0))?)
 }
 
 /// `x` if the batch has at least two samples, NaN otherwise (the `1/(B−1)` quantities are
@@ -174,7 +174,7 @@ pub(crate) fn needs_two(batch: usize, x: impl FnOnce() -> f64) -> f64 {
 
 /// Per-parameter L2 norms read back from per-parameter squared norms: one host read.
 pub(crate) fn sqrt_list(squared: burn::tensor::Tensor<1>) -> Result<Value, QuantityError> {
-    let values = crate::snapshot::read_values(squared.sqrt())?;
+    let values = crate::readback::read_values(squared.sqrt())?;
     Ok(Value::List(values))
 }
 

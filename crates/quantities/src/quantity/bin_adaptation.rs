@@ -5,7 +5,7 @@ use std::str::FromStr;
 use burn::tensor::Tensor;
 
 use super::base::StepContext;
-use crate::snapshot::read_values;
+use crate::readback::read_values;
 use crate::{CockpitError, QuantityError, Schedule};
 
 /// What a histogram axis adapts its range to, on its own schedule.

@@ -11,7 +11,7 @@ use super::outer_bins::{Axis, Rule, add_into, count_in_parallel, outer_histogram
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::snapshot::read_into;
+use crate::readback::read_into;
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Histogram of the individual gradient elements `g_{n,j}` (true per-sample gradients),

@@ -10,7 +10,7 @@ use super::outer_bins::{Axis, Rule, host_matmul_tn, outer_histogram2d};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::snapshot::{read_into, read_values};
+use crate::readback::{read_into, read_values};
 use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Joint histogram of individual gradient elements `g_{n,j}` (x) and the value of the same

@@ -171,7 +171,7 @@ impl HessMaxEV {
         if previous.ids() != params.ids() {
             return Ok(fresh);
         }
-        let norm = crate::snapshot::read_values(fresh.sq_norms().sum())?[0].sqrt();
+        let norm = crate::readback::read_values(fresh.sq_norms().sum())?[0].sqrt();
         if norm == 0.0 || !norm.is_finite() {
             return Ok(previous);
         }

@@ -6,7 +6,7 @@ use burn::tensor::Tensor;
 
 use super::base::{Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
-use crate::snapshot::read_values;
+use crate::readback::read_values;
 use crate::{HostArray, ParamEntry, QuantityError, Schedule, Value};
 
 /// A function that presents a parameter's host array in another layout.

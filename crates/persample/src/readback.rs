@@ -1,0 +1,148 @@
+//! The read ledger: every device→host read of the tracking path goes through here.
+//!
+//! On a GPU each read is a synchronisation: the host waits until the queue has run up to the
+//! tensor, then copies it. What a tracked step pays for that is counted here, per thread:
+//! [`reads_on_this_thread`] is the running total of reads and of values read, and the Cockpit
+//! reports the difference over one `track` call (`Cockpit::reads`). A test keeps device reads
+//! out of every other file of the workspace's libraries, so the count is the whole story.
+//!
+//! ```
+//! # use burn::tensor::{Device, Tensor};
+//! use cockpit_persample::readback::{read_values, reads_on_this_thread};
+//! let before = reads_on_this_thread();
+//! let values = read_values(Tensor::<1>::from_floats([1.0, 2.0], &Device::flex()))?;
+//! let spent = reads_on_this_thread() - before;
+//! assert_eq!((spent.reads, spent.values), (1, 2));
+//! # Ok::<(), cockpit_persample::PerSampleError>(())
+//! ```
+
+use std::cell::Cell;
+
+use burn::tensor::Tensor;
+
+use crate::PerSampleError;
+
+/// Device→host reads and the values they brought back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadCount {
+    /// Blocking reads (each a synchronisation on a GPU backend).
+    pub reads: u64,
+    /// Values read back, over all reads.
+    pub values: u64,
+}
+
+impl std::ops::Sub for ReadCount {
+    type Output = ReadCount;
+
+    fn sub(self, earlier: ReadCount) -> ReadCount {
+        ReadCount {
+            reads: self.reads.saturating_sub(earlier.reads),
+            values: self.values.saturating_sub(earlier.values),
+        }
+    }
+}
+
+impl std::ops::Add for ReadCount {
+    type Output = ReadCount;
+
+    fn add(self, other: ReadCount) -> ReadCount {
+        ReadCount {
+            reads: self.reads + other.reads,
+            values: self.values + other.values,
+        }
+    }
+}
+
+impl std::fmt::Display for ReadCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} reads, {} values", self.reads, self.values)
+    }
+}
+
+thread_local! {
+    static LEDGER: Cell<ReadCount> = const { Cell::new(ReadCount { reads: 0, values: 0 }) };
+}
+
+/// The reads made on this thread so far (a running total: subtract an earlier value to
+/// count a span of work).
+pub fn reads_on_this_thread() -> ReadCount {
+    LEDGER.with(Cell::get)
+}
+
+fn record(values: usize) {
+    LEDGER.with(|ledger| {
+        let mut count = ledger.get();
+        count.reads += 1;
+        count.values += values as u64;
+        ledger.set(count);
+    });
+}
+
+/// Reads a device tensor back to the host as `f64`: one read of `numel` values.
+///
+/// # Errors
+///
+/// [`PerSampleError::Read`] if the backend cannot read the tensor.
+pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, PerSampleError> {
+    record(tensor.shape().num_elements());
+    tensor
+        .try_into_vec_as::<f64>()
+        .map_err(|err| PerSampleError::Read(format!("{err:?}")))
+}
+
+/// Reads a device tensor into `buffer` as `f64`, reusing its allocation (the histograms read
+/// their factors every step): one read of `numel` values.
+///
+/// # Errors
+///
+/// [`PerSampleError::Read`] if the backend cannot read the tensor.
+pub fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), PerSampleError> {
+    record(tensor.shape().num_elements());
+    let data = tensor
+        .try_into_data()
+        .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
+    buffer.clear();
+    if let Ok(values) = data.as_slice::<f32>() {
+        buffer.extend(values.iter().map(|&v| f64::from(v)));
+    } else if let Ok(values) = data.as_slice::<f64>() {
+        buffer.extend_from_slice(values);
+    } else {
+        buffer.extend(data.iter::<f64>());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Device;
+
+    use super::*;
+
+    #[test]
+    fn each_read_and_its_values_are_counted_on_its_thread() {
+        let device = Device::flex();
+        let before = reads_on_this_thread();
+        let mut buffer = Vec::new();
+        read_into(
+            Tensor::<1>::from_floats([1.0, 2.0, 3.0], &device),
+            &mut buffer,
+        )
+        .unwrap();
+        read_values(Tensor::<1>::from_floats([4.0], &device)).unwrap();
+        let here = reads_on_this_thread() - before;
+        assert_eq!(
+            here,
+            ReadCount {
+                reads: 2,
+                values: 4
+            }
+        );
+        let elsewhere = std::thread::spawn(reads_on_this_thread).join().unwrap();
+        assert_eq!(
+            elsewhere,
+            ReadCount::default(),
+            "another thread's ledger is its own"
+        );
+        assert_eq!(buffer, vec![1.0, 2.0, 3.0]);
+    }
+}

@@ -112,6 +112,48 @@ pub fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), PerSamp
     Ok(())
 }
 
+/// Reads several device tensors in **one** read: they are joined on the first one's device
+/// (without autodiff; in float64 if any of them is, else in the first one's float type) and
+/// read back together; the values come back split as they went in. One read of `Σ numel`
+/// values.
+///
+/// # Errors
+///
+/// [`PerSampleError::Read`] if the backend cannot read the joined tensor.
+pub fn read_together(tensors: Vec<Tensor<1>>) -> Result<Vec<Vec<f64>>, PerSampleError> {
+    let lengths: Vec<usize> = tensors.iter().map(|t| t.shape().num_elements()).collect();
+    let Some(first) = tensors.first() else {
+        return Ok(Vec::new());
+    };
+    let (device, dtype) = (first.clone().without_autodiff().device(), first.dtype());
+    let dtype = if tensors
+        .iter()
+        .any(|t| t.dtype() == burn::tensor::DType::F64)
+    {
+        burn::tensor::DType::F64
+    } else {
+        dtype
+    };
+    let parts: Vec<Tensor<1>> = tensors
+        .into_iter()
+        .filter(|t| t.shape().num_elements() > 0)
+        .map(|t| t.without_autodiff().to_device(&device).cast(dtype))
+        .collect();
+    let values = if parts.is_empty() {
+        Vec::new()
+    } else {
+        read_values(Tensor::cat(parts, 0))?
+    };
+    let mut rest = values.as_slice();
+    let mut out = Vec::with_capacity(lengths.len());
+    for length in lengths {
+        let (head, tail) = rest.split_at(length.min(rest.len()));
+        out.push(head.to_vec());
+        rest = tail;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use burn::tensor::Device;
@@ -144,5 +186,26 @@ mod tests {
             "another thread's ledger is its own"
         );
         assert_eq!(buffer, vec![1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn tensors_read_together_cost_one_read_and_come_back_apart() {
+        let device = Device::flex();
+        let before = reads_on_this_thread();
+        let parts = read_together(vec![
+            Tensor::<1>::from_floats([1.0, 2.0], &device),
+            Tensor::<1>::from_floats([0.0; 0], &device),
+            Tensor::<1>::from_floats([3.0], &device).cast(burn::tensor::DType::F64),
+        ])
+        .unwrap();
+        assert_eq!(parts, vec![vec![1.0, 2.0], vec![], vec![3.0]]);
+        assert_eq!(
+            reads_on_this_thread() - before,
+            ReadCount {
+                reads: 1,
+                values: 3
+            }
+        );
+        assert!(read_together(Vec::new()).unwrap().is_empty());
     }
 }

@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
-use crate::quantity::{Quantity, StepContext};
+use crate::quantity::{Enqueued, Quantity, StepContext};
 use crate::readback::ReadCount;
 use crate::{
     CockpitError, Configuration, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
@@ -266,18 +266,6 @@ impl Cockpit {
                 failures: vec![("gradients".to_string(), other.into())],
             },
         })?;
-        let loss = match crate::readback::read_values(info.loss().clone()) {
-            Ok(values) => values.first().copied().unwrap_or(f64::NAN),
-            Err(err) => {
-                self.warn(format!(
-                    "step {step}: could not read the loss ({err:?}); using NaN"
-                ));
-                f64::NAN
-            }
-        };
-        if !loss.is_finite() {
-            self.warn(format!("step {step}: the loss is {loss}"));
-        }
         let mut per_sample = self.reduce_per_sample(step, &params, &grads, &info);
         if let Ok(Some(stats)) = &mut per_sample {
             for note in std::mem::take(&mut stats.notes) {
@@ -293,7 +281,7 @@ impl Cockpit {
             params: &params,
             grads: &grads,
             info: &info,
-            loss,
+            loss: std::cell::OnceCell::new(),
             per_sample: match &per_sample {
                 Ok(stats) => Ok(stats.as_ref()),
                 Err(err) => Err(err),
@@ -302,12 +290,49 @@ impl Cockpit {
         let mut computed = Output::new();
         let mut failures = Vec::new();
         let mut warnings = Vec::new();
-        for quantity in self
-            .quantities
-            .iter_mut()
-            .filter(|q| q.should_compute(step))
+        // First halves: values now, or device numbers for the step's one batched read.
+        let mut results = Vec::new();
+        let mut reads = Vec::new();
+        for (index, quantity) in self.quantities.iter_mut().enumerate() {
+            if !quantity.should_compute(step) {
+                continue;
+            }
+            match quantity.enqueue(&ctx) {
+                Ok(Enqueued::Done(value)) => results.push((index, Ok(value))),
+                Ok(Enqueued::Read(tensor)) => reads.push((index, tensor)),
+                Err(err) => results.push((index, Err(err))),
+            }
+        }
+        // The step's one read: the loss and every enqueued quantity's numbers.
+        let counts: Vec<usize> = reads.iter().map(|(_, parts)| parts.len()).collect();
+        let (indices, tensors): (Vec<usize>, Vec<Vec<_>>) = reads.into_iter().unzip();
+        let batch = std::iter::once(info.loss().clone()).chain(tensors.into_iter().flatten());
         {
-            let result = quantity.compute(&ctx);
+            match crate::readback::read_together(batch.collect()) {
+                Ok(hosts) => {
+                    let mut hosts = hosts.into_iter();
+                    let loss = hosts.next().and_then(|l| l.first().copied());
+                    let loss = *ctx.loss.get_or_init(|| loss.unwrap_or(f64::NAN));
+                    if !loss.is_finite() {
+                        warnings.push(format!("step {step}: the loss is {loss}"));
+                    }
+                    for (index, count) in indices.into_iter().zip(counts) {
+                        let host: Vec<f64> = hosts.by_ref().take(count).flatten().collect();
+                        results.push((index, self.quantities[index].finish(&host)));
+                    }
+                }
+                Err(err) => {
+                    warnings.push(format!(
+                        "step {step}: could not read the step's numbers ({err}); the loss is NaN"
+                    ));
+                    let err = QuantityError::from(err);
+                    results.extend(indices.into_iter().map(|index| (index, Err(err.clone()))));
+                }
+            }
+        }
+        results.sort_by_key(|(index, _)| *index);
+        for (index, result) in results {
+            let quantity = &mut self.quantities[index];
             warnings.extend(quantity.take_warnings());
             match result {
                 Ok(Some((at, value))) => {

@@ -1,7 +1,7 @@
 //! [`Named`]: a quantity stored under another output key.
 
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::quantity::{Quantity, StepContext};
+use crate::quantity::{Enqueued, Quantity, StepContext};
 use crate::{CockpitError, ParamEntry, QuantityError, Value};
 
 /// A quantity whose values are stored under `key` instead of its own name (e.g. a variant
@@ -97,6 +97,14 @@ impl Quantity for Named {
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         self.inner.compute(ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        self.inner.enqueue(ctx)
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        self.inner.finish(host)
     }
 
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {

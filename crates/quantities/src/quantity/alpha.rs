@@ -4,10 +4,9 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
-use super::base::{Quantity, StepContext, sum_over_params};
+use super::base::{Enqueued, Quantity, StepContext, compute_now, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::{PerSampleNeeds, PerSampleSource, Request};
-use crate::readback::read_values;
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// One end of Alpha's step: parameters, loss and its variance, and how the step's
@@ -71,7 +70,8 @@ const SGD_CHECK_EVERY: usize = 64;
 /// layer); keeps θ_s and ∇L_s for one step. Other optimizers: keeps θ_s and the step's
 /// per-sample source (`B·(d_in + d_out)` per Linear layer on the fast path; the exact fallback
 /// re-runs its `B` passes at the end point) and projects twice on `d` (one matmul per layer
-/// each). One host read of `2B + 2` numbers plus the per-sample losses.
+/// each). `3B + 3` numbers (the loss, the per-sample losses and both points' projections)
+/// in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct Alpha {
     schedule: Schedule,
@@ -81,6 +81,34 @@ pub struct Alpha {
     /// End points taken on the SGD path so far.
     sgd_end_points: usize,
     warnings: Vec<String>,
+    /// The step's enqueued point, until its numbers are read.
+    awaited: Option<Awaited>,
+}
+
+/// What an Alpha step enqueued, kept until its numbers come back: the point taken (all but
+/// the variance of its losses, read with the rest), whether it becomes the next start, and
+/// the start it ends with the layout of its projections in the read.
+#[derive(Debug, Clone)]
+struct Awaited {
+    point: Point,
+    is_start: bool,
+    batch: usize,
+    end: Option<(Point, Projections)>,
+}
+
+/// Where an end point's numbers lie in the read, after the `B` per-sample losses.
+#[derive(Debug, Clone, Copy)]
+enum Projections {
+    /// `‖∇L_s‖²`, `‖(θ_{s+1} − θ_s) + lr·∇L_s‖²` when `checked`, the `bs` start dots and the
+    /// `be` end dots.
+    Sgd {
+        lr: f64,
+        checked: bool,
+        bs: usize,
+        be: usize,
+    },
+    /// `‖d‖²` and the `bs` + `be` projections on `d`.
+    General { bs: usize, be: usize },
 }
 
 impl Alpha {
@@ -92,15 +120,13 @@ impl Alpha {
             sgd: None,
             sgd_end_points: 0,
             warnings: Vec::new(),
+            awaited: None,
         }
     }
 
+    /// The point of the context's step, but for its loss and the variance of its per-sample
+    /// losses (`NaN` until they are read).
     fn point(ctx: &StepContext<'_>, is_start: bool) -> Result<Point, QuantityError> {
-        let losses = ctx
-            .info
-            .individual_losses()
-            .ok_or(QuantityError::MissingInfo("individual_losses"))?;
-        let losses = read_values(losses.clone())?;
         let sgd_lr = ctx
             .info
             .optimizer()
@@ -130,26 +156,119 @@ impl Alpha {
         Ok(Point {
             step: ctx.step,
             params: ctx.params.clone(),
-            f: ctx.loss,
-            var_f: unbiased_variance(&losses),
+            f: f64::NAN,
+            var_f: f64::NAN,
             path,
         })
     }
 
-    /// α of the step from `start` to the context's step (`end` holds its loss and variance).
-    fn end(
+    /// The device numbers of the step from `start` to the context's step (`end`): appended
+    /// to `parts`, their layout returned.
+    fn end_parts(
         &mut self,
         start: &Point,
         end: &Point,
         ctx: &StepContext<'_>,
-    ) -> Result<Option<f64>, QuantityError> {
+        parts: &mut Vec<Tensor<1>>,
+    ) -> Result<Projections, QuantityError> {
         let path = start
             .path
             .as_ref()
             .ok_or(QuantityError::MissingInfo("Alpha's start point"))?;
-        let (t, ys, ye) = match path {
-            Path::Sgd { lr, grads, dots } => self.sgd_projections(start, *lr, grads, dots, ctx)?,
-            Path::General { source } => general_projections(start, end, source, ctx)?,
+        match path {
+            // `t = ‖d‖` and `y_n = g_nᵀd/‖d‖` for `d = −lr·∇L_s`, from the dots the steps'
+            // shared passes computed. Every SGD_CHECK_EVERY-th end point (the first included)
+            // also checks that the parameters moved by `d`.
+            Path::Sgd { lr, grads, dots } => {
+                let stats = ctx.per_sample_stats()?;
+                let end_dots =
+                    stats
+                        .dots_with_previous_grad
+                        .as_deref()
+                        .ok_or(QuantityError::MissingInfo(
+                            "per-sample dots with the previous gradient",
+                        ))?;
+                let end_dots = sum_over_params(end_dots)?;
+                let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
+                let checked = self.sgd_end_points.is_multiple_of(SGD_CHECK_EVERY);
+                self.sgd_end_points += 1;
+                parts.push(grads.sq_norms().sum());
+                if checked {
+                    let moved = ctx.params.difference(&start.params)?;
+                    parts.push(moved.sq_distances(&grads.scaled(-lr))?.sum());
+                }
+                parts.extend([dots.clone(), end_dots]);
+                Ok(Projections::Sgd {
+                    lr: *lr,
+                    checked,
+                    bs,
+                    be,
+                })
+            }
+            // `d = θ_{s+1} − θ_s`, through the start point's kept per-sample source and the
+            // end point's.
+            Path::General { source } => {
+                let moved = end.params.difference(&start.params)?;
+                let project =
+                    |source: &Arc<dyn PerSampleSource>| -> Result<Tensor<1>, QuantityError> {
+                        let mut request = Request::new();
+                        request.directions = vec![&moved];
+                        let stats = source.reduce(ctx.params, request)?;
+                        sum_over_params(stats.dots.first().map(Vec::as_slice).unwrap_or_default())
+                    };
+                let (ys, ye) = (project(source)?, project(ctx.per_sample_source()?)?);
+                let (bs, be) = (ys.dims()[0], ye.dims()[0]);
+                parts.extend([moved.sq_norms().sum(), ys, ye]);
+                Ok(Projections::General { bs, be })
+            }
+        }
+    }
+
+    /// α from the host numbers of an end point: `t` and both points' projections.
+    fn end(
+        &mut self,
+        start: &Point,
+        end: &Point,
+        projections: Projections,
+        host: &[f64],
+    ) -> Result<Option<f64>, QuantityError> {
+        let short = || QuantityError::Read("Alpha: fewer numbers read than enqueued".into());
+        let (t, ys, ye) = match projections {
+            Projections::Sgd {
+                lr,
+                checked,
+                bs,
+                be,
+            } => {
+                let offset = 1 + usize::from(checked);
+                let values = host.get(..offset + bs + be).ok_or_else(short)?;
+                let norm = values[0].sqrt();
+                let t = lr * norm;
+                if checked {
+                    let relative = values[1].sqrt() / t;
+                    if t > 0.0 && relative > SGD_MISMATCH {
+                        self.warnings.push(format!(
+                            "step {}: Alpha: the parameters moved {relative:.2e} (relative) away \
+                             from the plain SGD step −lr·∇L the optimizer info announced; α \
+                             assumes that step",
+                            start.step
+                        ));
+                    }
+                }
+                // y_n = ⟨g_n, d⟩/‖d‖ with d = −lr·∇L_s.
+                let project = |v: &[f64]| v.iter().map(|y| -y / norm).collect::<Vec<f64>>();
+                (
+                    t,
+                    project(&values[offset..offset + bs]),
+                    project(&values[offset + bs..]),
+                )
+            }
+            Projections::General { bs, be } => {
+                let values = host.get(..1 + bs + be).ok_or_else(short)?;
+                let t = values[0].sqrt();
+                let project = |v: &[f64]| v.iter().map(|y| y / t).collect::<Vec<f64>>();
+                (t, project(&values[1..1 + bs]), project(&values[1 + bs..]))
+            }
         };
         if t == 0.0 {
             return Ok(Some(-1.0));
@@ -163,86 +282,6 @@ impl Alpha {
         ];
         Ok(alpha(t, observations, variances))
     }
-
-    /// `t = ‖d‖` and the projections `y_n = g_nᵀd/‖d‖` at both points for `d = −lr·∇L_s`,
-    /// from the dots the steps' shared passes computed. Every [`SGD_CHECK_EVERY`]-th end point
-    /// (the first included) also checks that the parameters moved by `d`.
-    fn sgd_projections(
-        &mut self,
-        start: &Point,
-        lr: f64,
-        grads: &Snapshot,
-        dots: &Tensor<1>,
-        ctx: &StepContext<'_>,
-    ) -> Result<(f64, Vec<f64>, Vec<f64>), QuantityError> {
-        let stats = ctx.per_sample_stats()?;
-        let end_dots =
-            stats
-                .dots_with_previous_grad
-                .as_deref()
-                .ok_or(QuantityError::MissingInfo(
-                    "per-sample dots with the previous gradient",
-                ))?;
-        let end_dots = sum_over_params(end_dots)?;
-        let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
-        let check = self.sgd_end_points.is_multiple_of(SGD_CHECK_EVERY);
-        self.sgd_end_points += 1;
-        // ‖∇L_s‖², ‖(θ_{s+1} − θ_s) + lr·∇L_s‖² when checking, and the dots: one read.
-        let mut parts = vec![grads.sq_norms().sum()];
-        if check {
-            let moved = ctx.params.difference(&start.params)?;
-            parts.push(moved.sq_distances(&grads.scaled(-lr))?.sum());
-        }
-        let offset = parts.len();
-        parts.extend([dots.clone(), end_dots]);
-        let values = read_values(Tensor::cat(parts, 0))?;
-        let norm = values[0].sqrt();
-        let t = lr * norm;
-        if check {
-            let relative = values[1].sqrt() / t;
-            if t > 0.0 && relative > SGD_MISMATCH {
-                self.warnings.push(format!(
-                    "step {}: Alpha: the parameters moved {relative:.2e} (relative) away from \
-                     the plain SGD step −lr·∇L the optimizer info announced; α assumes that step",
-                    start.step
-                ));
-            }
-        }
-        // y_n = ⟨g_n, d⟩/‖d‖ with d = −lr·∇L_s.
-        let project = |v: &[f64]| v.iter().map(|y| -y / norm).collect::<Vec<f64>>();
-        Ok((
-            t,
-            project(&values[offset..offset + bs]),
-            project(&values[offset + bs..offset + bs + be]),
-        ))
-    }
-}
-
-/// `t = ‖d‖` and the projections `y_n = g_nᵀd/‖d‖` at both points for `d = θ_{s+1} − θ_s`,
-/// through the start point's kept per-sample source and the end point's.
-fn general_projections(
-    start: &Point,
-    end: &Point,
-    source: &Arc<dyn PerSampleSource>,
-    ctx: &StepContext<'_>,
-) -> Result<(f64, Vec<f64>, Vec<f64>), QuantityError> {
-    let moved = end.params.difference(&start.params)?;
-    let project = |source: &Arc<dyn PerSampleSource>| -> Result<Tensor<1>, QuantityError> {
-        let mut request = Request::new();
-        request.directions = vec![&moved];
-        let stats = source.reduce(ctx.params, request)?;
-        sum_over_params(stats.dots.first().map(Vec::as_slice).unwrap_or_default())
-    };
-    let (ys, ye) = (project(source)?, project(ctx.per_sample_source()?)?);
-    let (bs, be) = (ys.dims()[0], ye.dims()[0]);
-    let values = read_values(Tensor::cat(vec![moved.sq_norms().sum(), ys, ye], 0))?;
-    let t = values[0].sqrt();
-    let project = |v: &[f64]| v.iter().map(|y| y / t).collect::<Vec<f64>>();
-    Ok((
-        t,
-        project(&values[1..1 + bs]),
-        project(&values[1 + bs..1 + bs + be]),
-    ))
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -360,16 +399,59 @@ impl Quantity for Alpha {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    /// The loss and the per-sample losses, and at an end point the projections: one batch of
+    /// numbers.
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let start = self.start.take().filter(|s| s.step + 1 == ctx.step);
-        let point = Self::point(ctx, self.schedule.is_active(ctx.step))?;
+        let is_start = self.schedule.is_active(ctx.step);
+        let losses = ctx
+            .info
+            .individual_losses()
+            .ok_or(QuantityError::MissingInfo("individual_losses"))?
+            .clone();
+        let batch = losses.dims()[0];
+        let point = Self::point(ctx, is_start)?;
+        let mut parts = vec![ctx.info.loss().clone(), losses];
+        let end = match start.filter(|_| self.schedule.was_active_before(ctx.step)) {
+            Some(start) => {
+                let projections = self.end_parts(&start, &point, ctx, &mut parts)?;
+                Some((start, projections))
+            }
+            None => None,
+        };
+        self.awaited = Some(Awaited {
+            point,
+            is_start,
+            batch,
+            end,
+        });
+        Ok(Enqueued::Read(parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let Awaited {
+            mut point,
+            is_start,
+            batch,
+            end,
+        } = self
+            .awaited
+            .take()
+            .ok_or_else(|| QuantityError::Unsupported("Alpha: nothing enqueued".into()))?;
+        let (loss, host) = host.split_at(1.min(host.len()));
+        let (losses, rest) = host.split_at(batch.min(host.len()));
+        point.f = loss.first().copied().unwrap_or(f64::NAN);
+        point.var_f = unbiased_variance(losses);
         let mut result = None;
-        if let Some(start) = start
-            && self.schedule.was_active_before(ctx.step)
-            && let Some(value) = self.end(&start, &point, ctx)?
+        if let Some((start, projections)) = end
+            && let Some(value) = self.end(&start, &point, projections, rest)?
         {
             result = Some((start.step, Value::Float(value)));
         }
-        if self.schedule.is_active(ctx.step) {
+        if is_start {
             self.sgd = Some(matches!(point.path, Some(Path::Sgd { .. })));
             self.start = Some(point);
         }

@@ -21,14 +21,26 @@ pub struct StepContext<'a> {
     pub grads: &'a Snapshot,
     /// The step's info (loss, batch size, per-sample losses, optimizer).
     pub info: &'a StepInfo,
-    /// The mini-batch loss, read from the device once per step.
-    pub loss: f64,
+    /// The mini-batch loss once read ([`StepContext::loss`]).
+    pub(crate) loss: std::cell::OnceCell<f64>,
     /// The per-sample statistics every quantity of this step asked for, reduced in one pass
     /// (or why they could not be had).
     pub per_sample: Result<Option<&'a PerSampleStats>, &'a QuantityError>,
 }
 
 impl StepContext<'_> {
+    /// The mini-batch loss as a host number, read from the device the first time a quantity
+    /// asks (one read). Quantities that [`enqueue`](Quantity::enqueue) their numbers put
+    /// `info.loss()` in the step's batched read instead; a loss that cannot be read is NaN.
+    pub fn loss(&self) -> f64 {
+        *self.loss.get_or_init(|| {
+            crate::readback::read_values(self.info.loss().clone())
+                .ok()
+                .and_then(|values| values.first().copied())
+                .unwrap_or(f64::NAN)
+        })
+    }
+
     /// The reduced per-sample statistics of this step.
     ///
     /// # Errors
@@ -73,6 +85,53 @@ impl StepContext<'_> {
     }
 }
 
+/// What [`Quantity::enqueue`] hands the Cockpit.
+#[derive(Debug)]
+pub enum Enqueued {
+    /// The value (or nothing to store), computed now with whatever reads it took.
+    Done(Option<(usize, Value)>),
+    /// Device numbers to read with the rest of the step's: the Cockpit reads every quantity's
+    /// numbers in one batched read and hands these back, joined in this order, to
+    /// [`Quantity::finish`].
+    Read(Vec<Tensor<1>>),
+}
+
+/// [`Quantity::compute`] for a quantity that implements [`Quantity::enqueue`] and
+/// [`Quantity::finish`]: the same two halves with a read of its own in between (one code
+/// path for the Cockpit's batched step and for direct use).
+pub(crate) fn compute_now<Q: Quantity + ?Sized>(
+    quantity: &mut Q,
+    ctx: &StepContext<'_>,
+) -> Result<Option<(usize, Value)>, QuantityError> {
+    match quantity.enqueue(ctx)? {
+        Enqueued::Done(value) => Ok(value),
+        Enqueued::Read(tensors) => {
+            let host = crate::readback::read_together(tensors)?.concat();
+            quantity.finish(&host)
+        }
+    }
+}
+
+/// The step to store an enqueued read's value under, and the batch size it needs, kept from
+/// [`Quantity::enqueue`] until [`Quantity::finish`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Awaiting(Option<(usize, usize)>);
+
+impl Awaiting {
+    /// Enqueues `tensor` for the value stored under `step` (with `batch` samples).
+    pub(crate) fn read(&mut self, step: usize, batch: usize, tensors: Vec<Tensor<1>>) -> Enqueued {
+        self.0 = Some((step, batch));
+        Enqueued::Read(tensors)
+    }
+
+    /// `(step, batch)` of the read being finished.
+    pub(crate) fn take(&mut self) -> Result<(usize, usize), QuantityError> {
+        self.0
+            .take()
+            .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))
+    }
+}
+
 pub(crate) fn missing_per_sample() -> QuantityError {
     QuantityError::MissingInfo("per-sample gradients (StepInfo::with_per_sample)")
 }
@@ -111,6 +170,33 @@ pub trait Quantity: Send {
     /// A [`QuantityError`] when this quantity cannot be computed; the Cockpit still runs the
     /// others.
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError>;
+
+    /// The first half of a step's work, as the [`Cockpit`](crate::Cockpit) runs it: either
+    /// the value now ([`Enqueued::Done`]; the default calls [`Quantity::compute`]) or device
+    /// numbers for the step's single batched read ([`Enqueued::Read`]), which come back
+    /// through [`Quantity::finish`]. A quantity that enqueues implements `compute` with the
+    /// same two halves, so both paths are one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Quantity::compute`].
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        self.compute(ctx).map(Enqueued::Done)
+    }
+
+    /// The second half: the host values of the tensor [`Quantity::enqueue`] handed over, in
+    /// its order; returns what `compute` would have.
+    ///
+    /// # Errors
+    ///
+    /// As [`Quantity::compute`]; [`QuantityError::Unsupported`] for a quantity that never
+    /// enqueues a read.
+    fn finish(&mut self, _host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        Err(QuantityError::Unsupported(format!(
+            "{} enqueues no read to finish",
+            self.name()
+        )))
+    }
 
     /// The per-sample statistics this quantity reads at `step` (through
     /// [`StepContext::per_sample_stats`]); the Cockpit computes the union in one pass.
@@ -161,21 +247,10 @@ pub(crate) fn sum_over_params(parts: &[Tensor<1>]) -> Result<Tensor<1>, Quantity
         .ok_or_else(|| QuantityError::Shape("no parameter".into()))
 }
 
-/// Reads several one-element tensors in one host read.
-pub(crate) fn read_scalars(parts: Vec<Tensor<1>>) -> Result<Vec<f64>, QuantityError> {
-    Ok(crate::readback::read_values(Tensor::cat(parts, 0))?)
-}
-
 /// `x` if the batch has at least two samples, NaN otherwise (the `1/(B−1)` quantities are
 /// undefined for `B = 1`).
 pub(crate) fn needs_two(batch: usize, x: impl FnOnce() -> f64) -> f64 {
     if batch < 2 { f64::NAN } else { x() }
-}
-
-/// Per-parameter L2 norms read back from per-parameter squared norms: one host read.
-pub(crate) fn sqrt_list(squared: burn::tensor::Tensor<1>) -> Result<Value, QuantityError> {
-    let values = crate::readback::read_values(squared.sqrt())?;
-    Ok(Value::List(values))
 }
 
 /// `ε` of a ratio's denominator must be a non-negative finite number.

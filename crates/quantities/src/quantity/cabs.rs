@@ -1,6 +1,6 @@
 //! CABS.
 
-use super::base::{Quantity, StepContext, read_scalars, sum_over_params};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{OptimizerInfo, QuantityError, Schedule, Value};
@@ -17,16 +17,22 @@ use crate::{OptimizerInfo, QuantityError, Schedule, Value};
 /// # Cost
 ///
 /// Per-sample sums of squares: one `[d_in, B]·[B, d_out]` matmul per Linear layer on the fast
-/// path; one host read of two numbers.
+/// path; three numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct CABS {
     schedule: Schedule,
+    awaiting: Awaiting,
+    lr: f64,
 }
 
 impl CABS {
     /// CABS on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
-        Self { schedule }
+        Self {
+            schedule,
+            awaiting: Awaiting::default(),
+            lr: f64::NAN,
+        }
     }
 }
 
@@ -75,18 +81,31 @@ impl Quantity for CABS {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        let lr = plain_sgd_lr(ctx, "CABS")?;
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        self.lr = plain_sgd_lr(ctx, "CABS")?;
         let stats = ctx.per_sample_stats()?;
         let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
         let totals: Vec<_> = sum_sq.iter().map(|s| s.clone().sum()).collect();
-        let parts = vec![sum_over_params(&totals)?, ctx.grads.sq_norms().sum()];
-        let [sum_sq, g2] = read_scalars(parts)?[..] else {
-            return Err(QuantityError::Read("expected two numbers".into()));
+        let parts = vec![
+            sum_over_params(&totals)?,
+            ctx.grads.sq_norms().sum(),
+            ctx.info.loss().clone(),
+        ];
+        Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, batch) = self.awaiting.take()?;
+        let [sum_sq, g2, loss] = host[..] else {
+            return Err(QuantityError::Read("expected three numbers".into()));
         };
-        let b = stats.batch_size as f64;
+        let b = batch as f64;
         Ok(Some((
-            ctx.step,
-            Value::Float(lr * (sum_sq - b * g2) / (b * ctx.loss)),
+            step,
+            Value::Float(self.lr * (sum_sq - b * g2) / (b * loss)),
         )))
     }
 }

@@ -1,6 +1,6 @@
 //! Distance.
 
-use super::base::{Quantity, StepContext, sqrt_list};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
@@ -14,11 +14,12 @@ use crate::{QuantityError, Schedule, Snapshot, Value};
 ///
 /// Keeps one extra reference to θ_0 (no copy while the parameters are replaced rather than
 /// mutated, which is what burn's optimizers do; at most `D` elements); one reduction per
-/// parameter and a host read of `P` numbers per tracked step.
+/// parameter; `P` numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct Distance {
     schedule: Schedule,
     init: Option<Snapshot>,
+    awaiting: Awaiting,
 }
 
 impl Distance {
@@ -27,6 +28,7 @@ impl Distance {
         Self {
             schedule,
             init: None,
+            awaiting: Awaiting::default(),
         }
     }
 }
@@ -54,18 +56,28 @@ impl Quantity for Distance {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        Ok(Some((step, Value::List(host.to_vec()))))
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         if ctx.step == 0 {
             self.init = Some(ctx.params.clone());
         }
         if !self.schedule.is_active(ctx.step) {
-            return Ok(None);
+            return Ok(Enqueued::Done(None));
         }
         let Some(init) = &self.init else {
             return Err(QuantityError::MissingReference(
                 "Distance measures from the parameters of step 0, which was not tracked".into(),
             ));
         };
-        Ok(Some((ctx.step, sqrt_list(ctx.params.sq_distances(init)?)?)))
+        let distances = ctx.params.sq_distances(init)?.sqrt();
+        Ok(self.awaiting.read(ctx.step, 0, vec![distances]))
     }
 }
 

@@ -3,7 +3,9 @@
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, check_epsilon, needs_two, read_scalars};
+use super::base::{
+    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now, needs_two,
+};
 use super::cabs::plain_sgd_lr;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
@@ -24,6 +26,9 @@ use crate::{CockpitError, QuantityError, Schedule, Value};
 pub struct EarlyStopping {
     schedule: Schedule,
     epsilon: f64,
+    awaiting: Awaiting,
+    /// The number of gradient elements `D` of the enqueued step.
+    numel: usize,
 }
 
 impl EarlyStopping {
@@ -32,6 +37,8 @@ impl EarlyStopping {
         Self {
             schedule,
             epsilon: 1e-5,
+            awaiting: Awaiting::default(),
+            numel: 0,
         }
     }
 }
@@ -91,6 +98,10 @@ impl Quantity for EarlyStopping {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         plain_sgd_lr(ctx, "EarlyStopping")?;
         let stats = ctx.per_sample_stats()?;
         let b = stats.batch_size as f64;
@@ -101,10 +112,16 @@ impl Quantity for EarlyStopping {
             let var = (ss.clone() - g2.clone().mul_scalar(b)).div_scalar(b - 1.0);
             parts.push((g2 / var.add_scalar(self.epsilon)).sum());
         }
-        let total: f64 = read_scalars(parts)?.iter().sum();
-        let d = ctx.grads.numel() as f64;
-        let value = needs_two(stats.batch_size, || 1.0 - b * total / d);
-        Ok(Some((ctx.step, Value::Float(value))))
+        self.numel = ctx.grads.numel();
+        Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, batch) = self.awaiting.take()?;
+        let total: f64 = host.iter().sum();
+        let (b, d) = (batch as f64, self.numel as f64);
+        let value = needs_two(batch, || 1.0 - b * total / d);
+        Ok(Some((step, Value::Float(value))))
     }
 }
 

@@ -283,7 +283,7 @@ mod regressions {
             params: &params,
             grads: &params,
             info: &info,
-            loss: 1.0,
+            loss: 1.0.into(),
             per_sample: Err(&failure),
         };
         assert!(hist.compute(&failed).is_err());

@@ -1,6 +1,6 @@
 //! GradNorm.
 
-use super::base::{Quantity, StepContext, sqrt_list};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -8,16 +8,20 @@ use crate::{QuantityError, Schedule, Value};
 ///
 /// # Cost
 ///
-/// One reduction per parameter on the device and one host read of `P` numbers.
+/// One reduction per parameter on the device; `P` numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct GradNorm {
     schedule: Schedule,
+    awaiting: Awaiting,
 }
 
 impl GradNorm {
     /// GradNorm on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
-        Self { schedule }
+        Self {
+            schedule,
+            awaiting: Awaiting::default(),
+        }
     }
 }
 
@@ -44,7 +48,18 @@ impl Quantity for GradNorm {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        Ok(Some((ctx.step, sqrt_list(ctx.grads.sq_norms())?)))
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        Ok(self
+            .awaiting
+            .read(ctx.step, 0, vec![ctx.grads.sq_norms().sqrt()]))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        Ok(Some((step, Value::List(host.to_vec()))))
     }
 }
 

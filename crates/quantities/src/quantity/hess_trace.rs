@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, check_mc_samples, read_scalars};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, check_mc_samples, compute_now};
 use super::spec::{Needs, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::curvature::DiagonalKind;
 use crate::{CockpitError, QuantityError, Schedule, Value};
@@ -19,6 +19,7 @@ pub struct HessTrace {
     schedule: Schedule,
     curvature: DiagonalKind,
     mc_samples: usize,
+    awaiting: Awaiting,
 }
 
 impl HessTrace {
@@ -28,6 +29,7 @@ impl HessTrace {
             schedule,
             curvature: DiagonalKind::Hessian,
             mc_samples: 1,
+            awaiting: Awaiting::default(),
         }
     }
 
@@ -94,9 +96,18 @@ impl Quantity for HessTrace {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let diagonal = ctx.curvature()?.diagonal(ctx.params, self.curvature)?;
-        let traces = read_scalars(diagonal.into_iter().map(|d| d.sum()).collect())?;
-        Ok(Some((ctx.step, Value::List(traces))))
+        let traces = diagonal.into_iter().map(|d| d.sum()).collect();
+        Ok(self.awaiting.read(ctx.step, 0, traces))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        Ok(Some((step, Value::List(host.to_vec()))))
     }
 }
 

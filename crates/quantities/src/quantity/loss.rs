@@ -1,6 +1,6 @@
 //! Loss.
 
-use super::base::{Quantity, StepContext};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -8,16 +8,20 @@ use crate::{QuantityError, Schedule, Value};
 ///
 /// # Cost
 ///
-/// None: the loss is read from the device once per tracked step, shared by all quantities.
+/// One number in the step's batched read (which always holds the loss).
 #[derive(Debug, Clone)]
 pub struct Loss {
     schedule: Schedule,
+    awaiting: Awaiting,
 }
 
 impl Loss {
     /// Loss on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
-        Self { schedule }
+        Self {
+            schedule,
+            awaiting: Awaiting::default(),
+        }
     }
 }
 
@@ -44,7 +48,19 @@ impl Quantity for Loss {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        Ok(Some((ctx.step, Value::Float(ctx.loss))))
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        Ok(self
+            .awaiting
+            .read(ctx.step, 0, vec![ctx.info.loss().clone()]))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        let loss = host.first().copied().unwrap_or(f64::NAN);
+        Ok(Some((step, Value::Float(loss))))
     }
 }
 

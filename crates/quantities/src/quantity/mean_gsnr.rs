@@ -3,7 +3,7 @@
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, check_epsilon, read_scalars};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{CockpitError, QuantityError, Schedule, Value};
@@ -21,6 +21,9 @@ use crate::{CockpitError, QuantityError, Schedule, Value};
 pub struct MeanGSNR {
     schedule: Schedule,
     epsilon: f64,
+    awaiting: Awaiting,
+    /// The number of gradient elements `D` of the enqueued step.
+    numel: usize,
 }
 
 impl MeanGSNR {
@@ -29,6 +32,8 @@ impl MeanGSNR {
         Self {
             schedule,
             epsilon: 1e-5,
+            awaiting: Awaiting::default(),
+            numel: 0,
         }
     }
 }
@@ -87,6 +92,10 @@ impl Quantity for MeanGSNR {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let b = stats.batch_size as f64;
         let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
@@ -96,9 +105,14 @@ impl Quantity for MeanGSNR {
             let second_moment = ss.clone().div_scalar(b);
             parts.push((g2.clone() / (second_moment - g2).add_scalar(self.epsilon)).sum());
         }
-        let total: f64 = read_scalars(parts)?.iter().sum();
-        let value = total / ctx.grads.numel() as f64;
-        Ok(Some((ctx.step, Value::Float(value))))
+        self.numel = ctx.grads.numel();
+        Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        let total: f64 = host.iter().sum();
+        Ok(Some((step, Value::Float(total / self.numel as f64))))
     }
 }
 

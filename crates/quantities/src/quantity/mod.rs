@@ -27,7 +27,7 @@ mod update_size;
 
 pub use alpha::Alpha;
 pub(crate) use base::missing_per_sample as base_missing_per_sample;
-pub use base::{MAX_BINS, MAX_BINS_2D, Quantity, StepContext};
+pub use base::{Enqueued, MAX_BINS, MAX_BINS_2D, Quantity, StepContext};
 pub use bin_adaptation::BinAdaptation;
 pub use cabs::CABS;
 pub use distance::Distance;

@@ -2,11 +2,8 @@
 
 use std::sync::Arc;
 
-use burn::tensor::Tensor;
-
-use super::base::{Quantity, StepContext};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
-use crate::readback::read_values;
 use crate::{HostArray, ParamEntry, QuantityError, Schedule, Value};
 
 /// A function that presents a parameter's host array in another layout.
@@ -24,6 +21,9 @@ pub type ParamView = Arc<dyn Fn(&ParamEntry, HostArray) -> HostArray + Send + Sy
 pub struct Parameters {
     schedule: Schedule,
     view: Option<ParamView>,
+    awaiting: Awaiting,
+    /// The enqueued step's parameters (handles), for their names and shapes.
+    entries: Vec<ParamEntry>,
 }
 
 impl std::fmt::Debug for Parameters {
@@ -41,6 +41,8 @@ impl Parameters {
         Self {
             schedule,
             view: None,
+            awaiting: Awaiting::default(),
+            entries: Vec::new(),
         }
     }
 
@@ -78,16 +80,28 @@ impl Quantity for Parameters {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        let entries = ctx.params.entries();
-        let all = Tensor::cat(entries.iter().map(|e| e.value.clone()).collect(), 0);
-        let values = read_values(all)?;
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        self.entries = ctx.params.entries().to_vec();
+        let values = self.entries.iter().map(|e| e.value.clone()).collect();
+        Ok(self.awaiting.read(ctx.step, 0, values))
+    }
+
+    fn finish(&mut self, values: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        let entries = std::mem::take(&mut self.entries);
         let mut arrays = Vec::with_capacity(entries.len());
         let mut offset = 0;
-        for entry in entries {
+        for entry in &entries {
             let n = entry.numel();
+            let data = values
+                .get(offset..offset + n)
+                .ok_or_else(|| QuantityError::Read("fewer values read than enqueued".into()))?;
             let array = HostArray {
                 shape: entry.shape.clone(),
-                data: values[offset..offset + n].to_vec(),
+                data: data.to_vec(),
             };
             arrays.push(match &self.view {
                 Some(view) => view(entry, array),
@@ -95,7 +109,7 @@ impl Quantity for Parameters {
             });
             offset += n;
         }
-        Ok(Some((ctx.step, Value::Arrays(arrays))))
+        Ok(Some((step, Value::Arrays(arrays))))
     }
 }
 

@@ -123,7 +123,7 @@ impl TinyStep {
             params: &self.params,
             grads: &self.grads,
             info: &self.info,
-            loss: self.loss,
+            loss: self.loss.into(),
             per_sample: Ok(Some(&self.stats)),
         }
     }

@@ -4,7 +4,9 @@ use burn::tensor::Tensor;
 
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, check_epsilon, check_mc_samples, read_scalars};
+use super::base::{
+    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, check_mc_samples, compute_now,
+};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::curvature::DiagonalKind;
 use crate::persample::PerSampleNeeds;
@@ -25,6 +27,7 @@ pub struct TICDiag {
     curvature: DiagonalKind,
     epsilon: f64,
     mc_samples: usize,
+    awaiting: Awaiting,
 }
 
 /// TIC with the trace of the curvature (Cockpit's `TICTrace`): `Σ_j S_j / (Σ_j h_j + ε)`.
@@ -38,6 +41,7 @@ pub struct TICTrace {
     curvature: DiagonalKind,
     epsilon: f64,
     mc_samples: usize,
+    awaiting: Awaiting,
 }
 
 /// TICDiag's and TICTrace's settings (Cockpit's keyword arguments).
@@ -72,6 +76,7 @@ macro_rules! tic_builders {
                     curvature: DiagonalKind::Hessian,
                     epsilon: 1e-7,
                     mc_samples: 1,
+                    awaiting: Awaiting::default(),
                 }
             }
 
@@ -109,12 +114,13 @@ macro_rules! tic_builders {
 tic_builders!(TICDiag, "TICDiag");
 tic_builders!(TICTrace, "TICTrace");
 
-/// `(Σ_j S_j/(h_j + ε), Σ_j S_j, Σ_j h_j)` summed over the parameters, one host read.
+/// The per-parameter sums `Σ_j S_j/(h_j + ε)`, `Σ_j S_j` and `Σ_j h_j` on the device, in that
+/// order (read in the step's batched read; [`tic_totals`] adds them up).
 fn tic_parts(
     ctx: &StepContext<'_>,
     curvature: DiagonalKind,
     epsilon: f64,
-) -> Result<[f64; 3], QuantityError> {
+) -> Result<Vec<Tensor<1>>, QuantityError> {
     let stats = ctx.per_sample_stats()?;
     let b = stats.batch_size as f64;
     let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
@@ -128,10 +134,15 @@ fn tic_parts(
         second.push(s.sum());
         trace.push(h.clone().sum());
     }
-    let n = ratio.len();
-    let values = read_scalars(ratio.into_iter().chain(second).chain(trace).collect())?;
+    Ok(ratio.into_iter().chain(second).chain(trace).collect())
+}
+
+/// `(Σ_j S_j/(h_j + ε), Σ_j S_j, Σ_j h_j)` summed over the parameters, from the host values
+/// of [`tic_parts`].
+fn tic_totals(values: &[f64]) -> [f64; 3] {
+    let n = values.len() / 3;
     let total = |k: usize| values[k * n..(k + 1) * n].iter().sum::<f64>();
-    Ok([total(0), total(1), total(2)])
+    [total(0), total(1), total(2)]
 }
 
 impl Quantity for TICDiag {
@@ -160,8 +171,18 @@ impl Quantity for TICDiag {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        let [ratio, _, _] = tic_parts(ctx, self.curvature, self.epsilon)?;
-        Ok(Some((ctx.step, Value::Float(ratio))))
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        let parts = tic_parts(ctx, self.curvature, self.epsilon)?;
+        Ok(self.awaiting.read(ctx.step, 0, parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        let [ratio, _, _] = tic_totals(host);
+        Ok(Some((step, Value::Float(ratio))))
     }
 }
 
@@ -191,11 +212,18 @@ impl Quantity for TICTrace {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        let [_, second, trace] = tic_parts(ctx, self.curvature, self.epsilon)?;
-        Ok(Some((
-            ctx.step,
-            Value::Float(second / (trace + self.epsilon)),
-        )))
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        let parts = tic_parts(ctx, self.curvature, self.epsilon)?;
+        Ok(self.awaiting.read(ctx.step, 0, parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.awaiting.take()?;
+        let [_, second, trace] = tic_totals(host);
+        Ok(Some((step, Value::Float(second / (trace + self.epsilon)))))
     }
 }
 

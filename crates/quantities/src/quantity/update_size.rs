@@ -1,6 +1,6 @@
 //! UpdateSize.
 
-use super::base::{Quantity, StepContext, sqrt_list};
+use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
@@ -13,11 +13,12 @@ use crate::{QuantityError, Schedule, Snapshot, Value};
 /// # Cost
 ///
 /// Keeps one extra reference to θ_t for one step (at most `D` elements); one reduction per
-/// parameter and a host read of `P` numbers.
+/// parameter; `P` numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct UpdateSize {
     schedule: Schedule,
     start: Option<(usize, Snapshot)>,
+    awaiting: Awaiting,
 }
 
 impl UpdateSize {
@@ -26,6 +27,7 @@ impl UpdateSize {
         Self {
             schedule,
             start: None,
+            awaiting: Awaiting::default(),
         }
     }
 }
@@ -56,12 +58,22 @@ impl Quantity for UpdateSize {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        let mut result = None;
+        compute_now(self, ctx)
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (start, _) = self.awaiting.take()?;
+        Ok(Some((start, Value::List(host.to_vec()))))
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        let mut result = Enqueued::Done(None);
         if self.schedule.was_active_before(ctx.step)
             && let Some((start, before)) = self.start.take()
             && start + 1 == ctx.step
         {
-            result = Some((start, sqrt_list(ctx.params.sq_distances(&before)?)?));
+            let sizes = ctx.params.sq_distances(&before)?.sqrt();
+            result = self.awaiting.read(start, 0, vec![sizes]);
         }
         // Cockpit frees a start cache once `step + 1` can no longer end it.
         self.start = None;

@@ -1,7 +1,9 @@
 //! InnerTest.
 
 use crate::persample::PerSampleNeeds;
-use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::quantity::base::{
+    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two, sum_over_params,
+};
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -15,16 +17,20 @@ use crate::{QuantityError, Schedule, Value};
 /// # Cost
 ///
 /// Per-sample dot products with the mean gradient: one `[B, d_in]·[d_in, d_out]` matmul per
-/// Linear layer on the fast path; one host read of two numbers.
+/// Linear layer on the fast path; two numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct InnerTest {
     schedule: Schedule,
+    awaiting: Awaiting,
 }
 
 impl InnerTest {
     /// InnerTest on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
-        Self { schedule }
+        Self {
+            schedule,
+            awaiting: Awaiting::default(),
+        }
     }
 }
 
@@ -61,17 +67,27 @@ impl Quantity for InnerTest {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
         let pi_sq = sum_over_params(dots)?.square().sum();
-        let [pi_sq, g2] = read_scalars(vec![pi_sq, ctx.grads.sq_norms().sum()])?[..] else {
+        let numbers = vec![pi_sq, ctx.grads.sq_norms().sum()];
+        Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, batch) = self.awaiting.take()?;
+        let [pi_sq, g2] = host[..] else {
             return Err(QuantityError::Read("expected two numbers".into()));
         };
-        let b = stats.batch_size as f64;
-        let value = needs_two(stats.batch_size, || {
+        let b = batch as f64;
+        let value = needs_two(batch, || {
             ((pi_sq - b * g2 * g2) / ((b - 1.0) * b * g2 * g2)).sqrt()
         });
-        Ok(Some((ctx.step, Value::Float(value))))
+        Ok(Some((step, Value::Float(value))))
     }
 }
 

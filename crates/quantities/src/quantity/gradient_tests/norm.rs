@@ -1,7 +1,9 @@
 //! NormTest.
 
 use crate::persample::PerSampleNeeds;
-use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::quantity::base::{
+    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two, sum_over_params,
+};
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -14,17 +16,21 @@ use crate::{QuantityError, Schedule, Value};
 ///
 /// # Cost
 ///
-/// Per-sample squared norms: `O(B·(d_in + d_out))` per Linear layer on the fast path; one host
-/// read of two numbers.
+/// Per-sample squared norms: `O(B·(d_in + d_out))` per Linear layer on the fast path; two
+/// numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct NormTest {
     schedule: Schedule,
+    awaiting: Awaiting,
 }
 
 impl NormTest {
     /// NormTest on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
-        Self { schedule }
+        Self {
+            schedule,
+            awaiting: Awaiting::default(),
+        }
     }
 }
 
@@ -61,17 +67,25 @@ impl Quantity for NormTest {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
         let sum_sq = sum_over_params(sq_norms)?.sum();
-        let [sum_sq, g2] = read_scalars(vec![sum_sq, ctx.grads.sq_norms().sum()])?[..] else {
+        let numbers = vec![sum_sq, ctx.grads.sq_norms().sum()];
+        Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, batch) = self.awaiting.take()?;
+        let [sum_sq, g2] = host[..] else {
             return Err(QuantityError::Read("expected two numbers".into()));
         };
-        let b = stats.batch_size as f64;
-        let value = needs_two(stats.batch_size, || {
-            ((sum_sq - b * g2) / ((b - 1.0) * b * g2)).sqrt()
-        });
-        Ok(Some((ctx.step, Value::Float(value))))
+        let b = batch as f64;
+        let value = needs_two(batch, || ((sum_sq - b * g2) / ((b - 1.0) * b * g2)).sqrt());
+        Ok(Some((step, Value::Float(value))))
     }
 }
 

@@ -1,7 +1,9 @@
 //! OrthoTest.
 
 use crate::persample::PerSampleNeeds;
-use crate::quantity::base::{Quantity, StepContext, needs_two, read_scalars, sum_over_params};
+use crate::quantity::base::{
+    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two, sum_over_params,
+};
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -16,16 +18,20 @@ use crate::{QuantityError, Schedule, Value};
 /// # Cost
 ///
 /// Per-sample squared norms and dot products with the mean gradient (shared with NormTest and
-/// InnerTest); one host read of three numbers.
+/// InnerTest); three numbers in the step's batched read.
 #[derive(Debug, Clone)]
 pub struct OrthoTest {
     schedule: Schedule,
+    awaiting: Awaiting,
 }
 
 impl OrthoTest {
     /// OrthoTest on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
-        Self { schedule }
+        Self {
+            schedule,
+            awaiting: Awaiting::default(),
+        }
     }
 }
 
@@ -63,6 +69,10 @@ impl Quantity for OrthoTest {
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
         let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
@@ -71,14 +81,19 @@ impl Quantity for OrthoTest {
             sum_over_params(dots)?.square().sum(),
             ctx.grads.sq_norms().sum(),
         ];
-        let [sum_sq, pi_sq, g2] = read_scalars(parts)?[..] else {
+        Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, batch) = self.awaiting.take()?;
+        let [sum_sq, pi_sq, g2] = host[..] else {
             return Err(QuantityError::Read("expected three numbers".into()));
         };
-        let b = stats.batch_size as f64;
-        let value = needs_two(stats.batch_size, || {
+        let b = batch as f64;
+        let value = needs_two(batch, || {
             ((sum_sq - pi_sq / g2) / ((b - 1.0) * b * g2)).sqrt()
         });
-        Ok(Some((ctx.step, Value::Float(value))))
+        Ok(Some((step, Value::Float(value))))
     }
 }
 

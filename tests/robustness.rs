@@ -226,6 +226,27 @@ impl Broadcast {
     }
 }
 
+/// One recorded step of `model` on the batch of four: the per-sample and mean losses, the
+/// fast path's factors and the gradients.
+fn recorded_step(
+    model: &Broadcast,
+    targets: &[usize],
+) -> (
+    Tensor<1>,
+    Tensor<1>,
+    burn_cockpit::persample::LinearFactors,
+    GradientsParams,
+) {
+    let device = model.head.weight.device();
+    let recorder = Recorder::start();
+    let losses = ce(model.forward(token_batch(&device, 0..4)), targets);
+    let loss = losses.clone().mean();
+    let raw = loss.backward();
+    let factors = recorder.finish(&raw).unwrap();
+    let grads = GradientsParams::from_grads(raw, model);
+    (losses, loss, factors, grads)
+}
+
 fn token_batch(device: &Device, rows: std::ops::Range<usize>) -> Tensor<2, Int> {
     let values: Vec<i64> = rows
         .clone()
@@ -241,12 +262,7 @@ fn broadcast_lookup_is_named_and_falls_back(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let model = Broadcast::new(&device);
     let targets = [0, 1, 2, 1];
-    let recorder = Recorder::start();
-    let losses = ce(model.forward(token_batch(&device, 0..4)), &targets);
-    let loss = losses.clone().mean();
-    let raw = loss.backward();
-    let factors = recorder.finish(&raw).unwrap();
-    let grads = GradientsParams::from_grads(raw, &model);
+    let (losses, loss, factors, grads) = recorded_step(&model, &targets);
     let params = burn_cockpit::Snapshot::of_params(&model);
     let coverage = factors.coverage(&params);
     let report = coverage.to_string();
@@ -336,12 +352,7 @@ fn per_sample_losses_must_match_the_batch(backend: &Backend) {
     let device = backend.device.clone().autodiff();
     let model = Broadcast::new(&device);
     let targets = [0, 1, 2, 1];
-    let recorder = Recorder::start();
-    let losses = ce(model.forward(token_batch(&device, 0..4)), &targets);
-    let loss = losses.clone().mean();
-    let raw = loss.backward();
-    let factors = recorder.finish(&raw).unwrap();
-    let grads = GradientsParams::from_grads(raw, &model);
+    let (losses, loss, factors, grads) = recorded_step(&model, &targets);
     let mut cockpit = Cockpit::from_kinds(
         [QuantityKind::GradNorm, QuantityKind::Loss],
         &Schedule::every_step(),
@@ -410,12 +421,7 @@ kwargs = {{ bins = 10, range = [-1e300, 1e300] }}
         .build()
         .unwrap();
     for step in 0..2 {
-        let recorder = Recorder::start();
-        let losses = ce(model.forward(token_batch(&device, 0..4)), &[0, 1, 2, 1]);
-        let loss = losses.clone().mean();
-        let raw = loss.backward();
-        let factors = recorder.finish(&raw).unwrap();
-        let grads = GradientsParams::from_grads(raw, &model);
+        let (losses, loss, factors, grads) = recorded_step(&model, &[0, 1, 2, 1]);
         let frozen = model.clone();
         let exact = ExactPerSample::new(4, move |n| {
             let device = frozen.head.weight.device();

@@ -145,87 +145,75 @@ fn tic_totals(values: &[f64]) -> [f64; 3] {
     [total(0), total(1), total(2)]
 }
 
-impl Quantity for TICDiag {
-    fn name(&self) -> &str {
-        Self::SPEC.name
-    }
+/// How each of the two quantities turns the totals `(Σ S/(h + ε), Σ S, Σ h)` into its value.
+trait TicValue {
+    fn value(totals: [f64; 3], epsilon: f64) -> f64;
+}
 
-    fn check(&self) -> Result<(), CockpitError> {
-        check_mc_samples(Self::SPEC.name, self.mc_samples)?;
-        check_epsilon(Self::SPEC.name, self.epsilon)
-    }
-
-    fn should_compute(&self, step: usize) -> bool {
-        self.schedule.is_active(step)
-    }
-
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sum_sq: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
-    fn uses_curvature(&self, step: usize) -> bool {
-        self.should_compute(step)
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
-    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        let parts = tic_parts(ctx, self.curvature, self.epsilon)?;
-        Ok(self.awaiting.read(ctx.step, 0, parts))
-    }
-
-    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, _) = self.awaiting.take()?;
-        let [ratio, _, _] = tic_totals(host);
-        Ok(Some((step, Value::Float(ratio))))
+impl TicValue for TICDiag {
+    fn value([ratio, _, _]: [f64; 3], _: f64) -> f64 {
+        ratio
     }
 }
 
-impl Quantity for TICTrace {
-    fn name(&self) -> &str {
-        Self::SPEC.name
-    }
-
-    fn check(&self) -> Result<(), CockpitError> {
-        check_mc_samples(Self::SPEC.name, self.mc_samples)?;
-        check_epsilon(Self::SPEC.name, self.epsilon)
-    }
-
-    fn should_compute(&self, step: usize) -> bool {
-        self.schedule.is_active(step)
-    }
-
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sum_sq: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
-    fn uses_curvature(&self, step: usize) -> bool {
-        self.should_compute(step)
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
-    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        let parts = tic_parts(ctx, self.curvature, self.epsilon)?;
-        Ok(self.awaiting.read(ctx.step, 0, parts))
-    }
-
-    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, _) = self.awaiting.take()?;
-        let [_, second, trace] = tic_totals(host);
-        Ok(Some((step, Value::Float(second / (trace + self.epsilon)))))
+impl TicValue for TICTrace {
+    fn value([_, second, trace]: [f64; 3], epsilon: f64) -> f64 {
+        second / (trace + epsilon)
     }
 }
+
+/// The [`Quantity`] impl both share: settings checks, needs, and the enqueued parts of
+/// [`tic_parts`], finished through [`TicValue`].
+macro_rules! tic_quantity {
+    ($t:ident) => {
+        impl Quantity for $t {
+            fn name(&self) -> &str {
+                Self::SPEC.name
+            }
+
+            fn check(&self) -> Result<(), CockpitError> {
+                check_mc_samples(Self::SPEC.name, self.mc_samples)?;
+                check_epsilon(Self::SPEC.name, self.epsilon)
+            }
+
+            fn should_compute(&self, step: usize) -> bool {
+                self.schedule.is_active(step)
+            }
+
+            fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
+                PerSampleNeeds {
+                    sum_sq: true,
+                    ..PerSampleNeeds::NONE
+                }
+            }
+
+            fn uses_curvature(&self, step: usize) -> bool {
+                self.should_compute(step)
+            }
+
+            fn compute(
+                &mut self,
+                ctx: &StepContext<'_>,
+            ) -> Result<Option<(usize, Value)>, QuantityError> {
+                compute_now(self, ctx)
+            }
+
+            fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+                let parts = tic_parts(ctx, self.curvature, self.epsilon)?;
+                Ok(self.awaiting.read(ctx.step, 0, parts))
+            }
+
+            fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+                let (step, _) = self.awaiting.take()?;
+                let value = Self::value(tic_totals(host), self.epsilon);
+                Ok(Some((step, Value::Float(value))))
+            }
+        }
+    };
+}
+
+tic_quantity!(TICDiag);
+tic_quantity!(TICTrace);
 
 #[cfg(test)]
 mod tests {

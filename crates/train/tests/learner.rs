@@ -975,6 +975,10 @@ fn learner_from_a_config() {
 class = "GradNorm"
 
 [[quantity]]
+class = "GradNorm"
+key = "GradNorm[keyed]"
+
+[[quantity]]
 class = "GradHist1d"
 key = "GradHist1d[bins=10]"
 kwargs = { bins = 10, range = [-0.5, 0.5] }
@@ -991,9 +995,45 @@ kwargs = { bins = 10, range = [-0.5, 0.5] }
         1,
         |t| t,
     );
+    // A list-valued quantity under its own key: burn's metric shows its network-wide value
+    // (the norm over layers) at every tracked step, as under its class name.
+    let output = cockpit.output();
+    let epoch_dir = dir.join("train").join("epoch-1");
+    let metric_file = std::fs::read_dir(&epoch_dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("keyed"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no metric file for the keyed GradNorm in {}",
+                epoch_dir.display()
+            )
+        });
+    let logged: Vec<f64> = std::fs::read_to_string(&metric_file)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.ends_with(",final"))
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let wanted: Vec<f64> = output
+        .series("GradNorm[keyed]")
+        .into_iter()
+        .map(|(_, v)| {
+            v.as_list()
+                .unwrap()
+                .iter()
+                .map(|x| x * x)
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect();
+    assert_eq!(logged.len(), SAMPLES / BATCH, "{}", metric_file.display());
+    for (a, b) in logged.iter().zip(&wanted) {
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1.0), "{a} vs {b}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
     assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
-    let output = cockpit.output();
     let hists = output.series("GradHist1d[bins=10]");
     assert_eq!(hists.len(), SAMPLES / BATCH, "one histogram per step");
     for (_, value) in hists {

@@ -317,7 +317,8 @@ impl CockpitLearner {
             training = match MetricForm::of(*kind) {
                 MetricForm::Numeric => {
                     let epoch = epoch_writer.take().map(|w| Arc::new(w) as _);
-                    training.metric_train_numeric(CockpitMetric::new(key, board.clone(), epoch))
+                    let metric = CockpitMetric::new(key, *kind, board.clone(), epoch);
+                    training.metric_train_numeric(metric)
                 }
                 MetricForm::Text => {
                     training.metric_train(CockpitTextMetric::new(key, board.clone()))

@@ -9,8 +9,9 @@ use burn::train::metric::{
     SerializedEntry,
 };
 
-use super::base::{EpochSink, metric_name, numeric_value};
+use super::base::{EpochSink, metric_name};
 use crate::board::Board;
+use cockpit_quantities::QuantityKind;
 
 /// A Cockpit quantity as a numeric burn-train metric (`Cockpit GradNorm`, …).
 ///
@@ -25,6 +26,9 @@ use crate::board::Board;
 #[derive(Clone)]
 pub struct CockpitMetric {
     key: String,
+    /// The quantity's class: how a layer-wise value becomes one number (the key may be a
+    /// variant's, such as `HessTrace[ggn]`, that names no class).
+    kind: QuantityKind,
     name: MetricName,
     board: Arc<Board>,
     /// Set on the one metric that reports epoch ends.
@@ -36,10 +40,16 @@ pub struct CockpitMetric {
 }
 
 impl CockpitMetric {
-    pub(crate) fn new(key: String, board: Arc<Board>, epoch: Option<Arc<dyn EpochSink>>) -> Self {
+    pub(crate) fn new(
+        key: String,
+        kind: QuantityKind,
+        board: Arc<Board>,
+        epoch: Option<Arc<dyn EpochSink>>,
+    ) -> Self {
         Self {
             name: Arc::new(metric_name(&key)),
             key,
+            kind,
             board,
             epoch,
             learning_rate: None,
@@ -88,7 +98,7 @@ impl Metric for CockpitMetric {
         self.current = self
             .board
             .take(self.updates, &self.key)
-            .and_then(|(_, value)| numeric_value(&self.key, &value));
+            .and_then(|(_, value)| self.kind.network_value(&value));
         Ok(match self.current {
             Some(value) => {
                 self.state.update(value, 1);

@@ -80,13 +80,13 @@ fn drawable(lo: f64, hi: f64) -> (f64, f64) {
         hi.clamp(-AXIS_LIMIT, AXIS_LIMIT),
     );
     let magnitude = lo.abs().max(hi.abs());
-    let span = (hi - lo).max(1e-6 * magnitude);
-    let pad = if span > 0.0 {
-        0.05 * span
+    let (mid, half) = if hi > lo {
+        let span = (hi - lo).max(1e-6 * magnitude);
+        (0.5 * lo + 0.5 * hi, 0.55 * span)
     } else {
-        0.1 * magnitude.max(1e-12)
+        // One value: a tenth of its magnitude either side.
+        (lo, 0.1 * magnitude.max(1e-12))
     };
-    let (mid, half) = (0.5 * lo + 0.5 * hi, 0.5 * span + pad);
     (
         (mid - half).clamp(-1.1 * AXIS_LIMIT, AXIS_LIMIT),
         (mid + half).clamp(-AXIS_LIMIT, 1.1 * AXIS_LIMIT),
@@ -398,6 +398,25 @@ mod tests {
         assert_eq!(step_bounds([0.0]), Some((-0.5, 0.5)));
         let (lo, hi) = step_bounds([0.0, 100.0]).unwrap_or_default();
         assert!(lo < 0.0 && hi > 100.0);
+    }
+
+    #[test]
+    fn degenerate_and_extreme_ranges_stay_drawable() {
+        // A constant series keeps a tenth of its value either side (readable ticks).
+        let (lo, hi) = bounds([0.05, 0.05]).unwrap();
+        assert!(
+            (lo - 0.045).abs() < 1e-12 && (hi - 0.055).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        // Values float64 cannot tell apart get at least a millionth of their magnitude.
+        let (lo, hi) = bounds([1e16, 1e16 + 2.0]).unwrap();
+        assert!(hi - lo >= 1e10, "{lo} {hi}");
+        // Finite extremes are clamped to what the axis arithmetic can take.
+        let (lo, hi) = bounds([0.0, 1.7e308]).unwrap();
+        assert!(
+            lo.is_finite() && hi.is_finite() && (hi - lo).is_finite(),
+            "{lo} {hi}"
+        );
     }
 
     #[test]

@@ -347,6 +347,11 @@ kwargs = { curvature = "diag_ggn_exact" }
                 .len(),
             2
         );
+        // Cockpit::from_config_file builds what the file describes.
+        let cockpit = Cockpit::from_config_file(&toml_path).unwrap();
+        assert!(cockpit.quantity_names().contains(&"HessTrace[ggn]"));
+        assert_eq!(cockpit.quantity_names().len(), 10);
+        assert!(Cockpit::from_config_file(dir.join("missing.toml")).is_err());
         let yaml = dir.join("cockpit.yaml");
         std::fs::write(&yaml, TOML).unwrap();
         let missing = dir.join("missing.toml");

@@ -265,4 +265,31 @@ mod tests {
             assert!(bad.parse::<BinAdaptation>().is_err(), "{bad}");
         }
     }
+
+    /// The builders mean what Cockpit's calls with a padding and the defaults mean.
+    #[test]
+    fn builders_equal_the_parsed_calls() {
+        for (built, text) in [
+            (
+                BinAdaptation::grad_abs_max(0.25),
+                "GradAbsMax(linear(1), padding=0.25)",
+            ),
+            (
+                BinAdaptation::param_abs_max(0.5),
+                "ParamAbsMax(linear(1), padding=0.5, min_size=1e-6)",
+            ),
+        ] {
+            let parsed: BinAdaptation = text.parse().unwrap();
+            let fields = |a: &BinAdaptation| match a {
+                BinAdaptation::GradAbsMax {
+                    padding, min_size, ..
+                } => ("grad", *padding, *min_size),
+                BinAdaptation::ParamAbsMax {
+                    padding, min_size, ..
+                } => ("param", *padding, *min_size),
+            };
+            assert_eq!(fields(&built), fields(&parsed), "{text}");
+            assert!((0..5).all(|s| built.schedule().is_active(s)), "{text}");
+        }
+    }
 }

@@ -406,4 +406,29 @@ mod tests {
             });
         assert!(unbounded.check().is_err());
     }
+
+    /// A seed fixes the start vectors: the same seed gives the same estimate to the last bit,
+    /// another seed converges to the same eigenvalue from elsewhere.
+    #[test]
+    fn seeded_start_vectors() {
+        let ids = [ParamId::new()];
+        let step = TinyStep::new(
+            0,
+            &ids,
+            &[&[0.0, 0.0, 0.0, 0.0]],
+            &[vec![vec![0.0; 4]]],
+            1.0,
+        )
+        .with_curvature(vec![vec![3.0, -1.0, 0.5, 2.0]]);
+        let estimate = |seed: u64| {
+            let mut q = HessMaxEV::new(Schedule::every_step()).with_seed(seed);
+            match q.compute(&step.ctx()).unwrap() {
+                Some((0, Value::Float(v))) => v,
+                other => panic!("no value: {other:?}"),
+            }
+        };
+        let (a, b, c) = (estimate(7), estimate(7), estimate(8));
+        assert_eq!(a.to_bits(), b.to_bits());
+        assert!(close(a, 3.0, 1e-2) && close(c, 3.0, 1e-2), "{a} {c}");
+    }
 }

@@ -239,7 +239,7 @@ impl PerSampleSource for LinearFactors {
         if let Some(refusal) = self.refusal(params) {
             return Err(refusal);
         }
-        if !self.covers(params) {
+        if !params.entries().iter().all(|e| self.records(e.id)) {
             return Err(PerSampleError::Unsupported(format!(
                 "the fast path does not cover the model (use ExactPerSample or \
                  PerSample::auto for the other layers).\n{}",

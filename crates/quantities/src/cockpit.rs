@@ -307,27 +307,25 @@ impl Cockpit {
         let counts: Vec<usize> = reads.iter().map(|(_, parts)| parts.len()).collect();
         let (indices, tensors): (Vec<usize>, Vec<Vec<_>>) = reads.into_iter().unzip();
         let batch = std::iter::once(info.loss().clone()).chain(tensors.into_iter().flatten());
-        {
-            match crate::readback::read_together(batch.collect()) {
-                Ok(hosts) => {
-                    let mut hosts = hosts.into_iter();
-                    let loss = hosts.next().and_then(|l| l.first().copied());
-                    let loss = *ctx.loss.get_or_init(|| loss.unwrap_or(f64::NAN));
-                    if !loss.is_finite() {
-                        warnings.push(format!("step {step}: the loss is {loss}"));
-                    }
-                    for (index, count) in indices.into_iter().zip(counts) {
-                        let host: Vec<f64> = hosts.by_ref().take(count).flatten().collect();
-                        results.push((index, self.quantities[index].finish(&host)));
-                    }
+        match crate::readback::read_together(batch.collect()) {
+            Ok(hosts) => {
+                let mut hosts = hosts.into_iter();
+                let loss = hosts.next().and_then(|l| l.first().copied());
+                let loss = *ctx.loss.get_or_init(|| loss.unwrap_or(f64::NAN));
+                if !loss.is_finite() {
+                    warnings.push(format!("step {step}: the loss is {loss}"));
                 }
-                Err(err) => {
-                    warnings.push(format!(
-                        "step {step}: could not read the step's numbers ({err}); the loss is NaN"
-                    ));
-                    let err = QuantityError::from(err);
-                    results.extend(indices.into_iter().map(|index| (index, Err(err.clone()))));
+                for (index, count) in indices.into_iter().zip(counts) {
+                    let host: Vec<f64> = hosts.by_ref().take(count).flatten().collect();
+                    results.push((index, self.quantities[index].finish(&host)));
                 }
+            }
+            Err(err) => {
+                warnings.push(format!(
+                    "step {step}: could not read the step's numbers ({err}); the loss is NaN"
+                ));
+                let err = QuantityError::from(err);
+                results.extend(indices.into_iter().map(|index| (index, Err(err.clone()))));
             }
         }
         results.sort_by_key(|(index, _)| *index);

@@ -50,7 +50,7 @@ pub fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     if lo > hi {
         return None;
     }
-    Some(drawable(lo, hi))
+    Some(padded_range(lo, hi))
 }
 
 /// Whether histogram `edges` can be drawn for `bins` bins: one more edge than bins, finite,
@@ -74,7 +74,7 @@ const AXIS_LIMIT: f64 = crate::data::LIMIT;
 /// `[lo, hi]` padded into a range the drawing library can tick: within ±[`AXIS_LIMIT`], and
 /// at least a millionth of its magnitude wide (a narrower one cannot be told apart in float64
 /// and makes tick generation loop without end).
-fn drawable(lo: f64, hi: f64) -> (f64, f64) {
+fn padded_range(lo: f64, hi: f64) -> (f64, f64) {
     let (lo, hi) = (
         lo.clamp(-AXIS_LIMIT, AXIS_LIMIT),
         hi.clamp(-AXIS_LIMIT, AXIS_LIMIT),

@@ -133,3 +133,38 @@ impl Quantity for Named {
         self.inner.accept_chunk(step, index, entry, elements)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::EPOCH_KEYS;
+    use crate::{Cockpit, EpochLog, QuantityKind, Schedule};
+
+    /// The keys refused for a quantity are exactly the ones `Cockpit::log` writes.
+    #[test]
+    fn epoch_keys_are_the_ones_the_epoch_log_writes() {
+        let mut cockpit = Cockpit::from_kinds([QuantityKind::Loss], &Schedule::every_step())
+            .expect("one quantity");
+        let full = EpochLog {
+            epoch_count: 1,
+            train_loss: Some(1.0),
+            valid_loss: Some(1.0),
+            test_loss: Some(1.0),
+            train_accuracy: Some(0.5),
+            valid_accuracy: Some(0.5),
+            test_accuracy: Some(0.5),
+            learning_rate: Some(0.1),
+        };
+        cockpit.log(3, &full).expect("no stream");
+        let mut written: Vec<&str> = cockpit
+            .output()
+            .at(3)
+            .expect("logged")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut expected = EPOCH_KEYS.to_vec();
+        written.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(written, expected);
+    }
+}

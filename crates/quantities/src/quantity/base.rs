@@ -311,7 +311,8 @@ pub(crate) fn check_axis(
         return Err(invalid(
             quantity,
             format!(
-                "{axis}range ({lo}, {hi}) with {bins} bins has a bin width ({width:e}) that                  float64 cannot work with"
+                "{axis}range ({lo}, {hi}) with {bins} bins has a bin width ({width:e}) that \
+                 float64 cannot work with"
             ),
         ));
     }

@@ -17,6 +17,7 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_cockpit::curvature::{Activation, FiniteDifferenceHvp, MlpCurvature, MlpLayer, MlpLoss};
+use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{
     ExactPerSample, Linear, MergedPerSample, PerSample, PerSampleSource, Recorder,
 };
@@ -238,8 +239,17 @@ where
     let mut model = model.map(&mut ToDType(backend.dtype));
     let mut optim = SgdConfig::new().init();
     let schedule = Schedule::every_step();
-    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule)
+        .unwrap()
+        .with_histogram_engine(HistogramEngine::Host);
     let mut exact = Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
+    // The same records, histograms counted on the device.
+    let mut on_device = Cockpit::from_kinds(
+        [QuantityKind::GradHist1d, QuantityKind::GradHist2d],
+        &schedule,
+    )
+    .unwrap()
+    .with_histogram_engine(HistogramEngine::Device);
     for step in 0..3 {
         let (_, y) = data(device, batch, 1, step);
         let y = y.cast(backend.dtype);
@@ -259,6 +269,14 @@ where
         let info = StepInfo::new(loss.detach())
             .with_individual_losses(per_sample.detach())
             .with_optimizer(OptimizerInfo::sgd(0.1));
+        on_device
+            .track(
+                step,
+                &model,
+                &grads,
+                info.clone().with_per_sample(factors.clone()),
+            )
+            .unwrap();
         fast.track(step, &model, &grads, info.clone().with_per_sample(factors))
             .unwrap();
         exact
@@ -274,7 +292,40 @@ where
         5e-4
     };
     assert_fast_equals_exact(&fast, &exact, 3, rel);
+    assert_host_equals_device(&fast, &on_device, 3, backend);
     fast
+}
+
+/// The host and device histogram engines count the same records alike: identically in
+/// float64 (flex); in float32 (wgpu) the device bins rank-one products rounded to float32
+/// (a product within 2⁻²⁴ of an edge may cross it, bounded exactly in the unit tests of
+/// `histogram::device`), and lavapipe's reductions are not deterministic in order, so a few
+/// elements may move there.
+fn assert_host_equals_device(host: &Cockpit, device: &Cockpit, steps: usize, backend: &Backend) {
+    for step in 0..steps {
+        for key in ["GradHist1d", "GradHist2d"] {
+            let (a, b) = (
+                histogram_counts(host, step, key),
+                histogram_counts(device, step, key),
+            );
+            assert_eq!(
+                a.iter().sum::<f64>(),
+                b.iter().sum::<f64>(),
+                "{key} at {step}: totals"
+            );
+            if backend.dtype == burn::tensor::DType::F64 {
+                assert_eq!(a, b, "{key} at {step} on {}: host and device", backend.name);
+            } else {
+                let total = a.iter().sum::<f64>();
+                let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+                assert!(
+                    moved <= (1e-3 * total).max(2.0),
+                    "{key} at {step} on {}: {moved} of {total} moved",
+                    backend.name
+                );
+            }
+        }
+    }
 }
 
 /// [`fast_path_against_single_sample_passes`] for a model on float inputs of `shape` (batch

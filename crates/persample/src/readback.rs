@@ -18,7 +18,7 @@
 
 use std::cell::Cell;
 
-use burn::tensor::Tensor;
+use burn::tensor::{DType, Int, Tensor, TensorData, Transaction};
 
 use crate::PerSampleError;
 
@@ -102,54 +102,138 @@ pub fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), PerSamp
         .try_into_data()
         .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
     buffer.clear();
-    if let Ok(values) = data.as_slice::<f32>() {
-        buffer.extend(values.iter().map(|&v| f64::from(v)));
-    } else if let Ok(values) = data.as_slice::<f64>() {
-        buffer.extend_from_slice(values);
-    } else {
-        buffer.extend(data.iter::<f64>());
-    }
+    host_values(data, buffer);
     Ok(())
 }
 
-/// Reads several device tensors in **one** read: they are joined on the first one's device
-/// (without autodiff; in float64 if any of them is, else in the first one's float type) and
-/// read back together; the values come back split as they went in. One read of `Σ numel`
+/// A device tensor to read with others in [`read_together`]: floats, or integers (counts,
+/// read exactly: `i32`/`i64` values become `f64` without rounding below 2⁵³).
+#[derive(Debug, Clone)]
+pub enum Readable {
+    /// A float tensor.
+    Float(Tensor<1>),
+    /// An integer tensor.
+    Int(Tensor<1, Int>),
+}
+
+impl Readable {
+    fn len(&self) -> usize {
+        match self {
+            Readable::Float(t) => t.shape().num_elements(),
+            Readable::Int(t) => t.shape().num_elements(),
+        }
+    }
+}
+
+impl From<Tensor<1>> for Readable {
+    fn from(tensor: Tensor<1>) -> Self {
+        Readable::Float(tensor)
+    }
+}
+
+impl From<Tensor<1, Int>> for Readable {
+    fn from(tensor: Tensor<1, Int>) -> Self {
+        Readable::Int(tensor)
+    }
+}
+
+fn host_values(data: TensorData, out: &mut Vec<f64>) {
+    if let Ok(values) = data.as_slice::<f32>() {
+        out.extend(values.iter().map(|&v| f64::from(v)));
+    } else if let Ok(values) = data.as_slice::<f64>() {
+        out.extend_from_slice(values);
+    } else if let Ok(values) = data.as_slice::<i32>() {
+        out.extend(values.iter().map(|&v| f64::from(v)));
+    } else if let Ok(values) = data.as_slice::<i64>() {
+        out.extend(values.iter().map(|&v| v as f64));
+    } else {
+        out.extend(data.iter::<f64>());
+    }
+}
+
+/// Reads several device tensors in **one** read: the floats are joined on the first tensor's
+/// device (without autodiff; in float64 if any of them is, else in the first one's float
+/// type), the integers likewise, and both are read in one burn [`Transaction`] (a single
+/// synchronisation); the values come back split as they went in. One read of `Σ numel`
 /// values.
 ///
 /// # Errors
 ///
-/// [`PerSampleError::Read`] if the backend cannot read the joined tensor.
-pub fn read_together(tensors: Vec<Tensor<1>>) -> Result<Vec<Vec<f64>>, PerSampleError> {
-    let lengths: Vec<usize> = tensors.iter().map(|t| t.shape().num_elements()).collect();
-    let Some(first) = tensors.first() else {
-        return Ok(Vec::new());
-    };
-    let (device, dtype) = (first.clone().without_autodiff().device(), first.dtype());
-    let dtype = if tensors
+/// [`PerSampleError::Read`] if the backend cannot read the joined tensors.
+pub fn read_together<R: Into<Readable>>(parts: Vec<R>) -> Result<Vec<Vec<f64>>, PerSampleError> {
+    let parts: Vec<Readable> = parts.into_iter().map(Into::into).collect();
+    let lengths: Vec<usize> = parts.iter().map(Readable::len).collect();
+    let device = parts.iter().find_map(|p| match p {
+        Readable::Float(t) => Some((t.clone().without_autodiff().device(), t.dtype())),
+        Readable::Int(_) => None,
+    });
+    let int_device = parts.iter().find_map(|p| match p {
+        Readable::Int(t) => Some(t.device()),
+        Readable::Float(_) => None,
+    });
+    let float_dtype = if parts
         .iter()
-        .any(|t| t.dtype() == burn::tensor::DType::F64)
+        .any(|p| matches!(p, Readable::Float(t) if t.dtype() == DType::F64))
     {
-        burn::tensor::DType::F64
+        Some(DType::F64)
     } else {
-        dtype
+        device.as_ref().map(|(_, dtype)| *dtype)
     };
-    let parts: Vec<Tensor<1>> = tensors
-        .into_iter()
-        .filter(|t| t.shape().num_elements() > 0)
-        .map(|t| t.without_autodiff().to_device(&device).cast(dtype))
-        .collect();
-    let values = if parts.is_empty() {
-        Vec::new()
-    } else {
-        read_values(Tensor::cat(parts, 0))?
-    };
-    let mut rest = values.as_slice();
+    let (mut floats, mut ints) = (Vec::new(), Vec::new());
+    let mut is_int = Vec::with_capacity(parts.len());
+    for part in parts {
+        is_int.push(matches!(part, Readable::Int(_)));
+        match part {
+            Readable::Float(t) if t.shape().num_elements() > 0 => {
+                if let (Some((device, _)), Some(dtype)) = (&device, float_dtype) {
+                    floats.push(t.without_autodiff().to_device(device).cast(dtype));
+                }
+            }
+            Readable::Int(t) if t.shape().num_elements() > 0 => {
+                if let Some(device) = &int_device {
+                    ints.push(t.to_device(device));
+                }
+            }
+            _ => {}
+        }
+    }
+    let (mut float_values, mut int_values) = (Vec::new(), Vec::new());
+    let total: usize = lengths.iter().sum();
+    match (floats.is_empty(), ints.is_empty()) {
+        (true, true) => {}
+        (false, true) => float_values = read_values(Tensor::cat(floats, 0))?,
+        (true, false) => {
+            record(total);
+            let data = Tensor::cat(ints, 0)
+                .try_into_data()
+                .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
+            host_values(data, &mut int_values);
+        }
+        (false, false) => {
+            record(total);
+            let data = Transaction::default()
+                .register(Tensor::cat(floats, 0))
+                .register(Tensor::cat(ints, 0))
+                .try_execute()
+                .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
+            let mut data = data.into_iter();
+            if let (Some(f), Some(i)) = (data.next(), data.next()) {
+                host_values(f, &mut float_values);
+                host_values(i, &mut int_values);
+            }
+        }
+    }
+    let (mut float_rest, mut int_rest) = (float_values.as_slice(), int_values.as_slice());
     let mut out = Vec::with_capacity(lengths.len());
-    for length in lengths {
+    for (length, is_int) in lengths.into_iter().zip(is_int) {
+        let rest = if is_int {
+            &mut int_rest
+        } else {
+            &mut float_rest
+        };
         let (head, tail) = rest.split_at(length.min(rest.len()));
         out.push(head.to_vec());
-        rest = tail;
+        *rest = tail;
     }
     Ok(out)
 }
@@ -206,6 +290,24 @@ mod tests {
                 values: 3
             }
         );
-        assert!(read_together(Vec::new()).unwrap().is_empty());
+        assert!(read_together(Vec::<Tensor<1>>::new()).unwrap().is_empty());
+
+        // Floats and exact integer counts in one transaction.
+        let before = reads_on_this_thread();
+        let big = (1i64 << 40) + 1;
+        let parts = read_together(vec![
+            Readable::from(Tensor::<1, Int>::from_ints([3, 4], &device)),
+            Readable::from(Tensor::<1>::from_floats([0.5], &device)),
+            Readable::from(Tensor::<1, Int>::from_data([big], &device)),
+        ])
+        .unwrap();
+        assert_eq!(parts, vec![vec![3.0, 4.0], vec![0.5], vec![big as f64]]);
+        assert_eq!(
+            reads_on_this_thread() - before,
+            ReadCount {
+                reads: 1,
+                values: 4
+            }
+        );
     }
 }

@@ -9,7 +9,7 @@ use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
-use crate::readback::ReadCount;
+use crate::readback::{ReadCount, Readable};
 use crate::{
     CockpitError, Configuration, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
 };
@@ -153,6 +153,17 @@ impl Cockpit {
                 .map(|kind| kind.build(schedule.clone()))
                 .collect(),
         )
+    }
+
+    /// Counts every histogram quantity's elements with `engine` (host or device; by default
+    /// each quantity's own setting, [`HistogramEngine::Auto`] unless configured).
+    ///
+    /// [`HistogramEngine::Auto`]: crate::histogram::HistogramEngine::Auto
+    pub fn with_histogram_engine(mut self, engine: crate::histogram::HistogramEngine) -> Self {
+        for quantity in &mut self.quantities {
+            quantity.use_histogram_engine(engine);
+        }
+        self
     }
 
     /// Also streams every tracked step as one JSON line to `path` (created or truncated now).
@@ -306,7 +317,8 @@ impl Cockpit {
         // The step's one read: the loss and every enqueued quantity's numbers.
         let counts: Vec<usize> = reads.iter().map(|(_, parts)| parts.len()).collect();
         let (indices, tensors): (Vec<usize>, Vec<Vec<_>>) = reads.into_iter().unzip();
-        let batch = std::iter::once(info.loss().clone()).chain(tensors.into_iter().flatten());
+        let batch = std::iter::once(Readable::from(info.loss().clone()))
+            .chain(tensors.into_iter().flatten());
         match crate::readback::read_together(batch.collect()) {
             Ok(hosts) => {
                 let mut hosts = hosts.into_iter();

@@ -30,6 +30,7 @@ pub mod cockpit;
 pub mod config;
 pub mod curvature;
 pub mod error;
+pub mod histogram;
 pub mod info;
 pub mod log;
 pub mod output;

@@ -119,6 +119,10 @@ impl Quantity for Named {
         self.inner.uses_curvature(step)
     }
 
+    fn use_histogram_engine(&mut self, engine: crate::histogram::HistogramEngine) {
+        self.inner.use_histogram_engine(engine);
+    }
+
     fn uses_per_sample(&self, step: usize) -> bool {
         self.inner.uses_per_sample(step)
     }

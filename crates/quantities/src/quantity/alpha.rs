@@ -428,7 +428,7 @@ impl Quantity for Alpha {
             batch,
             end,
         });
-        Ok(Enqueued::Read(parts))
+        Ok(Enqueued::Read(parts.into_iter().map(Into::into).collect()))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
+use crate::histogram::HistogramEngine;
 use crate::persample::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats};
+use crate::readback::Readable;
 use crate::{CockpitError, ParamEntry, QuantityError, Snapshot, StepInfo, Value};
 
 /// Everything a quantity may read at one tracked step.
@@ -92,8 +94,8 @@ pub enum Enqueued {
     Done(Option<(usize, Value)>),
     /// Device numbers to read with the rest of the step's: the Cockpit reads every quantity's
     /// numbers in one batched read and hands these back, joined in this order, to
-    /// [`Quantity::finish`].
-    Read(Vec<Tensor<1>>),
+    /// [`Quantity::finish`]. Integer tensors (counts) are read exactly.
+    Read(Vec<Readable>),
 }
 
 /// [`Quantity::compute`] for a quantity that implements [`Quantity::enqueue`] and
@@ -121,7 +123,7 @@ impl Awaiting {
     /// Enqueues `tensor` for the value stored under `step` (with `batch` samples).
     pub(crate) fn read(&mut self, step: usize, batch: usize, tensors: Vec<Tensor<1>>) -> Enqueued {
         self.0 = Some((step, batch));
-        Enqueued::Read(tensors)
+        Enqueued::Read(tensors.into_iter().map(Readable::from).collect())
     }
 
     /// `(step, batch)` of the read being finished.
@@ -209,6 +211,12 @@ pub trait Quantity: Send {
     fn take_warnings(&mut self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Where the quantity counts histograms ([`Cockpit::with_histogram_engine`]); quantities
+    /// without histograms ignore it.
+    ///
+    /// [`Cockpit::with_histogram_engine`]: crate::Cockpit::with_histogram_engine
+    fn use_histogram_engine(&mut self, _engine: HistogramEngine) {}
 
     /// Whether the quantity reads the step's curvature source at `step`.
     fn uses_curvature(&self, _step: usize) -> bool {

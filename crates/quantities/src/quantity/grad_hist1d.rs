@@ -1,15 +1,15 @@
 //! GradHist1d.
 
-use burn::tensor::IndexingUpdateOp;
 use burn::tensor::{Int, Tensor};
-
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, check_axis};
+use super::base::{Enqueued, Quantity, StepContext, check_axis, compute_now};
 use super::bin_adaptation::{BinAdaptation, linspace};
-use super::outer_bins::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use crate::histogram::HistogramEngine;
+use crate::histogram::device::{DeviceAxis, count_elements, counts_from_reached};
+use crate::histogram::host::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::read_into;
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
@@ -23,7 +23,15 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 ///
 /// # Cost
 ///
-/// Linear layers on the fast path hand over rank-one per-sample gradients `a_n e_nᵀ`, read to
+/// Where the counting runs is the [`HistogramEngine`] (`Auto`: the host on CPU backends, the
+/// device elsewhere).
+///
+/// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
+/// are compared with the `bins − 1` bin thresholds and summed: `bins − 1` integers per step
+/// join the step's one batched read, and nothing else is read. Work `O(B·D·bins)` comparisons,
+/// memory at most 2²² comparisons per operation.
+///
+/// On the host, linear layers on the fast path hand over rank-one per-sample gradients `a_n e_nᵀ`, read to
 /// the host once (`B·(d_in + d_out)` numbers per layer) and binned there without forming
 /// their `d_in·d_out` elements: a row `a_{n,i}·e_n` whose products all lie either side of
 /// zero in the two bins around it (small gradients) costs `O(1)`, a row spanning more bins a
@@ -36,9 +44,13 @@ pub struct GradHist1d {
     bins: usize,
     range: (f64, f64),
     adapt: Option<BinAdaptation>,
+    engine: HistogramEngine,
     /// This step's counts, once a chunk was binned.
-    counts: StepScratch<Option<Vec<u64>>>,
+    counts: StepScratch<Counts>,
+    /// The step whose device counts are being read, with its host part.
+    awaiting: Option<Awaiting>,
     axis: Option<Axis>,
+    device_axis: Option<DeviceAxis>,
     /// Host copies of the factors, reused across layers and steps.
     host: (Vec<f64>, Vec<f64>),
     /// Whether the "every value in one bin" warning was given (it is given once).
@@ -54,8 +66,11 @@ impl GradHist1d {
             bins: 100,
             range: (-2.0, 2.0),
             adapt: None,
+            engine: HistogramEngine::default(),
             counts: StepScratch::default(),
+            awaiting: None,
             axis: None,
+            device_axis: None,
             host: (Vec::new(), Vec::new()),
             warned_one_bin: false,
             warnings: Vec::new(),
@@ -79,21 +94,55 @@ impl GradHist1d {
         self.adapt = Some(adapt);
         self
     }
+
+    /// Where the elements are counted (default [`HistogramEngine::Auto`]).
+    pub fn with_engine(mut self, engine: HistogramEngine) -> Self {
+        self.engine = engine;
+        self
+    }
+
+    /// The histogram of a step from its host counts and the device's reached counts.
+    fn value(&mut self, awaiting: Awaiting, reached: &[f64]) -> (usize, Value) {
+        let Awaiting {
+            step,
+            range: (lo, hi),
+            mut host,
+            device_total,
+        } = awaiting;
+        if device_total > 0 {
+            add_into(&mut host, &counts_from_reached(device_total, reached));
+        }
+        let hist: Vec<f64> = host.into_iter().map(|c| c as f64).collect();
+        if let Some(message) = one_bin_warning(&hist, (lo, hi)).filter(|_| !self.warned_one_bin) {
+            self.warned_one_bin = true;
+            self.warnings
+                .push(format!("step {step}: GradHist1d: {message}"));
+        }
+        let edges = linspace(lo, hi, hist.len() + 1);
+        (step, Value::Hist1d(Histogram1d { hist, edges }))
+    }
+}
+
+/// One step's counts: binned on the host, and how many elements reached each threshold on the
+/// device.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    host: Option<Vec<u64>>,
+    reached: Option<Tensor<1, Int>>,
+    device_total: u64,
+}
+
+/// A step waiting for its device counts.
+#[derive(Debug, Clone)]
+struct Awaiting {
+    step: usize,
+    range: (f64, f64),
+    host: Vec<u64>,
+    device_total: u64,
 }
 
 /// Elements per task when a dense chunk is binned on the host.
 const DENSE_BLOCK: usize = 1 << 16;
-
-/// Adds one count per index to `counts` (`[n]` zeros when `None`).
-pub(crate) fn count_into(
-    counts: Option<Tensor<1, Int>>,
-    index: Tensor<1, Int>,
-    n: usize,
-) -> Tensor<1, Int> {
-    let counts = counts.unwrap_or_else(|| Tensor::zeros([n], &index.device()));
-    let ones = index.ones_like();
-    counts.scatter(0, index, ones, IndexingUpdateOp::Add)
-}
 
 /// GradHist1d's settings (Cockpit's keyword arguments).
 #[derive(Debug, Clone, Deserialize)]
@@ -105,6 +154,8 @@ pub struct GradHist1dSettings {
     pub range: (f64, f64),
     /// Bin adaptation, as Cockpit writes it: `"GradAbsMax(linear(1), padding=0.1)"`.
     pub adapt: Option<BinAdaptation>,
+    /// Where the elements are counted: `"auto"` (default), `"host"` or `"device"`.
+    pub engine: HistogramEngine,
 }
 
 impl Default for GradHist1dSettings {
@@ -113,6 +164,7 @@ impl Default for GradHist1dSettings {
             bins: 100,
             range: (-2.0, 2.0),
             adapt: None,
+            engine: HistogramEngine::default(),
         }
     }
 }
@@ -135,6 +187,7 @@ impl QuantityType for GradHist1d {
             ..Self::new(schedule)
                 .with_bins(settings.bins)
                 .with_range(lo, hi)
+                .with_engine(settings.engine)
         }
     }
 }
@@ -150,6 +203,10 @@ impl Quantity for GradHist1d {
 
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step)
+    }
+
+    fn use_histogram_engine(&mut self, engine: HistogramEngine) {
+        self.engine = engine;
     }
 
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
@@ -176,6 +233,21 @@ impl Quantity for GradHist1d {
     ) -> Result<(), QuantityError> {
         let bins = self.bins;
         let axis = Axis::cached(&mut self.axis, Rule::Histc, self.range, bins);
+        let device = match &elements {
+            Elements::Dense(g) => (g.device(), g.dtype()),
+            Elements::Outer { a, .. } => (a.device(), a.dtype()),
+        };
+        if self.engine.counts_on(&device.0) {
+            let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device.0, device.1);
+            let (reached, total) = count_elements(axis, elements);
+            let counts = self.counts.at(step);
+            counts.device_total += total;
+            counts.reached = match (counts.reached.take(), reached) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+            return Ok(());
+        }
         let binned = match elements {
             Elements::Outer { a, e } => {
                 let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
@@ -184,8 +256,7 @@ impl Quantity for GradHist1d {
                 read_into(e.reshape([b * d_out]), host_e)?;
                 outer_histogram(host_a, host_e, b, axis)?
             }
-            // Dense chunks are read once into a reused host buffer and binned on rayon's pool:
-            // on CPU backends a device scatter of millions of indices is several times slower.
+            // Dense chunks are read once into a reused host buffer and binned on rayon's pool.
             Elements::Dense(chunk) => {
                 let n = chunk.shape().num_elements();
                 let (values, _) = &mut self.host;
@@ -199,35 +270,50 @@ impl Quantity for GradHist1d {
                 })?
             }
         };
-        let counts = self.counts.at(step).get_or_insert_with(|| vec![0; bins]);
+        let counts = self
+            .counts
+            .at(step)
+            .host
+            .get_or_insert_with(|| vec![0; bins]);
         add_into(counts, &binned);
         Ok(())
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         // Taken first: a failed per-sample pass must not leave partial counts behind.
         let counts = self.counts.take(ctx.step);
+        self.awaiting = None;
         ctx.per_sample_stats()?;
-        let hist = match counts {
-            Some(counts) => counts.into_iter().map(|c| c as f64).collect(),
-            None => vec![0.0; self.bins],
+        let awaiting = Awaiting {
+            step: ctx.step,
+            range: self.range,
+            host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
+            device_total: counts.device_total,
         };
-        let (lo, hi) = self.range;
-        if let Some(message) = one_bin_warning(&hist, self.range).filter(|_| !self.warned_one_bin) {
-            self.warned_one_bin = true;
-            self.warnings
-                .push(format!("step {}: GradHist1d: {message}", ctx.step));
-        }
-        let value = Value::Hist1d(Histogram1d {
-            hist,
-            edges: linspace(lo, hi, self.bins + 1),
-        });
         if let Some(adapt) = &self.adapt
             && let Some(range) = adapt.adapt(ctx)?
         {
             self.range = range;
         }
-        Ok(Some((ctx.step, value)))
+        match counts.reached {
+            Some(reached) => {
+                self.awaiting = Some(awaiting);
+                Ok(Enqueued::Read(vec![reached.into()]))
+            }
+            None => Ok(Enqueued::Done(Some(self.value(awaiting, &[])))),
+        }
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let awaiting = self
+            .awaiting
+            .take()
+            .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))?;
+        Ok(Some(self.value(awaiting, host)))
     }
 }
 

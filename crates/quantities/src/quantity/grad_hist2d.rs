@@ -3,12 +3,15 @@
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use serde::Deserialize;
 
-use super::base::{MAX_BINS_2D, Quantity, StepContext, check_axis, invalid};
+use super::base::{Enqueued, MAX_BINS_2D, Quantity, StepContext, check_axis, compute_now, invalid};
 use super::bin_adaptation::{BinAdaptation, linspace};
-use super::grad_hist1d::count_into;
-use super::outer_bins::{Axis, Rule, host_matmul_tn, outer_histogram2d};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use crate::histogram::HistogramEngine;
+use crate::histogram::device::{DeviceAxis, count_pairs};
+use crate::histogram::host::{
+    Axis, Rule, add_into, count_in_parallel, host_matmul_tn, outer_histogram2d,
+};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::{read_into, read_values};
 use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
@@ -23,8 +26,16 @@ use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Valu
 ///
 /// # Cost
 ///
-/// Linear layers on the fast path hand over rank-one per-sample gradients `a_n e_nᵀ` (read
-/// to the host once, with the layer's parameters): rows whose products lie either side of
+/// Where the counting runs is the [`HistogramEngine`] (`Auto`: the host on CPU backends, the
+/// device elsewhere).
+///
+/// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
+/// and the parameter's values become one-hot bin rows by comparison with the axes'
+/// thresholds, and one 0/1 matrix product per piece counts the pairs: `x·y` integers per step
+/// (per parameter with `keep_individual`) join the step's one batched read.
+///
+/// On the host, linear layers on the fast path hand over rank-one per-sample gradients
+/// `a_n e_nᵀ` (read to the host once, with the layer's parameters): rows whose products lie either side of
 /// zero in the two x-bins around it (small gradients) are counted by one 0/1 matrix product
 /// `[d_in, 2B]×[2B, d_out]` on the device (as large as the weight gradient) and one pass over
 /// the parameter's y-bins; the other rows pair each product with its parameter's y-bin on the
@@ -37,8 +48,12 @@ pub struct GradHist2d {
     range: ((f64, f64), (f64, f64)),
     adapt: (Option<BinAdaptation>, Option<BinAdaptation>),
     keep_individual: bool,
+    engine: HistogramEngine,
     counts: StepScratch<Counts>,
+    /// The step whose device counts are being read.
+    awaiting: Option<Awaiting>,
     axes: (Option<Axis>, Option<Axis>),
+    device_axes: (Option<DeviceAxis>, Option<DeviceAxis>),
     /// Host copies of the factors and the parameter, reused across layers and steps.
     host: [Vec<f64>; 3],
 }
@@ -50,6 +65,16 @@ struct Counts {
     host: Vec<Option<Vec<u64>>>,
 }
 
+/// A step waiting for its device counts: its host counts, ranges, and the parameters whose
+/// device counts come back (all of them summed into one, without `keep_individual`).
+#[derive(Debug, Clone)]
+struct Awaiting {
+    step: usize,
+    range: ((f64, f64), (f64, f64)),
+    host: Vec<Option<Vec<u64>>>,
+    device: Vec<usize>,
+}
+
 impl GradHist2d {
     /// GradHist2d with Cockpit's defaults on the given schedule.
     pub fn new(schedule: Schedule) -> Self {
@@ -59,8 +84,11 @@ impl GradHist2d {
             range: ((-1.0, 1.0), (-2.0, 2.0)),
             adapt: (None, None),
             keep_individual: false,
+            engine: HistogramEngine::default(),
             counts: StepScratch::default(),
+            awaiting: None,
             axes: (None, None),
+            device_axes: (None, None),
             host: Default::default(),
         }
     }
@@ -88,16 +116,57 @@ impl GradHist2d {
         self.keep_individual = keep;
         self
     }
-}
 
-fn axis_index(v: Tensor<2>, (lo, hi): (f64, f64), bins: usize) -> Tensor<2, Int> {
-    let width = (hi - lo) / bins as f64;
-    v.clamp(lo + width / 2.0, hi - width / 2.0)
-        .sub_scalar(lo)
-        .div_scalar(width)
-        .floor()
-        .int()
-        .clamp(0, bins as i64 - 1)
+    /// Where the pairs are counted (default [`HistogramEngine::Auto`]).
+    pub fn with_engine(mut self, engine: HistogramEngine) -> Self {
+        self.engine = engine;
+        self
+    }
+
+    /// The histogram of a step from its host counts and the device counts read back
+    /// (`cells` numbers per entry of `awaiting.device`).
+    fn value(&self, awaiting: Awaiting, device: &[f64]) -> (usize, Value) {
+        let (xb, yb) = self.bins;
+        let cells = xb * yb;
+        let Awaiting {
+            step,
+            range: ((xlo, xhi), (ylo, yhi)),
+            host,
+            device: indices,
+        } = awaiting;
+        let params = host
+            .len()
+            .max(indices.iter().map(|k| k + 1).max().unwrap_or(0));
+        let mut per_param: Vec<Vec<u64>> = vec![vec![0; cells]; params];
+        for (slot, k) in indices.into_iter().enumerate() {
+            let read = device.get(slot * cells..(slot + 1) * cells).unwrap_or(&[]);
+            for (t, c) in per_param[k].iter_mut().zip(read) {
+                *t += *c as u64;
+            }
+        }
+        for (k, host) in host.into_iter().enumerate() {
+            if let Some(host) = host {
+                add_into(&mut per_param[k], &host);
+            }
+        }
+        let mut total = vec![0u64; cells];
+        for hist in &per_param {
+            add_into(&mut total, hist);
+        }
+        let (x_edges, y_edges) = (linspace(xlo, xhi, xb + 1), linspace(ylo, yhi, yb + 1));
+        let histogram = |hist: Vec<u64>| Histogram2d {
+            hist: hist.into_iter().map(|c| c as i64).collect(),
+            bins: (xb, yb),
+            x_edges: x_edges.clone(),
+            y_edges: y_edges.clone(),
+            individual: Vec::new(),
+        };
+        let mut value = histogram(total);
+        if self.keep_individual {
+            value.individual = per_param.into_iter().map(histogram).collect();
+        }
+        (step, Value::Hist2d(value))
+    }
 }
 
 /// GradHist2d's settings (Cockpit's keyword arguments).
@@ -112,6 +181,8 @@ pub struct GradHist2dSettings {
     pub adapt: Option<(Option<BinAdaptation>, Option<BinAdaptation>)>,
     /// Also keep one histogram per parameter.
     pub keep_individual: bool,
+    /// Where the pairs are counted: `"auto"` (default), `"host"` or `"device"`.
+    pub engine: HistogramEngine,
 }
 
 impl Default for GradHist2dSettings {
@@ -121,6 +192,7 @@ impl Default for GradHist2dSettings {
             range: ((-1.0, 1.0), (-2.0, 2.0)),
             adapt: None,
             keep_individual: false,
+            engine: HistogramEngine::default(),
         }
     }
 }
@@ -143,6 +215,7 @@ impl QuantityType for GradHist2d {
             .with_range(settings.range.0, settings.range.1)
             .with_adaptation(x, y)
             .keep_individual(settings.keep_individual)
+            .with_engine(settings.engine)
     }
 }
 
@@ -170,6 +243,10 @@ impl Quantity for GradHist2d {
         self.schedule.is_active(step)
     }
 
+    fn use_histogram_engine(&mut self, engine: HistogramEngine) {
+        self.engine = engine;
+    }
+
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
         let grad_max =
             |a: &Option<BinAdaptation>| a.as_ref().is_some_and(|a| a.needs_grad_abs_max(step));
@@ -189,97 +266,71 @@ impl Quantity for GradHist2d {
     ) -> Result<(), QuantityError> {
         let (xb, yb) = self.bins;
         let range = self.range;
+        let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
+        let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
         let scratch = self.counts.at(step);
-        if let Elements::Outer { a, e } = &elements {
-            let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
-            let device = a.device();
-            let [a_host, e_host, theta] = &mut self.host;
-            read_into(a.clone().reshape([b * d_in]), a_host)?;
-            read_into(e.clone().reshape([b * d_out]), e_host)?;
-            read_into(entry.value.clone(), theta)?;
-            let (a, e) = (&*a_host, &*e_host);
-            let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
-            let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
-            let counts = outer_histogram2d(a, e, theta, b, (x, y), |r, c, k, m, n| {
-                device_matmul_tn(r, c, k, m, n, &device)
-            })?;
-            if scratch.host.len() <= index {
-                scratch.host.resize(index + 1, None);
+        let (device, dtype) = match &elements {
+            Elements::Dense(g) => (g.device(), g.dtype()),
+            Elements::Outer { a, .. } => (a.device(), a.dtype()),
+        };
+        if self.engine.counts_on(&device) {
+            let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
+            let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
+            let counts = count_pairs(dx, dy, elements, entry.value.clone());
+            if scratch.device.len() <= index {
+                scratch.device.resize(index + 1, None);
             }
-            let host = scratch.host[index].get_or_insert_with(|| vec![0; xb * yb]);
-            for (total, c) in host.iter_mut().zip(counts) {
-                *total += c;
-            }
+            scratch.device[index] = Some(match scratch.device[index].take() {
+                Some(total) => total + counts,
+                None => counts,
+            });
             return Ok(());
         }
-        let chunk = elements.dense();
-        let [b, numel] = chunk.dims();
-        let y = entry.value.clone().reshape([1, numel]).repeat_dim(0, b);
-        let ix = axis_index(chunk, range.0, xb);
-        let iy = axis_index(y, range.1, yb);
-        let flat = (ix.mul_scalar(yb as i64) + iy).reshape([b * numel]);
-        if scratch.device.len() <= index {
-            scratch.device.resize(index + 1, None);
+        let [a_host, e_host, theta] = &mut self.host;
+        let counts = match elements {
+            Elements::Outer { a, e } => {
+                let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+                read_into(a.reshape([b * d_in]), a_host)?;
+                read_into(e.reshape([b * d_out]), e_host)?;
+                read_into(entry.value.clone(), theta)?;
+                let (a, e) = (&*a_host, &*e_host);
+                outer_histogram2d(a, e, theta, b, (x, y), |r, c, k, m, n| {
+                    device_matmul_tn(r, c, k, m, n, &device)
+                })?
+            }
+            Elements::Dense(chunk) => {
+                let [b, numel] = chunk.dims();
+                read_into(chunk.reshape([b * numel]), a_host)?;
+                read_into(entry.value.clone(), theta)?;
+                let y_bins: Vec<usize> = theta.iter().map(|&t| y.bin(t)).collect();
+                let g = &a_host[..];
+                count_in_parallel(b, xb * yb, |n, counts| {
+                    for (v, by) in g[n * numel..(n + 1) * numel].iter().zip(&y_bins) {
+                        counts[x.bin(*v) * yb + by] += 1;
+                    }
+                })?
+            }
+        };
+        if scratch.host.len() <= index {
+            scratch.host.resize(index + 1, None);
         }
-        scratch.device[index] = Some(count_into(scratch.device[index].take(), flat, xb * yb));
+        add_into(
+            scratch.host[index].get_or_insert_with(|| vec![0; xb * yb]),
+            &counts,
+        );
         Ok(())
     }
 
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
+
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         // Taken first: a failed per-sample pass must not leave partial counts behind.
-        let Counts {
-            device: device_counts,
-            host: host_counts,
-        } = self.counts.take(ctx.step);
+        let Counts { device, host } = self.counts.take(ctx.step);
+        self.awaiting = None;
         ctx.per_sample_stats()?;
-        let (xb, yb) = self.bins;
-        let ((xlo, xhi), (ylo, yhi)) = self.range;
-        let (x_edges, y_edges) = (linspace(xlo, xhi, xb + 1), linspace(ylo, yhi, yb + 1));
-        let params = device_counts.len().max(host_counts.len());
-        let mut per_param: Vec<Vec<i64>> = vec![vec![0; xb * yb]; params];
-        let on_device: Vec<(usize, Tensor<1, Int>)> = device_counts
-            .into_iter()
-            .enumerate()
-            .filter_map(|(k, c)| c.map(|c| (k, c)))
-            .collect();
-        if !on_device.is_empty() {
-            let indices: Vec<usize> = on_device.iter().map(|(k, _)| *k).collect();
-            let all = read_values(
-                Tensor::cat(on_device.into_iter().map(|(_, c)| c).collect(), 0).float(),
-            )?;
-            for (slot, k) in indices.into_iter().enumerate() {
-                for (t, c) in per_param[k]
-                    .iter_mut()
-                    .zip(&all[slot * xb * yb..(slot + 1) * xb * yb])
-                {
-                    *t += *c as i64;
-                }
-            }
-        }
-        for (k, host) in host_counts.into_iter().enumerate() {
-            if let Some(host) = host {
-                for (t, c) in per_param[k].iter_mut().zip(host) {
-                    *t += c as i64;
-                }
-            }
-        }
-        let mut total = vec![0i64; xb * yb];
-        for hist in &per_param {
-            for (t, c) in total.iter_mut().zip(hist) {
-                *t += c;
-            }
-        }
-        let histogram = |hist: Vec<i64>| Histogram2d {
-            hist,
-            bins: (xb, yb),
-            x_edges: x_edges.clone(),
-            y_edges: y_edges.clone(),
-            individual: Vec::new(),
-        };
-        let mut value = histogram(total);
-        if self.keep_individual {
-            value.individual = per_param.into_iter().map(histogram).collect();
-        }
+        let range = self.range;
         let x_range = match &self.adapt.0 {
             Some(adapt) => adapt.adapt(ctx)?,
             None => None,
@@ -294,7 +345,38 @@ impl Quantity for GradHist2d {
         if let Some(y) = y_range {
             self.range.1 = y;
         }
-        Ok(Some((ctx.step, Value::Hist2d(value))))
+        let on_device: Vec<(usize, Tensor<1, Int>)> = device
+            .into_iter()
+            .enumerate()
+            .filter_map(|(k, c)| c.map(|c| (k, c)))
+            .collect();
+        let mut awaiting = Awaiting {
+            step: ctx.step,
+            range,
+            host,
+            device: Vec::new(),
+        };
+        if on_device.is_empty() {
+            return Ok(Enqueued::Done(Some(self.value(awaiting, &[]))));
+        }
+        let reads = if self.keep_individual {
+            awaiting.device = on_device.iter().map(|(k, _)| *k).collect();
+            on_device.into_iter().map(|(_, c)| c.into()).collect()
+        } else {
+            awaiting.device = vec![on_device[0].0];
+            let sum = on_device.into_iter().map(|(_, c)| c).reduce(|a, b| a + b);
+            sum.into_iter().map(Into::into).collect()
+        };
+        self.awaiting = Some(awaiting);
+        Ok(Enqueued::Read(reads))
+    }
+
+    fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
+        let awaiting = self
+            .awaiting
+            .take()
+            .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))?;
+        Ok(Some(self.value(awaiting, host)))
     }
 }
 

@@ -15,7 +15,6 @@ mod hess_trace;
 mod kind;
 mod loss;
 mod mean_gsnr;
-mod outer_bins;
 mod parameters;
 mod scratch;
 mod spec;

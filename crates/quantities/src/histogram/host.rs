@@ -134,6 +134,12 @@ impl Axis {
         self.bins
     }
 
+    /// `thresholds[k]`, the smallest value whose bin is at least `k`, for `k = 1 … bins − 1`:
+    /// `bin(x) = #{k ≥ 1 : x ≥ thresholds[k]}` (a NaN passes none: bin 0).
+    pub(crate) fn thresholds(&self) -> &[f64] {
+        &self.thresholds[1..]
+    }
+
     /// The bin of `x` (NaN: bin 0), exactly as the rule computes it in `f64`.
     #[inline]
     pub(crate) fn bin(&self, x: f64) -> usize {

@@ -1,0 +1,73 @@
+//! Where the histograms count.
+
+use burn::tensor::Device;
+use serde::Deserialize;
+
+/// Where GradHist1d and GradHist2d count per-sample gradient elements.
+///
+/// - `Host`: elements (or the factors of rank-one gradients) are read back and counted on every
+///   core. On a GPU each chunk is a synchronisation and a copy of `b·numel` values.
+/// - `Device`: elements are compared with the bin thresholds on the device and only counts
+///   come back, in the step's one batched read.
+/// - `Auto` (the default): the host on CPU backends (flex, ndarray), where it is faster
+///   (`BENCHMARKS.md`), the device on every other backend (wgpu, cuda).
+///
+/// Both engines give identical counts for materialised elements. For rank-one gradients
+/// `a_{n,i}·e_{n,o}` the host bins the exact product; the device bins the product rounded to
+/// its float type, so in float32 a product within half a unit in the last place (2⁻²⁴
+/// relative) of a bin edge may land in the neighbouring bin. In float64 both are the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistogramEngine {
+    /// Read elements back and count on the host.
+    Host,
+    /// Count on the device; read back only counts.
+    Device,
+    /// Host on CPU backends, device elsewhere.
+    #[default]
+    Auto,
+}
+
+impl HistogramEngine {
+    /// Whether tensors on `device` are counted on the device.
+    pub fn counts_on(self, device: &Device) -> bool {
+        match self {
+            HistogramEngine::Host => false,
+            HistogramEngine::Device => true,
+            HistogramEngine::Auto => !is_cpu_backend(device),
+        }
+    }
+}
+
+/// Whether `device` belongs to one of burn's CPU backends (flex, ndarray, or LibTorch's CPU).
+fn is_cpu_backend(device: &Device) -> bool {
+    // burn 0.22 names the backend in the device's variant; the variants exist only under
+    // burn's backend features, so the name is matched rather than the variant.
+    let name = format!("{:?}", device.as_dispatch().clone().inner());
+    ["Flex", "NdArray", "LibTorch(Cpu"]
+        .iter()
+        .any(|cpu| name.starts_with(cpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_counts_on_the_host_of_cpu_backends() {
+        let device = Device::flex();
+        assert!(!HistogramEngine::Auto.counts_on(&device));
+        assert!(!HistogramEngine::Auto.counts_on(&device.clone().autodiff()));
+        assert!(HistogramEngine::Device.counts_on(&device));
+        assert!(!HistogramEngine::Host.counts_on(&device));
+    }
+
+    #[test]
+    fn parses_as_written_in_configs() {
+        let parse = |s: &str| serde_json::from_str::<HistogramEngine>(s).ok();
+        assert_eq!(parse("\"device\""), Some(HistogramEngine::Device));
+        assert_eq!(parse("\"host\""), Some(HistogramEngine::Host));
+        assert_eq!(parse("\"auto\""), Some(HistogramEngine::Auto));
+        assert_eq!(parse("\"gpu\""), None);
+    }
+}

@@ -16,7 +16,10 @@ use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_cockpit::curvature::{CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson};
+use burn_cockpit::curvature::{
+    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, Target, lanczos_with_vector,
+    power_iteration,
+};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Linear, Recorder};
 use burn_cockpit::readback::ReadCount;
@@ -286,4 +289,67 @@ fn host_histograms_stay_within_todays_reads(backend: &Backend) {
     }
 }
 
-on_every_backend!(one_read_per_step, host_histograms_stay_within_todays_reads);
+/// Lanczos and power iteration read once per Hessian-vector product (their two numbers, the
+/// start's norm with the first), and the finite-difference products themselves read nothing:
+/// the reads of a run equal its products, on a model with 6 parameter tensors as on one
+/// with 2.
+fn eigen_solvers_read_once_per_product(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 8;
+    let x: Vec<f32> = (0..batch * 12)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 6.0)
+        .collect();
+    let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 12]), &device);
+    let mlp = Mlp::new(&device);
+    let single: burn::nn::Linear = LinearConfig::new(12, 4).init(&device);
+    let sources: Vec<(Snapshot, Box<dyn CurvatureSource>)> = vec![
+        (Snapshot::of_params(&mlp), {
+            let x = x.clone();
+            Box::new(FiniteDifferenceHvp::new(&mlp, move |m: &Mlp| {
+                let loss = m.forward(x.clone()).tanh().square().mean();
+                Ok(GradientsParams::from_grads(loss.backward(), m))
+            }))
+        }),
+        (Snapshot::of_params(&single), {
+            let x = x.clone();
+            Box::new(FiniteDifferenceHvp::new(
+                &single,
+                move |m: &burn::nn::Linear| {
+                    let loss = m.forward(x.clone()).tanh().square().mean();
+                    Ok(GradientsParams::from_grads(loss.backward(), m))
+                },
+            ))
+        }),
+    ];
+    for (params, source) in &sources {
+        let start = params.clone();
+        let before = reads_on_this_thread();
+        let (estimate, _) = lanczos_with_vector(
+            source.as_ref(),
+            params,
+            &start,
+            1e-6,
+            30,
+            Target::LargestMagnitude,
+        )
+        .unwrap();
+        let reads = (reads_on_this_thread() - before).reads;
+        println!(
+            "Lanczos on {} tensors: {estimate:?}, {reads} reads",
+            params.len()
+        );
+        assert!(estimate.products >= 2, "{estimate:?}");
+        assert_eq!(reads, estimate.products as u64, "{estimate:?}");
+
+        let before = reads_on_this_thread();
+        let power = power_iteration(source.as_ref(), params, &start, 1e-4, 1e-9, 30).unwrap();
+        let reads = (reads_on_this_thread() - before).reads;
+        assert_eq!(reads, power.products as u64, "{power:?}");
+    }
+}
+
+on_every_backend!(
+    one_read_per_step,
+    host_histograms_stay_within_todays_reads,
+    eigen_solvers_read_once_per_product
+);

@@ -132,6 +132,43 @@ impl Snapshot {
         )
     }
 
+    /// All values in one vector `[numel]`, the parameters concatenated in visiting order (one
+    /// device operation).
+    pub fn flatten(&self) -> Tensor<1> {
+        match self.entries.len() {
+            0 => Tensor::zeros([0], &self.device()),
+            _ => Tensor::cat(self.entries.iter().map(|e| e.value.clone()).collect(), 0),
+        }
+    }
+
+    /// A snapshot with these parameters (ids, names, shapes) and values taken in order from
+    /// `flat` (`[numel]`, as [`Snapshot::flatten`] gives it).
+    ///
+    /// # Errors
+    ///
+    /// [`PerSampleError::Shape`] if `flat` does not hold `numel` values.
+    pub fn with_flat(&self, flat: Tensor<1>) -> Result<Snapshot, PerSampleError> {
+        let numel = self.numel();
+        if flat.dims()[0] != numel {
+            return Err(PerSampleError::Shape(format!(
+                "{} values for {numel} parameter elements",
+                flat.dims()[0]
+            )));
+        }
+        let mut offset = 0;
+        let entries = self
+            .entries
+            .iter()
+            .map(|e| {
+                let n = e.numel();
+                let value = flat.clone().narrow(0, offset, n);
+                offset += n;
+                ParamEntry { value, ..e.clone() }
+            })
+            .collect();
+        Ok(Snapshot { entries })
+    }
+
     /// Per-parameter squared L2 distances `‖self_p − other_p‖²`, `[P]`, on the device, matching
     /// parameters by [`ParamId`].
     ///

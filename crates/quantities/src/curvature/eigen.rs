@@ -1,7 +1,7 @@
 //! The largest-magnitude Hessian eigenvalue from Hessian-vector products: Cockpit's power
 //! iteration, and Lanczos.
 
-use burn::tensor::Tensor;
+use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 
 use super::base::CurvatureSource;
 use crate::readback::read_values;
@@ -18,69 +18,54 @@ pub struct EigenEstimate {
     pub converged: bool,
 }
 
-fn scaled(v: &Snapshot, s: f64) -> Snapshot {
-    Snapshot::from_entries(
-        v.entries()
-            .iter()
-            .map(|e| ParamEntry {
-                value: e.value.clone().mul_scalar(s),
-                ..e.clone()
-            })
-            .collect(),
-    )
-}
-
-fn dot(a: &Snapshot, b: &Snapshot) -> Result<Tensor<1>, QuantityError> {
-    let mut total: Option<Tensor<1>> = None;
-    for entry in a.entries() {
-        let other = b
-            .get(entry.id)
-            .ok_or_else(|| QuantityError::Shape(format!("`{}` missing", entry.name)))?;
-        let d = (entry.value.clone() * other.value.clone()).sum();
-        total = Some(match total {
-            Some(t) => t + d,
-            None => d,
-        });
+/// `H v` for a flat direction `v` (`[D]`, the parameters concatenated in snapshot order), as a
+/// flat vector aligned with `params`.
+fn product(
+    source: &dyn CurvatureSource,
+    params: &Snapshot,
+    v: Tensor<1>,
+) -> Result<Tensor<1>, QuantityError> {
+    let w = source.hvp(params, &params.with_flat(v)?)?;
+    if w.ids() == params.ids() {
+        return Ok(w.flatten());
     }
-    total.ok_or_else(|| QuantityError::Shape("no parameter".into()))
-}
-
-fn combine(a: &Snapshot, b: &Snapshot, s: f64) -> Result<Snapshot, QuantityError> {
-    // a + s·b
-    a.entries()
+    let aligned = params
+        .entries()
         .iter()
-        .map(|e| {
-            let other = b
-                .get(e.id)
-                .ok_or_else(|| QuantityError::Shape(format!("`{}` missing", e.name)))?;
-            Ok(ParamEntry {
-                value: e.value.clone() + other.value.clone().mul_scalar(s),
-                ..e.clone()
-            })
+        .map(|p| {
+            w.get(p.id)
+                .cloned()
+                .ok_or_else(|| QuantityError::Shape(format!("`{}` missing", p.name)))
         })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Snapshot::from_entries)
+        .collect::<Result<Vec<ParamEntry>, _>>()?;
+    Ok(Snapshot::from_entries(aligned).flatten())
 }
 
-fn norm(v: &Snapshot) -> Result<f64, QuantityError> {
-    Ok(read_values(v.sq_norms().sum())?[0].sqrt())
+/// `‖v‖²` as a one-element device tensor.
+fn sq_norm(v: &Tensor<1>) -> Tensor<1> {
+    v.clone().square().sum()
 }
 
-/// `start/‖start‖`; [`QuantityError::Shape`] for a zero or non-finite start vector.
-fn unit_start(start: &Snapshot) -> Result<Snapshot, QuantityError> {
-    let start_norm = norm(start)?;
-    if start_norm == 0.0 || !start_norm.is_finite() {
+/// The start vector's error when its squared norm (read with the first product) is zero or
+/// not finite.
+fn check_start(sq_norm: f64) -> Result<(), QuantityError> {
+    if sq_norm == 0.0 || !sq_norm.is_finite() {
         return Err(QuantityError::Shape(
             "the start vector is zero or not finite".into(),
         ));
     }
-    Ok(scaled(start, 1.0 / start_norm))
+    Ok(())
 }
 
 /// Cockpit's power iteration (`HessMaxEV`, `use_power=True`): `v ← start/‖start‖`; repeat
 /// `w = Hv`, `λ = vᵀw`, `v = w/‖w‖` until `|λ_old − λ| ≤ atol + rtol·|λ|` (the first comparison is
 /// against +∞), at most `max_products` times; converges to the largest-**magnitude** eigenvalue.
 /// Without convergence it returns the last `λ` with `converged = false`.
+///
+/// # Cost
+///
+/// Per product: one read of two numbers (`vᵀw`, `‖w‖²`; the start's norm with the first), and
+/// a fixed number of device operations on the flattened parameters.
 ///
 /// # Errors
 ///
@@ -93,12 +78,20 @@ pub fn power_iteration(
     atol: f64,
     max_products: usize,
 ) -> Result<EigenEstimate, QuantityError> {
-    let mut v = unit_start(start)?;
+    let start = start.flatten();
+    let start_sq = sq_norm(&start);
+    let mut v = start / start_sq.clone().sqrt();
+    let mut start_sq = Some(start_sq);
     let mut previous = f64::INFINITY;
     let mut last = f64::NAN;
     for k in 1..=max_products {
-        let w = source.hvp(params, &v)?;
-        let values = read_values(Tensor::cat(vec![dot(&v, &w)?, w.sq_norms().sum()], 0))?;
+        let w = product(source, params, v.clone())?;
+        let mut numbers = vec![(v.clone() * w.clone()).sum(), sq_norm(&w)];
+        numbers.extend(start_sq.take());
+        let values = read_values(Tensor::cat(numbers, 0))?;
+        if let Some(&start_sq) = values.get(2) {
+            check_start(start_sq)?;
+        }
         let (lambda, w_norm) = (values[0], values[1].sqrt());
         last = lambda;
         if (previous - lambda).abs() <= atol + rtol * lambda.abs() {
@@ -115,7 +108,7 @@ pub fn power_iteration(
                 converged: false,
             });
         }
-        v = scaled(&w, 1.0 / w_norm);
+        v = w.mul_scalar(1.0 / w_norm);
         previous = lambda;
     }
     Ok(EigenEstimate {
@@ -180,8 +173,13 @@ pub fn lanczos_for(
 /// returned value: the start of the next step's run (a warm start, as the dominant eigenvector
 /// drifts slowly between steps).
 ///
-/// Each iteration reads three small batches of numbers from the device (the Rayleigh quotient,
-/// the reorthogonalisation coefficients against the whole basis at once, the residual norm).
+/// # Cost
+///
+/// The basis is one matrix `Q` `[k, D]` over the flattened parameters. Per product: the
+/// three-term recurrence with `α` left on the device, full reorthogonalisation by two matrix
+/// products (`w ← w − Qᵀ(Q w)`), and **one** read of two numbers (`α`, `‖w‖²`; the start's
+/// norm with the first). The number of device operations per product depends on neither the
+/// number of parameter tensors nor the iteration; memory `k·D` numbers.
 ///
 /// # Errors
 ///
@@ -194,7 +192,13 @@ pub fn lanczos_with_vector(
     max_products: usize,
     target: Target,
 ) -> Result<(EigenEstimate, Snapshot), QuantityError> {
-    let mut basis = vec![unit_start(start)?];
+    let start = start.flatten();
+    let numel = start.dims()[0];
+    let start_sq = sq_norm(&start);
+    let mut q = start / start_sq.clone().sqrt();
+    let mut start_sq = Some(start_sq);
+    let mut basis = q.clone().reshape([1, numel]);
+    let mut previous: Option<Tensor<1>> = None;
     let (mut alpha, mut beta): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     let mut estimate = EigenEstimate {
         value: f64::NAN,
@@ -203,25 +207,28 @@ pub fn lanczos_with_vector(
     };
     let mut ritz = Vec::new();
     for k in 0..max_products {
-        let q = &basis[k];
-        let mut w = source.hvp(params, q)?;
-        let a = read_values(dot(q, &w)?)?[0];
-        alpha.push(a);
-        w = combine(&w, q, -a)?;
-        if k > 0 {
-            w = combine(&w, &basis[k - 1], -beta[k - 1])?;
+        let mut w = product(source, params, q.clone())?;
+        let a = (q.clone() * w.clone()).sum();
+        w = w - q.clone() * a.clone();
+        if let (Some(previous), Some(&b)) = (&previous, beta.last()) {
+            w = w - previous.clone().mul_scalar(b);
         }
         // Full reorthogonalisation against the whole basis (classical Gram–Schmidt after the
-        // three-term recurrence, one read for all coefficients).
-        let dots = basis
-            .iter()
-            .map(|b| dot(b, &w))
-            .collect::<Result<Vec<_>, _>>()?;
-        let coefficients = read_values(Tensor::cat(dots, 0))?;
-        for (b, c) in basis.iter().zip(coefficients) {
-            w = combine(&w, b, -c)?;
+        // three-term recurrence): two matrix products.
+        let coefficients = basis.clone().matmul(w.clone().reshape([numel, 1]));
+        w = w - basis
+            .clone()
+            .transpose()
+            .matmul(coefficients)
+            .reshape([numel]);
+        let mut numbers = vec![a, sq_norm(&w)];
+        numbers.extend(start_sq.take());
+        let values = read_values(Tensor::cat(numbers, 0))?;
+        if let Some(&start_sq) = values.get(2) {
+            check_start(start_sq)?;
         }
-        let b = norm(&w)?;
+        alpha.push(values[0]);
+        let b = values[1].sqrt();
         let (theta, vector) = extreme_ritz(&alpha, &beta, target);
         let last_component = vector.last().copied().unwrap_or(0.0);
         ritz = vector;
@@ -235,14 +242,17 @@ pub fn lanczos_with_vector(
             break;
         }
         beta.push(b);
-        basis.push(scaled(&w, 1.0 / b));
+        previous = Some(q);
+        q = w.mul_scalar(1.0 / b);
+        basis = Tensor::cat(vec![basis, q.clone().reshape([1, numel])], 0);
     }
-    // The Ritz vector Σ_k s_k q_k over the basis the tridiagonal matrix saw.
-    let mut vector = scaled(&basis[0], ritz.first().copied().unwrap_or(1.0));
-    for (q, s) in basis.iter().zip(&ritz).skip(1) {
-        vector = combine(&vector, q, *s)?;
-    }
-    Ok((estimate, vector))
+    // The Ritz vector Σ_k s_k q_k over the basis the tridiagonal matrix saw: one product.
+    let m = ritz.len().max(1);
+    let s = if ritz.is_empty() { vec![1.0] } else { ritz };
+    let options = TensorCreationOptions::new(basis.device()).with_dtype(basis.dtype());
+    let s = Tensor::<2>::from_data(TensorData::new(s, [1, m]), options);
+    let vector = s.matmul(basis.narrow(0, 0, m)).reshape([numel]);
+    Ok((estimate, params.with_flat(vector)?))
 }
 
 // Jacobi rotations update rows and columns `p`, `q` together: plainer by index.

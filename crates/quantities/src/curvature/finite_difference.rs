@@ -24,7 +24,7 @@ type GradFn<M> = dyn Fn(&M) -> Result<GradientsParams, QuantityError> + Send + S
 /// # Cost
 ///
 /// Two forward and backward passes per product, and two model copies' worth of parameters
-/// while they run.
+/// while they run. No read: `ε` stays on the device.
 pub struct FiniteDifferenceHvp<M: Module> {
     model: M,
     grads_of: Box<GradFn<M>>,
@@ -49,19 +49,19 @@ impl<M: Module + Sync + 'static> FiniteDifferenceHvp<M> {
         }
     }
 
+    /// The gradients at `θ + ε·v` (`eps` a one-element device tensor).
     fn grads_at(
         &self,
         params: &Snapshot,
         v: &Snapshot,
-        eps: f64,
+        eps: Tensor<1>,
     ) -> Result<Snapshot, QuantityError> {
         let mut shift = Shift {
-            directions: v
+            steps: v
                 .entries()
                 .iter()
-                .map(|e| (e.id, e.value.clone()))
+                .map(|e| (e.id, e.value.clone() * eps.clone()))
                 .collect(),
-            eps,
         };
         let moved = self.model.clone().map(&mut shift);
         let grads = (self.grads_of)(&moved)?;
@@ -84,22 +84,20 @@ impl<M: Module + Sync + 'static> FiniteDifferenceHvp<M> {
     }
 }
 
-/// Adds `eps·v` to every parameter with a direction.
+/// Adds its step (`ε·v`) to every parameter that has one.
 struct Shift {
-    directions: HashMap<ParamId, Tensor<1>>,
-    eps: f64,
+    steps: HashMap<ParamId, Tensor<1>>,
 }
 
 impl ModuleMapper for Shift {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let Some(direction) = self.directions.get(&param.id) else {
+        let Some(step) = self.steps.get(&param.id) else {
             return param;
         };
         let (id, tensor, mapper) = param.consume();
         let shape = tensor.shape();
         let require_grad = tensor.is_require_grad();
-        let shifted =
-            (tensor.detach() + direction.clone().reshape(shape).mul_scalar(self.eps)).detach();
+        let shifted = (tensor.detach() + step.clone().reshape(shape)).detach();
         let shifted = if require_grad {
             shifted.require_grad()
         } else {
@@ -124,23 +122,27 @@ fn cube_root_roundoff(params: &Snapshot) -> f64 {
 
 impl<M: Module + Sync + 'static> CurvatureSource for FiniteDifferenceHvp<M> {
     fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
-        let norms = crate::readback::read_values(Tensor::cat(
-            vec![params.sq_norms().sum(), v.sq_norms().sum()],
-            0,
-        ))?;
-        let (theta, v_norm) = (norms[0].sqrt(), norms[1].sqrt());
-        if v_norm == 0.0 {
-            return Ok(params.difference(params)?);
-        }
-        let eps = cube_root_roundoff(params) * theta.max(1.0) / v_norm;
-        let plus = self.grads_at(params, v, eps)?;
-        let minus = self.grads_at(params, v, -eps)?;
+        // ε on the device: a product reads nothing back (the eigenvalue solvers read once per
+        // product, for their own numbers).
+        let theta = params.flatten().square().sum().sqrt();
+        let v_norm = v.flatten().square().sum().sqrt();
+        let nonzero = v_norm.clone().not_equal_elem(0.0);
+        // A zero direction moves nothing and its product is zero (ε = 1 keeps 0/2ε finite).
+        let eps = (theta
+            .clamp_min(1.0)
+            .mul_scalar(cube_root_roundoff(params))
+            .div(v_norm.clone()))
+        .mask_fill(nonzero.clone().bool_not(), 1.0);
+        let plus = self.grads_at(params, v, eps.clone())?;
+        let minus = self.grads_at(params, v, eps.clone().neg())?;
         let diff = plus.difference(&minus)?;
+        let dtype = eps.dtype();
+        let scale = eps.mul_scalar(2.0).recip() * nonzero.float().cast(dtype);
         Ok(Snapshot::from_entries(
             diff.entries()
                 .iter()
                 .map(|e| ParamEntry {
-                    value: e.value.clone().div_scalar(2.0 * eps),
+                    value: e.value.clone() * scale.clone(),
                     ..e.clone()
                 })
                 .collect(),

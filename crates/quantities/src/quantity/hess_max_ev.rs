@@ -9,7 +9,7 @@ use super::base::{Quantity, StepContext, invalid};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::curvature::random::SplitMix;
 use crate::curvature::{EigenEstimate, Target, lanczos_with_vector, power_iteration};
-use crate::{CockpitError, ParamEntry, QuantityError, Schedule, Snapshot, Value};
+use crate::{CockpitError, QuantityError, Schedule, Snapshot, Value};
 
 /// How HessMaxEV finds the eigenvalue.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -130,39 +130,31 @@ impl HessMaxEV {
         self
     }
 
+    /// The start vector of `step`: the recorded one if given, else drawn on the device.
     fn start(&mut self, params: &Snapshot, step: usize) -> Result<Snapshot, QuantityError> {
         let numel = params.numel();
-        let values = match self.start_vectors.get(&step) {
-            Some(v) if v.len() == numel => v.clone(),
+        let (device, dtype) = match params.entries().first() {
+            Some(e) => (e.value.device(), e.value.dtype()),
+            None => return Ok(params.clone()),
+        };
+        let options = TensorCreationOptions::new(device).with_dtype(dtype);
+        let flat = match self.start_vectors.get(&step) {
+            Some(v) if v.len() == numel => {
+                Tensor::<1>::from_data(TensorData::new(v.clone(), [numel]), options)
+            }
             Some(v) => {
                 return Err(QuantityError::Shape(format!(
                     "the start vector of step {step} has {} values for {numel} parameters",
                     v.len()
                 )));
             }
-            None => (0..numel).map(|_| self.rng.uniform()).collect(),
+            None => device_uniform(numel, self.rng.uniform(), options),
         };
-        let mut offset = 0;
-        let mut entries = Vec::with_capacity(params.len());
-        for entry in params.entries() {
-            let n = entry.numel();
-            let options =
-                TensorCreationOptions::new(entry.value.device()).with_dtype(entry.value.dtype());
-            let value = Tensor::<1>::from_data(
-                TensorData::new(values[offset..offset + n].to_vec(), [n]),
-                options,
-            );
-            entries.push(ParamEntry {
-                value,
-                ..entry.clone()
-            });
-            offset += n;
-        }
-        Ok(Snapshot::from_entries(entries))
+        Ok(params.with_flat(flat)?)
     }
 
     /// The warm start: the previous eigenvector plus `10⁻³·‖·‖` of a fresh random start
-    /// (`None` at the first step, or if the parameters changed).
+    /// (`None` at the first step, or if the parameters changed), mixed on the device.
     fn warm_start(&mut self, params: &Snapshot, step: usize) -> Result<Snapshot, QuantityError> {
         let fresh = self.start(params, step)?;
         let Some(previous) = self.previous.take() else {
@@ -171,23 +163,32 @@ impl HessMaxEV {
         if previous.ids() != params.ids() {
             return Ok(fresh);
         }
-        let norm = crate::readback::read_values(fresh.sq_norms().sum())?[0].sqrt();
-        if norm == 0.0 || !norm.is_finite() {
-            return Ok(previous);
-        }
-        let mix = 1e-3 / norm;
-        Ok(Snapshot::from_entries(
-            previous
-                .entries()
-                .iter()
-                .zip(fresh.entries())
-                .map(|(p, f)| ParamEntry {
-                    value: p.value.clone() + f.value.clone().mul_scalar(mix),
-                    ..p.clone()
-                })
-                .collect(),
-        ))
+        let fresh = fresh.flatten();
+        let mix = fresh.clone().square().sum().sqrt().recip().mul_scalar(1e-3);
+        Ok(params.with_flat(previous.flatten() + fresh * mix)?)
     }
+}
+
+/// `numel` numbers in `[0, 1)` drawn on the device from `seed` (`[0, 1)`, one host draw per
+/// start vector): a sine hash of the element's index, `frac(43758.5453·sin(12.9898·i + a))`
+/// twice over. Enough for a start vector (it needs a component along the top eigenvector,
+/// not statistical quality), the same bits for the same seed, and no `numel` host numbers to
+/// upload.
+fn device_uniform(numel: usize, seed: f64, options: TensorCreationOptions) -> Tensor<1> {
+    let frac = |x: Tensor<1>| x.clone() - x.floor();
+    let index = Tensor::<1, burn::tensor::Int>::arange(0..numel as i64, &options.device)
+        .float()
+        .cast(options.dtype_or(burn::tensor::DType::F32));
+    let first = frac(
+        (index.clone().mul_scalar(12.9898).add_scalar(1000.0 * seed))
+            .sin()
+            .mul_scalar(43758.5453),
+    );
+    frac(
+        (first.mul_scalar(78.233) + index.mul_scalar(0.618_034))
+            .sin()
+            .mul_scalar(43758.5453),
+    )
 }
 
 /// HessMaxEV's settings.

@@ -23,6 +23,8 @@
 //! transformer with `d_model` 128, 2 layers, 4 heads, sequences of 64 tokens, batch 32. Prints
 //! `overhead <model>/<config>/<engine> <ratio>`, `peak_memory …`, `reads_per_step …` and
 //! `values_read_per_step …` lines (device→host reads per tracked step, from the read ledger).
+//! `--histograms auto|host|device` picks where GradHist1d counts (default `auto`: the host on
+//! CPU backends, the device elsewhere).
 
 use std::time::Instant;
 
@@ -31,6 +33,7 @@ use burn::nn::DropoutConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
+use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{ExactPerSample, Recorder};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, Snapshot, StepInfo,
@@ -449,10 +452,10 @@ fn timed<T: Task>(
 ) -> Result<Timing, Box<dyn std::error::Error>> {
     let mut model = task.model(device);
     let mut cockpit = match kinds {
-        Some(kinds) => Some(Cockpit::from_kinds(
-            kinds.iter().copied(),
-            &Schedule::every_step(),
-        )?),
+        Some(kinds) => Some(
+            Cockpit::from_kinds(kinds.iter().copied(), &Schedule::every_step())?
+                .with_histogram_engine(histogram_engine()),
+        ),
         None => None,
     };
     HEAP.reset_peak_usage();
@@ -470,6 +473,15 @@ fn timed<T: Task>(
     let seconds = start.elapsed().as_secs_f64() / steps as f64;
     let peak = HEAP.peak_usage().saturating_sub(before) as f64;
     Ok((seconds, peak, (median(reads), median(values))))
+}
+
+/// Where the benchmark's histograms count: `--histograms auto|host|device` (default `auto`).
+fn histogram_engine() -> HistogramEngine {
+    match arg("--histograms", "auto".to_string()).as_str() {
+        "host" => HistogramEngine::Host,
+        "device" => HistogramEngine::Device,
+        _ => HistogramEngine::Auto,
+    }
 }
 
 /// Plain against tracked steps, interleaved.

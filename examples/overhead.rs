@@ -2,14 +2,19 @@
 //! the same process on the same data (run it in release):
 //!
 //! ```text
-//! cargo run --release --example overhead [-- --model mlp|cnn --engine fast|exact
-//!     --steps 30 --repeats 3 --interval 1 --only economy,NormTest]
+//! cargo run --release --example overhead [-- --model mlp|cnn|3c3d --engine fast|exact
+//!     --histograms auto|host|device --steps 30 --repeats 3 --interval 1 --only economy,NormTest]
 //! ```
 //!
 //! `mlp` is the setup of `PERFORMANCE_ANCHOR` (the real Cockpit's numbers on a 2-core machine):
 //! an MLP 784-256-128-10 with ReLU, cross-entropy, batch 128, SGD lr 0.01, random inputs. `cnn`
 //! is a small CNN on 28×28 inputs (two 3×3 stride-2 convolutions, 8 and 16 channels, and a
-//! Linear head). `--engine exact` gives the per-sample quantities single-sample backward
+//! Linear head). `3c3d` is the Cockpit paper's run-time problem, DeepOBS cifar10_3c3d (conv
+//! 3→64 k5 valid, max-pool 3 stride 2; conv 64→96 k3 valid, max-pool; conv 96→128 k3 same,
+//! max-pool; fc 1152→512→256→10; ReLU) on `[128, 3, 32, 32]` random inputs (the pools pad one
+//! on each side where TensorFlow's "same" pads one on the right and bottom: the same shapes
+//! and cost). `--histograms` picks where GradHist1d and GradHist2d count (default `auto`:
+//! the host on CPU backends, the device elsewhere). `--engine exact` gives the per-sample quantities single-sample backward
 //! passes instead of the instrumented layers' fast path. `--interval N` tracks every N-th step;
 //! `--only a,b` keeps the named configurations. Prints one line per configuration as
 //! `overhead <name> <ratio>` plus absolute milliseconds per step, and `peak_memory <name>
@@ -22,6 +27,7 @@ use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2dConfig;
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
@@ -31,6 +37,7 @@ use burn_cockpit::curvature::{
     Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
     MlpLayer, MlpLoss,
 };
+use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
@@ -49,8 +56,10 @@ use bench::{arg, median};
 const BATCH: usize = 128;
 const LR: f64 = 0.01;
 
-/// A benchmark model on `[B, 784]` inputs with 10 classes.
+/// A benchmark model on `[B, FEATURES]` inputs with 10 classes.
 trait Net: Module + Sync + 'static {
+    /// Input features per sample (reshaped by the model as it needs).
+    const FEATURES: usize = 784;
     fn new(device: &Device) -> Self;
     fn forward(&self, x: Tensor<2>) -> Tensor<2>;
     /// Exact curvature diagonals, where the net is a plain MLP.
@@ -185,6 +194,55 @@ impl Net for Cnn {
     }
 }
 
+/// DeepOBS cifar10_3c3d, the Cockpit paper's run-time benchmark problem.
+#[derive(Module, Debug)]
+struct ThreeC3D {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    conv3: Conv2d,
+    pool: MaxPool2d,
+    fc1: Linear,
+    fc2: Linear,
+    fc3: Linear,
+}
+
+impl Net for ThreeC3D {
+    const FEATURES: usize = 3 * 32 * 32;
+
+    fn new(device: &Device) -> Self {
+        let conv = |c_in, c_out, k, pad| {
+            Conv2dConfig::new([c_in, c_out], [k, k])
+                .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+                .init(device)
+                .into()
+        };
+        let linear = |i, o| LinearConfig::new(i, o).init(device).into();
+        Self {
+            conv1: conv(3, 64, 5, 0),
+            conv2: conv(64, 96, 3, 0),
+            conv3: conv(96, 128, 3, 1),
+            pool: MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(),
+            fc1: linear(1152, 512),
+            fc2: linear(512, 256),
+            fc3: linear(256, 10),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = self
+            .pool
+            .forward(relu(self.conv1.forward(x.reshape([b, 3, 32, 32]))));
+        let h = self.pool.forward(relu(self.conv2.forward(h)));
+        let h = self.pool.forward(relu(self.conv3.forward(h)));
+        let h = relu(self.fc1.forward(h.reshape([b, 1152])));
+        self.fc3.forward(relu(self.fc2.forward(h)))
+    }
+}
+
 fn per_sample_loss<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
     let b = x.dims()[0];
     (log_softmax(model.forward(x), 1) * y)
@@ -303,9 +361,15 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     let interval: usize = arg("--interval", 1);
     let engine: String = arg("--engine", "fast".to_string());
     let exact = engine == "exact";
+    let histograms = match arg("--histograms", "auto".to_string()).as_str() {
+        "host" => HistogramEngine::Host,
+        "device" => HistogramEngine::Device,
+        _ => HistogramEngine::Auto,
+    };
     let data: Vec<(Tensor<2>, Tensor<2>)> = (0..8)
         .map(|_| {
-            let x = Tensor::<2>::random([BATCH, 784], Distribution::Normal(0.0, 1.0), device);
+            let x =
+                Tensor::<2>::random([BATCH, M::FEATURES], Distribution::Normal(0.0, 1.0), device);
             let labels = Tensor::<2>::random([BATCH, 10], Distribution::Uniform(0.0, 1.0), device);
             let y = labels.clone().equal(labels.max_dim(1)).float();
             (x, y)
@@ -344,7 +408,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     }
     let _ = run::<M>(device, 3, None, exact, &data); // warm-up
     println!(
-        "model {name}, batch {BATCH}, engine {engine}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
+        "model {name}, batch {BATCH}, engine {engine}, histograms {histograms:?}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
     let (mut plain_times, mut plain_peaks) = (Vec::new(), Vec::new());
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
@@ -357,7 +421,8 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         plain_times.push(plain.seconds);
         plain_peaks.push(plain.peak_bytes as f64);
         for (i, (name, kinds)) in configs.iter().enumerate() {
-            let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?;
+            let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?
+                .with_histogram_engine(histograms);
             let tracked = run::<M>(device, steps, Some(cockpit), exact, &data);
             results[i].push(tracked.seconds);
             peaks[i].push(tracked.peak_bytes as f64);
@@ -414,6 +479,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = device.autodiff();
     match arg("--model", "mlp".to_string()).as_str() {
         "cnn" => bench::<Cnn>(&device, "cnn (conv 1→8→16, 3×3 stride 2, Linear 784→10)"),
+        "3c3d" => bench::<ThreeC3D>(&device, "cifar10_3c3d (DeepOBS)"),
         _ => bench::<Mlp>(&device, "mlp 784-256-128-10"),
     }
 }

@@ -160,10 +160,15 @@ impl Cockpit {
     ///
     /// [`HistogramEngine::Auto`]: crate::histogram::HistogramEngine::Auto
     pub fn with_histogram_engine(mut self, engine: crate::histogram::HistogramEngine) -> Self {
+        self.set_histogram_engine(engine);
+        self
+    }
+
+    /// [`Cockpit::with_histogram_engine`] on a Cockpit in use (from the next tracked step).
+    pub fn set_histogram_engine(&mut self, engine: crate::histogram::HistogramEngine) {
         for quantity in &mut self.quantities {
             quantity.use_histogram_engine(engine);
         }
-        self
     }
 
     /// Also streams every tracked step as one JSON line to `path` (created or truncated now).

@@ -981,7 +981,7 @@ key = "GradNorm[keyed]"
 [[quantity]]
 class = "GradHist1d"
 key = "GradHist1d[bins=10]"
-kwargs = { bins = 10, range = [-0.5, 0.5] }
+kwargs = { bins = 10, range = [-0.5, 0.5], engine = "device" }
 "#,
     )
     .unwrap();

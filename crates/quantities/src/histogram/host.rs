@@ -134,6 +134,15 @@ impl Axis {
         self.bins
     }
 
+    /// The rule as arithmetic: `bin(x) = min(⌊((clamp(x, lo, hi) − offset)·mul)/div⌋, bins − 1)`
+    /// with `((lo, hi), offset, mul, div)` returned here, the operations in this order.
+    pub(crate) fn formula(&self) -> ((f64, f64), f64, f64, f64) {
+        match self.rule {
+            Rule::Histc => (self.clamp, self.lo, self.bins as f64, self.hi - self.lo),
+            Rule::Centred => (self.clamp, self.lo, 1.0, self.width),
+        }
+    }
+
     /// `thresholds[k]`, the smallest value whose bin is at least `k`, for `k = 1 … bins − 1`:
     /// `bin(x) = #{k ≥ 1 : x ≥ thresholds[k]}` (a NaN passes none: bin 0).
     pub(crate) fn thresholds(&self) -> &[f64] {

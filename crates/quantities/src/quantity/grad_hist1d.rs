@@ -8,7 +8,7 @@ use super::bin_adaptation::{BinAdaptation, linspace};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
-use crate::histogram::device::{DeviceAxis, count_elements, counts_from_reached};
+use crate::histogram::device::{DeviceAxis, count_elements};
 use crate::histogram::host::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::read_into;
@@ -27,9 +27,10 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 /// device elsewhere).
 ///
 /// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
-/// are compared with the `bins − 1` bin thresholds and summed: `bins − 1` integers per step
-/// join the step's one batched read, and nothing else is read. Work `O(B·D·bins)` comparisons,
-/// memory at most 2²² comparisons per operation.
+/// get their bin from the rule's formula, corrected against the exact thresholds, and are
+/// counted by one 0/1 matrix product per piece: `bins` integers per step join the step's one
+/// batched read, and nothing else is read. Work per element: the formula, a correction round
+/// or two and `≈ 2√bins` 0/1 entries; memory at most 2²² such entries per operation.
 ///
 /// On the host, linear layers on the fast path hand over rank-one per-sample gradients `a_n e_nᵀ`, read to
 /// the host once (`B·(d_in + d_out)` numbers per layer) and binned there without forming
@@ -101,16 +102,15 @@ impl GradHist1d {
         self
     }
 
-    /// The histogram of a step from its host counts and the device's reached counts.
-    fn value(&mut self, awaiting: Awaiting, reached: &[f64]) -> (usize, Value) {
+    /// The histogram of a step from its host counts and the device's counts (read back).
+    fn value(&mut self, awaiting: Awaiting, device: &[f64]) -> (usize, Value) {
         let Awaiting {
             step,
             range: (lo, hi),
             mut host,
-            device_total,
         } = awaiting;
-        if device_total > 0 {
-            add_into(&mut host, &counts_from_reached(device_total, reached));
+        for (total, count) in host.iter_mut().zip(device) {
+            *total += *count as u64;
         }
         let hist: Vec<f64> = host.into_iter().map(|c| c as f64).collect();
         if let Some(message) = one_bin_warning(&hist, (lo, hi)).filter(|_| !self.warned_one_bin) {
@@ -123,13 +123,11 @@ impl GradHist1d {
     }
 }
 
-/// One step's counts: binned on the host, and how many elements reached each threshold on the
-/// device.
+/// One step's counts: binned on the host, and on the device.
 #[derive(Debug, Clone, Default)]
 struct Counts {
     host: Option<Vec<u64>>,
-    reached: Option<Tensor<1, Int>>,
-    device_total: u64,
+    device: Option<Tensor<1, Int>>,
 }
 
 /// A step waiting for its device counts.
@@ -138,7 +136,6 @@ struct Awaiting {
     step: usize,
     range: (f64, f64),
     host: Vec<u64>,
-    device_total: u64,
 }
 
 /// Elements per task when a dense chunk is binned on the host.
@@ -239,13 +236,12 @@ impl Quantity for GradHist1d {
         };
         if self.engine.counts_on(&device.0) {
             let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device.0, device.1);
-            let (reached, total) = count_elements(axis, elements);
+            let counted = count_elements(axis, elements);
             let counts = self.counts.at(step);
-            counts.device_total += total;
-            counts.reached = match (counts.reached.take(), reached) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, b) => a.or(b),
-            };
+            counts.device = Some(match counts.device.take() {
+                Some(total) => total + counted,
+                None => counted,
+            });
             return Ok(());
         }
         let binned = match elements {
@@ -292,17 +288,16 @@ impl Quantity for GradHist1d {
             step: ctx.step,
             range: self.range,
             host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
-            device_total: counts.device_total,
         };
         if let Some(adapt) = &self.adapt
             && let Some(range) = adapt.adapt(ctx)?
         {
             self.range = range;
         }
-        match counts.reached {
-            Some(reached) => {
+        match counts.device {
+            Some(device) => {
                 self.awaiting = Some(awaiting);
-                Ok(Enqueued::Read(vec![reached.into()]))
+                Ok(Enqueued::Read(vec![device.into()]))
             }
             None => Ok(Enqueued::Done(Some(self.value(awaiting, &[])))),
         }

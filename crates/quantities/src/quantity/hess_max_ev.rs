@@ -68,7 +68,9 @@ pub enum EigenMethod {
 /// differences two full forward and backward passes); warm-started Lanczos took a median of 13
 /// (at most 25) products per step on the benchmark MLP (`BENCHMARKS.md`), power iteration
 /// 5–51 on the fixtures. Lanczos keeps its basis (one parameter-sized
-/// vector per product) and the eigenvector until the next tracked step.
+/// vector per product, as one matrix on the device) and the eigenvector until the next tracked
+/// step. Reads: one per product (two numbers); start vectors are drawn and mixed on the
+/// device.
 #[derive(Debug, Clone)]
 pub struct HessMaxEV {
     schedule: Schedule,

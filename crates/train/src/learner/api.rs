@@ -176,6 +176,19 @@ impl CockpitLearner {
         Ok(self)
     }
 
+    /// Counts GradHist1d's and GradHist2d's elements with `engine`
+    /// ([`Cockpit::with_histogram_engine`]; by default the host on CPU backends and the device
+    /// on GPU backends, [`HistogramEngine::Auto`]).
+    ///
+    /// [`HistogramEngine::Auto`]: cockpit_quantities::histogram::HistogramEngine::Auto
+    pub fn with_histogram_engine(
+        self,
+        engine: cockpit_quantities::histogram::HistogramEngine,
+    ) -> Self {
+        self.lock().cockpit.set_histogram_engine(engine);
+        self
+    }
+
     /// Runs `cockpit diagnose`'s checks on everything tracked so far at every epoch end and
     /// warns (`log::warn!` and [`CockpitLearner::warnings`]) once for each new finding, with
     /// the model's parameter names. Opt-in: the checks cost one pass over the logged series

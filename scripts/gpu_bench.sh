@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs the benchmark set of BENCHMARKS.md on a GPU backend and writes every output to one folder.
+#
+#   scripts/gpu_bench.sh [cuda|wgpu] [OUT_DIR]
+#
+# Default backend: cuda if `nvidia-smi` works, else wgpu. Builds the benchmark examples in
+# release with that backend's feature (burn's fusion on, autotune off), then, for the MLP of
+# PERFORMANCE_ANCHOR.md, the Cockpit paper's cifar10_3c3d, and the guide CNN and transformer of
+# `examples/architectures.rs`: economy, business and full at every step with the histograms
+# counted on the host and on the device. Each run prints `overhead`, `reads_per_step` and
+# `values_read_per_step` lines; `summary.txt` collects them. Copy the figures into
+# BENCHMARKS.md with the GPU's name (`gpu.txt`).
+#
+# Environment: STEPS (default 30), REPEATS (default 3); TIMEOUT per run in seconds (default 900).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+backend="${1:-}"
+if [[ -z "$backend" ]]; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
+        backend=cuda
+    else
+        backend=wgpu
+    fi
+fi
+case "$backend" in
+    cuda | wgpu) ;;
+    *)
+        echo "usage: $0 [cuda|wgpu] [OUT_DIR]" >&2
+        exit 2
+        ;;
+esac
+out="${2:-bench-$backend-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out"
+steps="${STEPS:-30}"
+repeats="${REPEATS:-3}"
+limit="${TIMEOUT:-900}"
+
+{
+    echo "backend $backend, $(date -u)"
+    if [[ "$backend" == cuda ]]; then nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true; fi
+    if command -v vulkaninfo >/dev/null 2>&1; then vulkaninfo --summary 2>/dev/null | grep -E "deviceName|driverName" || true; fi
+    uname -a
+    nproc
+} >"$out/gpu.txt" 2>&1
+
+echo "building the benchmarks (release, --features $backend) ..."
+cargo build --release --features "$backend" --example overhead --example architectures 2>&1 |
+    tail -n 3
+bin=target/release/examples
+export BURN_COCKPIT_DEVICE="$backend"
+
+run() {
+    local name="$1"
+    shift
+    echo "== $name: $*"
+    if ! timeout "$limit" "$@" >"$out/$name.txt" 2>&1; then
+        echo "   (failed or timed out after ${limit}s; see $out/$name.txt)"
+    fi
+    grep -E "^(model|backend|plain|overhead|reads_per_step|values_read_per_step|hvp_products)" \
+        "$out/$name.txt" | sed "s/^/$name: /" >>"$out/summary.txt" || true
+}
+
+configs=economy,economy_without_GradHist1d,business,full,GradHist1d,GradHist2d,HessMaxEV
+for model in mlp 3c3d; do
+    for histograms in host device; do
+        run "overhead-$model-$histograms" "$bin/overhead" --model "$model" \
+            --histograms "$histograms" --steps "$steps" --repeats "$repeats" --only "$configs"
+    done
+done
+for histograms in host device; do
+    run "architectures-$histograms" "$bin/architectures" --bench --no-exact \
+        --histograms "$histograms" --steps "$steps" --repeats "$repeats" --only economy,GradHist1d
+done
+
+echo "done: $out/summary.txt"

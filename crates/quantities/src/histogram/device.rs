@@ -311,6 +311,11 @@ mod tests {
         out
     }
 
+    fn read_counts(counts: Tensor<1, Int>) -> Vec<u64> {
+        let host = read_together(vec![counts]).unwrap().concat();
+        host.into_iter().map(|c| c as u64).collect()
+    }
+
     fn host_counts(axis: &Axis, values: &[f64]) -> Vec<u64> {
         let mut counts = vec![0; axis.bins()];
         for &v in values {
@@ -330,8 +335,7 @@ mod tests {
         .cast(dtype);
         let g = tensor.reshape([1, values.len()]);
         let counts = count_elements(device_axis, Elements::Dense(g));
-        let host = read_together(vec![counts]).unwrap().concat();
-        host.into_iter().map(|c| c as u64).collect()
+        read_counts(counts)
     }
 
     #[test]
@@ -393,12 +397,7 @@ mod tests {
             )),
             Tensor::from_data(TensorData::new(theta, [numel]), f64s),
         );
-        let got: Vec<u64> = read_together(vec![counts])
-            .unwrap()
-            .concat()
-            .into_iter()
-            .map(|c| c as u64)
-            .collect();
+        let got = read_counts(counts);
         assert_eq!(got, expected);
     }
 
@@ -444,12 +443,7 @@ mod tests {
                 e: Tensor::from_data(TensorData::new(e, [b, d_out]), f32s),
             },
         );
-        let on_device: Vec<u64> = read_together(vec![counts])
-            .unwrap()
-            .concat()
-            .into_iter()
-            .map(|c| c as u64)
-            .collect();
+        let on_device = read_counts(counts);
         let on_host = host_counts(&axis, &exact);
         let moved: u64 = on_device
             .iter()

@@ -128,10 +128,15 @@ impl Awaiting {
 
     /// `(step, batch)` of the read being finished.
     pub(crate) fn take(&mut self) -> Result<(usize, usize), QuantityError> {
-        self.0
-            .take()
-            .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))
+        awaited(&mut self.0)
     }
+}
+
+/// What a quantity kept from [`Quantity::enqueue`] for [`Quantity::finish`], taken; an error
+/// for a `finish` without an enqueued read.
+pub(crate) fn awaited<T>(slot: &mut Option<T>) -> Result<T, QuantityError> {
+    slot.take()
+        .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))
 }
 
 pub(crate) fn missing_per_sample() -> QuantityError {

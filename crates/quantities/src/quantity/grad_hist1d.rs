@@ -3,7 +3,7 @@
 use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
-use super::base::{Enqueued, Quantity, StepContext, check_axis, compute_now};
+use super::base::{Enqueued, Quantity, StepContext, awaited, check_axis, compute_now};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
@@ -304,10 +304,7 @@ impl Quantity for GradHist1d {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let awaiting = self
-            .awaiting
-            .take()
-            .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))?;
+        let awaiting = awaited(&mut self.awaiting)?;
         Ok(Some(self.value(awaiting, host)))
     }
 }

@@ -3,7 +3,9 @@
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use serde::Deserialize;
 
-use super::base::{Enqueued, MAX_BINS_2D, Quantity, StepContext, check_axis, compute_now, invalid};
+use super::base::{
+    Enqueued, MAX_BINS_2D, Quantity, StepContext, awaited, check_axis, compute_now, invalid,
+};
 use super::bin_adaptation::{BinAdaptation, linspace};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
@@ -372,10 +374,7 @@ impl Quantity for GradHist2d {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let awaiting = self
-            .awaiting
-            .take()
-            .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))?;
+        let awaiting = awaited(&mut self.awaiting)?;
         Ok(Some(self.value(awaiting, host)))
     }
 }

@@ -17,8 +17,10 @@ use crate::{CockpitError, Schedule, Value};
 /// [`QuantityKind::configure`] to each type's [`QuantityType`] implementation.
 macro_rules! kinds {
     ($($kind:ident => $ty:ty),* $(,)?) => {
-        /// One of Cockpit's quantities, by its class name.
+        /// One of Cockpit's quantities, by its class name. Non-exhaustive: a new quantity is
+        /// not a breaking change for a `match` downstream.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
         pub enum QuantityKind {
             $(
                 #[doc = concat!("Cockpit's `", stringify!($kind), "` ([`", stringify!($ty), "`]).")]

@@ -353,3 +353,30 @@ on_every_backend!(
     host_histograms_stay_within_todays_reads,
     eigen_solvers_read_once_per_product
 );
+
+/// `auto` counts on the host of a software rasterizer: Mesa's lavapipe names itself
+/// `llvmpipe (…)`, and it is no card.
+#[cfg(feature = "wgpu")]
+#[test]
+fn auto_counts_on_the_host_of_a_software_rasterizer() {
+    let device = common::wgpu().device;
+    let name = device
+        .as_dispatch()
+        .identity()
+        .map(|identity| identity.name)
+        .unwrap_or_default();
+    let software = [
+        "llvmpipe",
+        "lavapipe",
+        "SwiftShader",
+        "Microsoft Basic Render",
+    ]
+    .iter()
+    .any(|s| name.contains(s));
+    println!("wgpu adapter: {name}");
+    if software {
+        assert!(!HistogramEngine::Auto.counts_on(&device), "{name}");
+    }
+    assert!(HistogramEngine::Device.counts_on(&device));
+    assert!(!HistogramEngine::Auto.counts_on(&burn::tensor::Device::flex()));
+}

@@ -9,8 +9,9 @@ use serde::Deserialize;
 ///   core. On a GPU each chunk is a synchronisation and a copy of `b·numel` values.
 /// - `Device`: elements are compared with the bin thresholds on the device and only counts
 ///   come back, in the step's one batched read.
-/// - `Auto` (the default): the host on CPU backends (flex, ndarray), where it is faster
-///   (`BENCHMARKS.md`), the device on every other backend (wgpu, cuda).
+/// - `Auto` (the default): the device on a graphics card (wgpu, cuda), the host everywhere
+///   else: on CPU backends (flex, ndarray) and on wgpu over a software rasterizer (Mesa's
+///   lavapipe), where host counting is hundreds of times faster (`BENCHMARKS.md`).
 ///
 /// Both engines give identical counts for materialised elements. For rank-one gradients
 /// `a_{n,i}·e_{n,o}` the host bins the exact product; the device bins the product rounded to
@@ -34,12 +35,30 @@ impl HistogramEngine {
         match self {
             HistogramEngine::Host => false,
             HistogramEngine::Device => true,
-            HistogramEngine::Auto => !is_cpu_backend(device),
+            HistogramEngine::Auto => is_a_card(device),
         }
     }
 }
 
+/// Whether `device` is a graphics card: a cubecl device that reports a physical card (a CPU
+/// runtime or a software rasterizer reports none).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn is_a_card(device: &Device) -> bool {
+    device
+        .as_dispatch()
+        .identity()
+        .is_some_and(|identity| identity.physical.is_some())
+}
+
+/// Without burn's GPU backends compiled in here, every backend but the CPU ones counts as a
+/// card.
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn is_a_card(device: &Device) -> bool {
+    !is_cpu_backend(device)
+}
+
 /// Whether `device` belongs to one of burn's CPU backends (flex, ndarray, or LibTorch's CPU).
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
 fn is_cpu_backend(device: &Device) -> bool {
     // burn 0.22 names the backend in the device's variant; the variants exist only under
     // burn's backend features, so the name is matched rather than the variant.

@@ -23,8 +23,8 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 ///
 /// # Cost
 ///
-/// Where the counting runs is the [`HistogramEngine`] (`Auto`: the host on CPU backends, the
-/// device elsewhere).
+/// Where the counting runs is the [`HistogramEngine`] (`Auto`: the device on a graphics
+/// card, the host on CPU backends and software rasterizers).
 ///
 /// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
 /// get their bin from the rule's formula, corrected against the exact thresholds, and are

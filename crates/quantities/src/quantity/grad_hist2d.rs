@@ -28,21 +28,21 @@ use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Valu
 ///
 /// # Cost
 ///
-/// Where the counting runs is the [`HistogramEngine`] (`Auto`: the host on CPU backends, the
-/// device elsewhere).
+/// Where the counting runs is the [`HistogramEngine`] (`Auto`: the device on a graphics
+/// card, the host on CPU backends and software rasterizers).
 ///
 /// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
-/// and the parameter's values become one-hot bin rows by comparison with the axes'
-/// thresholds, and one 0/1 matrix product per piece counts the pairs: `x·y` integers per step
-/// (per parameter with `keep_individual`) join the step's one batched read.
+/// and the parameter's values get their bins from the rule's formula, corrected against the
+/// exact thresholds, and one 0/1 matrix product per piece counts the pairs: `x·y` integers
+/// per step (per parameter with `keep_individual`) join the step's one batched read.
 ///
 /// On the host, linear layers on the fast path hand over rank-one per-sample gradients
-/// `a_n e_nᵀ` (read to the host once, with the layer's parameters): rows whose products lie either side of
-/// zero in the two x-bins around it (small gradients) are counted by one 0/1 matrix product
-/// `[d_in, 2B]×[2B, d_out]` on the device (as large as the weight gradient) and one pass over
-/// the parameter's y-bins; the other rows pair each product with its parameter's y-bin on the
-/// host, on every core. Other parameters are materialised chunk by chunk and scattered on the
-/// device. One host read of `x·y` counts (per parameter with `keep_individual`).
+/// `a_n e_nᵀ` (read to the host once, with the layer's parameters): rows whose products lie
+/// either side of zero in the two x-bins around it (small gradients) are counted by one 0/1
+/// matrix product `[d_in, 2B]×[2B, d_out]` on the device (as large as the weight gradient)
+/// and one pass over the parameter's y-bins; the other rows pair each product with its
+/// parameter's y-bin on the host, on every core. Other parameters are materialised chunk by
+/// chunk, read with the parameter's values and counted on every core.
 #[derive(Debug, Clone)]
 pub struct GradHist2d {
     schedule: Schedule,

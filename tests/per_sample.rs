@@ -144,6 +144,25 @@ fn histogram_counts(cockpit: &Cockpit, step: usize, key: &str) -> Vec<f64> {
     }
 }
 
+/// Histogram `key` at `step` of two Cockpits, which must count the same number of elements:
+/// both counts, how many elements sit in another bin (half the absolute differences), and the
+/// total.
+fn compare_histograms(
+    a: &Cockpit,
+    b: &Cockpit,
+    step: usize,
+    key: &str,
+) -> (Vec<f64>, Vec<f64>, f64, f64) {
+    let (a, b) = (
+        histogram_counts(a, step, key),
+        histogram_counts(b, step, key),
+    );
+    let total = a.iter().sum::<f64>();
+    assert_eq!(total, b.iter().sum::<f64>(), "{key} at {step}: totals");
+    let moved = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+    (a, b, moved, total)
+}
+
 /// The fast-path and exact-fallback Cockpits agree on every per-sample quantity over `steps`
 /// steps (Alpha on all but the last), to `rel`.
 fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize, rel: f64) {
@@ -163,21 +182,11 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize, rel: 
             );
         }
         for key in ["GradHist1d", "GradHist2d"] {
-            let (a, b) = (
-                histogram_counts(fast, step, key),
-                histogram_counts(exact, step, key),
-            );
-            assert_eq!(
-                a.iter().sum::<f64>(),
-                b.iter().sum::<f64>(),
-                "{key} at {step}: totals"
-            );
             // Float32 sums in another order can push an element across a bin edge (the edge at
             // zero above all, for elements that are ±tiny); wgpu's reductions are not even
             // deterministic (0–4 of 1632 moved over repeated runs of the channel model). A wrong
             // formula moves hundreds.
-            let total = a.iter().sum::<f64>();
-            let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
+            let (_, _, moved, total) = compare_histograms(fast, exact, step, key);
             assert!(
                 moved <= (0.01 * total).max(2.0),
                 "{key} at {step}: {moved} of {total} moved"
@@ -304,20 +313,10 @@ where
 fn assert_host_equals_device(host: &Cockpit, device: &Cockpit, steps: usize, backend: &Backend) {
     for step in 0..steps {
         for key in ["GradHist1d", "GradHist2d"] {
-            let (a, b) = (
-                histogram_counts(host, step, key),
-                histogram_counts(device, step, key),
-            );
-            assert_eq!(
-                a.iter().sum::<f64>(),
-                b.iter().sum::<f64>(),
-                "{key} at {step}: totals"
-            );
+            let (a, b, moved, total) = compare_histograms(host, device, step, key);
             if backend.dtype == burn::tensor::DType::F64 {
                 assert_eq!(a, b, "{key} at {step} on {}: host and device", backend.name);
             } else {
-                let total = a.iter().sum::<f64>();
-                let moved: f64 = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>() / 2.0;
                 assert!(
                     moved <= (1e-3 * total).max(2.0),
                     "{key} at {step} on {}: {moved} of {total} moved",

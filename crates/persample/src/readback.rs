@@ -198,29 +198,25 @@ pub fn read_together<R: Into<Readable>>(parts: Vec<R>) -> Result<Vec<Vec<f64>>, 
         }
     }
     let (mut float_values, mut int_values) = (Vec::new(), Vec::new());
-    let total: usize = lengths.iter().sum();
-    match (floats.is_empty(), ints.is_empty()) {
-        (true, true) => {}
-        (false, true) => float_values = read_values(Tensor::cat(floats, 0))?,
-        (true, false) => {
-            record(total);
-            let data = Tensor::cat(ints, 0)
-                .try_into_data()
-                .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
-            host_values(data, &mut int_values);
+    let (has_floats, has_ints) = (!floats.is_empty(), !ints.is_empty());
+    if has_floats || has_ints {
+        let mut transaction = Transaction::default();
+        if has_floats {
+            transaction = transaction.register(Tensor::cat(floats, 0));
         }
-        (false, false) => {
-            record(total);
-            let data = Transaction::default()
-                .register(Tensor::cat(floats, 0))
-                .register(Tensor::cat(ints, 0))
-                .try_execute()
-                .map_err(|err| PerSampleError::Read(format!("{err:?}")))?;
-            let mut data = data.into_iter();
-            if let (Some(f), Some(i)) = (data.next(), data.next()) {
-                host_values(f, &mut float_values);
-                host_values(i, &mut int_values);
-            }
+        if has_ints {
+            transaction = transaction.register(Tensor::cat(ints, 0));
+        }
+        record(lengths.iter().sum());
+        let mut data = transaction
+            .try_execute()
+            .map_err(|err| PerSampleError::Read(format!("{err:?}")))?
+            .into_iter();
+        if has_floats && let Some(floats) = data.next() {
+            host_values(floats, &mut float_values);
+        }
+        if has_ints && let Some(ints) = data.next() {
+            host_values(ints, &mut int_values);
         }
     }
     let (mut float_rest, mut int_rest) = (float_values.as_slice(), int_values.as_slice());

@@ -168,6 +168,25 @@ impl DeviceAxis {
     }
 }
 
+/// The device and float type a chunk's elements live in.
+pub(crate) fn placement(elements: &Elements) -> (Device, DType) {
+    match elements {
+        Elements::Dense(g) => (g.device(), g.dtype()),
+        Elements::Outer { a, .. } => (a.device(), a.dtype()),
+    }
+}
+
+/// `counts` added to a running `total` (`counts` itself for the first).
+pub(crate) fn add_counts<const D: usize>(
+    total: Option<Tensor<D, Int>>,
+    counts: Tensor<D, Int>,
+) -> Tensor<D, Int> {
+    match total {
+        Some(total) => total + counts,
+        None => counts,
+    }
+}
+
 /// `[n, width]` 0/1 rows: `index` one-hot, in `dtype`.
 fn one_hot(index: Tensor<1, Int>, width: usize, dtype: DType) -> Tensor<2> {
     let n = index.dims()[0];
@@ -182,24 +201,20 @@ fn count_indices(index: Tensor<1, Int>, bins: usize, dtype: DType) -> Tensor<1, 
     let high = bins.div_ceil(low);
     let n = index.dims()[0];
     let rows = (LIMIT / (low + high)).clamp(1, EXACT_F32);
-    let mut total: Option<Tensor<1, Int>> = None;
-    for piece in 0..n.div_ceil(rows) {
-        let start = piece * rows;
-        let part = index.clone().narrow(0, start, rows.min(n - start));
-        let h = one_hot(part.clone().div_scalar(low as i64), high, dtype);
-        let l = one_hot(part.remainder_scalar(low as i64), low, dtype);
-        let counts = h
-            .transpose()
-            .matmul(l)
-            .reshape([high * low])
-            .narrow(0, 0, bins)
-            .int();
-        total = Some(match total {
-            Some(t) => t + counts,
-            None => counts,
-        });
-    }
-    total.unwrap_or_else(|| Tensor::zeros([bins], &index.device()))
+    (0..n.div_ceil(rows))
+        .map(|piece| {
+            let start = piece * rows;
+            let part = index.clone().narrow(0, start, rows.min(n - start));
+            let h = one_hot(part.clone().div_scalar(low as i64), high, dtype);
+            let l = one_hot(part.remainder_scalar(low as i64), low, dtype);
+            h.transpose()
+                .matmul(l)
+                .reshape([high * low])
+                .narrow(0, 0, bins)
+                .int()
+        })
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| Tensor::zeros([bins], &index.device()))
 }
 
 /// A chunk's per-sample gradients `[b, numel]`, materialised a few samples at a time: the
@@ -261,11 +276,7 @@ pub(crate) fn count_pairs(
                 .sum_dim(0)
                 .reshape([len, xb]);
             let ty = one_hot(y.bins_of(theta.clone().narrow(0, start, len)), yb, x.dtype);
-            let counts = per_element.transpose().matmul(ty).int();
-            total = Some(match total {
-                Some(t) => t + counts,
-                None => counts,
-            });
+            total = Some(add_counts(total, per_element.transpose().matmul(ty).int()));
         }
     }
     match total {

@@ -8,7 +8,7 @@ use super::bin_adaptation::{BinAdaptation, linspace};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
-use crate::histogram::device::{DeviceAxis, count_elements};
+use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
 use crate::histogram::host::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::read_into;
@@ -32,8 +32,8 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 /// batched read, and nothing else is read. Work per element: the formula, a correction round
 /// or two and `≈ 2√bins` 0/1 entries; memory at most 2²² such entries per operation.
 ///
-/// On the host, linear layers on the fast path hand over rank-one per-sample gradients `a_n e_nᵀ`, read to
-/// the host once (`B·(d_in + d_out)` numbers per layer) and binned there without forming
+/// On the host, linear layers on the fast path hand over rank-one per-sample gradients
+/// `a_n e_nᵀ`, read to the host once (`B·(d_in + d_out)` numbers per layer) and binned there without forming
 /// their `d_in·d_out` elements: a row `a_{n,i}·e_n` whose products all lie either side of
 /// zero in the two bins around it (small gradients) costs `O(1)`, a row spanning more bins a
 /// binary search per bin edge over the sorted factors, on every core (see
@@ -230,18 +230,12 @@ impl Quantity for GradHist1d {
     ) -> Result<(), QuantityError> {
         let bins = self.bins;
         let axis = Axis::cached(&mut self.axis, Rule::Histc, self.range, bins);
-        let device = match &elements {
-            Elements::Dense(g) => (g.device(), g.dtype()),
-            Elements::Outer { a, .. } => (a.device(), a.dtype()),
-        };
-        if self.engine.counts_on(&device.0) {
-            let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device.0, device.1);
+        let (device, dtype) = placement(&elements);
+        if self.engine.counts_on(&device) {
+            let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
             let counted = count_elements(axis, elements);
             let counts = self.counts.at(step);
-            counts.device = Some(match counts.device.take() {
-                Some(total) => total + counted,
-                None => counted,
-            });
+            counts.device = Some(add_counts(counts.device.take(), counted));
             return Ok(());
         }
         let binned = match elements {

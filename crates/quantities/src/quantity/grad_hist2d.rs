@@ -10,7 +10,7 @@ use super::bin_adaptation::{BinAdaptation, linspace};
 use super::scratch::StepScratch;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
-use crate::histogram::device::{DeviceAxis, count_pairs};
+use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
 use crate::histogram::host::{
     Axis, Rule, add_into, count_in_parallel, host_matmul_tn, outer_histogram2d,
 };
@@ -271,21 +271,13 @@ impl Quantity for GradHist2d {
         let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
         let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
         let scratch = self.counts.at(step);
-        let (device, dtype) = match &elements {
-            Elements::Dense(g) => (g.device(), g.dtype()),
-            Elements::Outer { a, .. } => (a.device(), a.dtype()),
-        };
+        let (device, dtype) = placement(&elements);
         if self.engine.counts_on(&device) {
             let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
             let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
             let counts = count_pairs(dx, dy, elements, entry.value.clone());
-            if scratch.device.len() <= index {
-                scratch.device.resize(index + 1, None);
-            }
-            scratch.device[index] = Some(match scratch.device[index].take() {
-                Some(total) => total + counts,
-                None => counts,
-            });
+            let slot = slot(&mut scratch.device, index);
+            *slot = Some(add_counts(slot.take(), counts));
             return Ok(());
         }
         let [a_host, e_host, theta] = &mut self.host;
@@ -313,11 +305,8 @@ impl Quantity for GradHist2d {
                 })?
             }
         };
-        if scratch.host.len() <= index {
-            scratch.host.resize(index + 1, None);
-        }
         add_into(
-            scratch.host[index].get_or_insert_with(|| vec![0; xb * yb]),
+            slot(&mut scratch.host, index).get_or_insert_with(|| vec![0; xb * yb]),
             &counts,
         );
         Ok(())
@@ -377,6 +366,14 @@ impl Quantity for GradHist2d {
         let awaiting = awaited(&mut self.awaiting)?;
         Ok(Some(self.value(awaiting, host)))
     }
+}
+
+/// Parameter `index`'s entry of per-parameter counts, the list grown to hold it.
+fn slot<T: Clone>(per_param: &mut Vec<Option<T>>, index: usize) -> &mut Option<T> {
+    if per_param.len() <= index {
+        per_param.resize(index + 1, None);
+    }
+    &mut per_param[index]
 }
 
 /// `rᵀc` of 0/1 matrices (`r` `[k, m]`, `c` `[k, n]`) on the device when its float type

@@ -36,7 +36,7 @@
 //! The first six are *causes* (a setting to change); the rest are *symptoms*, reported under the
 //! earliest cause that showed at or before them. The thresholds were tuned on the gallery of
 //! real runs in `examples/pathologies.rs` (one per pathology and a healthy run; the test
-//! `tests/pathologies.rs` keeps them honest), not on synthetic series.
+//! `tests/integration/pathologies.rs` keeps them honest), not on synthetic series.
 //!
 //! During training, [`Monitor`] runs the checks at epoch ends and warns once per new finding.
 

@@ -5,11 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use burn_cockpit::QuantityKind;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
-use common::{Backend, assert_matches_fixture};
+use crate::common::{Backend, assert_matches_fixture};
 use serde_json::{Value as Json, json};
 
 struct Rng(u64);

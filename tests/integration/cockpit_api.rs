@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
@@ -13,7 +13,7 @@ use burn_cockpit::{
     Cockpit, CockpitError, EpochLog, OptimizerInfo, QuantityError, QuantityKind, Schedule,
     StepInfo, Value,
 };
-use common::Backend;
+use crate::common::Backend;
 
 #[derive(Module, Debug)]
 struct Net {

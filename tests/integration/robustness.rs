@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use burn::module::Module;
 use burn::nn::conv::Conv2dConfig;
@@ -18,7 +18,7 @@ use burn_cockpit::persample::{
     PerSampleSource, Recorder, Request,
 };
 use burn_cockpit::{Cockpit, CockpitError, OptimizerInfo, QuantityKind, Schedule, StepInfo};
-use common::Backend;
+use crate::common::Backend;
 
 const PER_SAMPLE: [QuantityKind; 5] = [
     QuantityKind::NormTest,

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ use burn_cockpit::readback::ReadCount;
 use burn_cockpit::readback::reads_on_this_thread;
 use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo};
 use burn_cockpit::{QuantityError, Snapshot};
-use common::Backend;
+use crate::common::Backend;
 
 /// Calls that read a tensor back to the host (burn 0.22's `Tensor` and `Transaction` API).
 const READS: [&str; 8] = [

@@ -6,7 +6,7 @@
 
 use burn_cockpit::diagnose::{Code, Diagnoser, Diagnosis};
 
-#[path = "../examples/common/gallery.rs"]
+#[path = "../../examples/common/gallery.rs"]
 #[allow(dead_code)]
 mod gallery;
 use gallery::{Pathology, train};

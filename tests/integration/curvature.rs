@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use burn::module::Module;
 use burn::nn::LinearConfig;
@@ -16,7 +16,7 @@ use burn_cockpit::curvature::{
 use burn_cockpit::readback::read_values;
 use burn_cockpit::{ParamEntry, QuantityKind, Snapshot, Value};
 use cockpit_cli::replay::{FixtureNet, LossKind, ReplayOptions, per_sample_loss, replay};
-use common::load;
+use crate::common::load;
 
 /// The fixture's net at its initial parameters, with the batch of `step`, in float64 on flex.
 fn fixture_problem(

@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use burn_cockpit::{QuantityKind, Value};
 use cockpit_cli::replay::{ReplayOptions, replay};
-use common::{Backend, FIXTURES, assert_matches_fixture, close, load};
+use crate::common::{Backend, FIXTURES, assert_matches_fixture, close, load};
 
 /// Every quantity on the backend's device and float type; in float32, without HessMaxEV
 /// (see `every_quantity_matches_every_fixture`).
@@ -38,7 +38,7 @@ fn every_quantity_matches_every_fixture(backend: &Backend) {
         let (fixture, run) = replay_on(backend, name);
         // In float32 (wgpu) central differences of gradients cross ReLU kinks inside ±εv
         // (CURVATURE_MATH §5: errors of several hundred percent on some ReLU steps), so the
-        // power iteration is compared in float64 only; tests/curvature.rs covers it further.
+        // power iteration is compared in float64 only; tests/integration/curvature.rs covers it further.
         let implemented: Vec<QuantityKind> = QuantityKind::ALL
             .into_iter()
             .filter(|k| backend.dtype == burn::tensor::DType::F64 || *k != QuantityKind::HessMaxEV)
@@ -75,7 +75,7 @@ fn variants_match_under_the_fixture_keys(backend: &Backend) {
         let mut compared = 0;
         for step in &fixture.steps {
             for (key, theirs) in &step.variant_quantities {
-                // Monte-Carlo variants are compared in expectation (tests/curvature.rs).
+                // Monte-Carlo variants are compared in expectation (tests/integration/curvature.rs).
                 if key.contains("diag_ggn_mc") {
                     continue;
                 }

@@ -59,7 +59,7 @@ fn killed_writers_leave_whole_files() {
     for attempt in 0..tries {
         let mut child = Command::new(&exe)
             .args([
-                "writer_child",
+                "kill_writes::writer_child",
                 "--exact",
                 "--nocapture",
                 "--test-threads",

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../examples/common/architectures.rs"]
+#[path = "../../examples/common/architectures.rs"]
 mod architectures;
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use burn_cockpit::persample::{
 use burn_cockpit::{
     Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo, Value,
 };
-use common::Backend;
+use crate::common::Backend;
 
 /// Every quantity that reads per-sample gradients.
 const PER_SAMPLE: [QuantityKind; 9] = [

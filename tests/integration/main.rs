@@ -1,0 +1,22 @@
+//! The workspace's integration tests, one module per subject, built as one test binary.
+//!
+//! Every test binary links burn, wgpu and cubecl (about 200 MB in a debug build), so the
+//! subjects share one binary rather than one each; run a subject alone with its module's name
+//! as the filter, e.g. `cargo test --test integration per_sample::`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[macro_use]
+mod common;
+
+mod cockpit_api;
+mod curvature;
+mod dashboard;
+mod fuzz;
+mod kill_writes;
+mod pathologies;
+mod per_sample;
+mod read_ledger;
+mod replay_fixtures;
+mod robustness;
+mod unseen_fixtures;

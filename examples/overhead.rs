@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_cockpit::curvature::{
     Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
-    MlpLayer, MlpLoss,
+    MlpLayer, OutputLoss,
 };
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
@@ -157,7 +157,7 @@ impl Net for Mlp {
         }
         Some(MlpCurvature::new(
             layers,
-            MlpLoss::CrossEntropy(onehot.detach()),
+            OutputLoss::CrossEntropy(onehot.detach()),
             1,
         ))
     }

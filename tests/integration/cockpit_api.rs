@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use crate::common::Backend;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{GradientsParams, SgdConfig};
@@ -13,7 +14,6 @@ use burn_cockpit::{
     Cockpit, CockpitError, EpochLog, OptimizerInfo, QuantityError, QuantityKind, Schedule,
     StepInfo, Value,
 };
-use crate::common::Backend;
 
 #[derive(Module, Debug)]
 struct Net {

@@ -257,3 +257,24 @@ pub fn assert_matches_fixture(
     }
     compared
 }
+
+/// Casts every float parameter of a module to a float type (still tracked by autodiff).
+pub struct ToDType(pub burn::tensor::DType);
+
+impl burn::module::ModuleMapper for ToDType {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<burn::tensor::Tensor<D>>,
+    ) -> burn::module::Param<burn::tensor::Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let require_grad = tensor.is_require_grad();
+        // The cast is a graph op: detach after it, then track the new leaf.
+        let cast = tensor.cast(self.0).detach();
+        let cast = if require_grad {
+            cast.require_grad()
+        } else {
+            cast
+        };
+        burn::module::Param::from_mapped_value(id, cast, mapper)
+    }
+}

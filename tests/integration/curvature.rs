@@ -6,6 +6,7 @@
 
 use crate::common;
 
+use crate::common::load;
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::optim::GradientsParams;
@@ -16,7 +17,6 @@ use burn_cockpit::curvature::{
 use burn_cockpit::readback::read_values;
 use burn_cockpit::{ParamEntry, QuantityKind, Snapshot, Value};
 use cockpit_cli::replay::{FixtureNet, LossKind, ReplayOptions, per_sample_loss, replay};
-use crate::common::load;
 
 /// The fixture's net at its initial parameters, with the batch of `step`, in float64 on flex.
 fn fixture_problem(

@@ -17,6 +17,7 @@ mod kill_writes;
 mod pathologies;
 mod per_sample;
 mod read_ledger;
+mod recorded_curvature;
 mod replay_fixtures;
 mod robustness;
 mod unseen_fixtures;

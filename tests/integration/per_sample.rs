@@ -9,6 +9,7 @@ use crate::common;
 
 use std::sync::Arc;
 
+use crate::common::Backend;
 use architectures::{GuideCnn, TextClassifier};
 use burn::module::Module;
 use burn::nn::LinearConfig;
@@ -16,7 +17,9 @@ use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_cockpit::curvature::{Activation, FiniteDifferenceHvp, MlpCurvature, MlpLayer, MlpLoss};
+use burn_cockpit::curvature::{
+    Activation, FiniteDifferenceHvp, MlpCurvature, MlpLayer, OutputLoss,
+};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{
     ExactPerSample, Linear, MergedPerSample, PerSample, PerSampleSource, Recorder,
@@ -24,7 +27,6 @@ use burn_cockpit::persample::{
 use burn_cockpit::{
     Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo, Value,
 };
-use crate::common::Backend;
 
 /// Every quantity that reads per-sample gradients.
 const PER_SAMPLE: [QuantityKind; 9] = [
@@ -117,7 +119,7 @@ fn mlp_curvature(model: &Mlp, x: Tensor<2>, onehot: Tensor<2>) -> MlpCurvature {
             m,
         ))
     });
-    MlpCurvature::new(layers, MlpLoss::CrossEntropy(onehot), 7).with_hvp(hvp)
+    MlpCurvature::new(layers, OutputLoss::CrossEntropy(onehot), 7).with_hvp(hvp)
 }
 
 fn ce(logits: Tensor<2>, onehot: Tensor<2>) -> Tensor<1> {
@@ -206,27 +208,6 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize, rel: 
     );
 }
 
-/// Casts every float parameter of a module to a float type (still tracked by autodiff).
-struct ToDType(burn::tensor::DType);
-
-impl burn::module::ModuleMapper for ToDType {
-    fn map_float<const D: usize>(
-        &mut self,
-        param: burn::module::Param<Tensor<D>>,
-    ) -> burn::module::Param<Tensor<D>> {
-        let (id, tensor, mapper) = param.consume();
-        let require_grad = tensor.is_require_grad();
-        // The cast is a graph op: detach after it, then track the new leaf.
-        let cast = tensor.cast(self.0).detach();
-        let cast = if require_grad {
-            cast.require_grad()
-        } else {
-            cast
-        };
-        burn::module::Param::from_mapped_value(id, cast, mapper)
-    }
-}
-
 /// Three SGD steps (lr 0.1) of `model` on batches of `batch`, in the backend's float type
 /// (float64 on flex; wgpu on lavapipe computes float64 as NaN, so float32 there), tracking the
 /// nine per-sample
@@ -245,7 +226,7 @@ where
     F: Fn(&M, usize, std::ops::Range<usize>) -> Tensor<2> + Clone + Send + Sync + 'static,
 {
     let device = &backend.device.clone().autodiff();
-    let mut model = model.map(&mut ToDType(backend.dtype));
+    let mut model = model.map(&mut common::ToDType(backend.dtype));
     let mut optim = SgdConfig::new().init();
     let schedule = Schedule::every_step();
     let mut fast = Cockpit::from_kinds(PER_SAMPLE, &schedule)

@@ -11,6 +11,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
+use crate::common::Backend;
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
@@ -26,7 +27,6 @@ use burn_cockpit::readback::ReadCount;
 use burn_cockpit::readback::reads_on_this_thread;
 use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo};
 use burn_cockpit::{QuantityError, Snapshot};
-use crate::common::Backend;
 
 /// Calls that read a tensor back to the host (burn 0.22's `Tensor` and `Transaction` API).
 const READS: [&str; 8] = [

@@ -6,9 +6,9 @@
 
 use crate::common;
 
+use crate::common::{Backend, FIXTURES, assert_matches_fixture, close, load};
 use burn_cockpit::{QuantityKind, Value};
 use cockpit_cli::replay::{ReplayOptions, replay};
-use crate::common::{Backend, FIXTURES, assert_matches_fixture, close, load};
 
 /// Every quantity on the backend's device and float type; in float32, without HessMaxEV
 /// (see `every_quantity_matches_every_fixture`).

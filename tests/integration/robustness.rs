@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use crate::common::Backend;
 use burn::module::Module;
 use burn::nn::conv::Conv2dConfig;
 use burn::nn::{EmbeddingConfig, LinearConfig};
@@ -18,7 +19,6 @@ use burn_cockpit::persample::{
     PerSampleSource, Recorder, Request,
 };
 use burn_cockpit::{Cockpit, CockpitError, OptimizerInfo, QuantityKind, Schedule, StepInfo};
-use crate::common::Backend;
 
 const PER_SAMPLE: [QuantityKind; 5] = [
     QuantityKind::NormTest,

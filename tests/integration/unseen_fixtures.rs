@@ -7,9 +7,9 @@
 
 use crate::common;
 
+use crate::common::{Backend, assert_matches_fixture};
 use burn_cockpit::QuantityKind;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
-use crate::common::{Backend, assert_matches_fixture};
 use serde_json::{Value as Json, json};
 
 struct Rng(u64);

@@ -120,6 +120,7 @@ pub struct LinearFactors {
     dense: Vec<DenseGradients>,
     refused: Vec<Refusal>,
     unsplit: Vec<(ParamId, String)>,
+    curved: Vec<String>,
 }
 
 impl LinearFactors {
@@ -131,7 +132,23 @@ impl LinearFactors {
             dense: Vec::new(),
             refused: Vec::new(),
             unsplit: Vec::new(),
+            curved: Vec::new(),
         }
+    }
+
+    /// With the curved layers that ran while recording.
+    pub(crate) fn with_curved(self, curved: Vec<String>) -> Self {
+        Self { curved, ..self }
+    }
+
+    /// The kinds of drop-in that ran while recording and are curved beyond a piecewise-linear
+    /// map (`"normalisation"`, `"attention softmax"`, `"recurrent gates"`, `"smooth
+    /// activation"`): where one ran, the loss's Hessian diagonal differs from the
+    /// Gauss–Newton diagonal in the parameters upstream of it. Empty when only Linear,
+    /// convolution, embedding and PReLU drop-ins ran (what runs between them, the recorder
+    /// cannot see).
+    pub fn curved_layers(&self) -> &[String] {
+        &self.curved
     }
 
     /// With parameters whose layer ran on fewer rows than the batch (a broadcast lookup), so

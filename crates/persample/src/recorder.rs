@@ -72,11 +72,13 @@ impl TapKind {
     }
 }
 
-/// What a recording holds: the taps, and the layers that refused to tap.
+/// What a recording holds: the taps, the layers that refused to tap, and the curved layers
+/// that ran.
 #[derive(Debug, Default)]
 struct Recording {
     taps: Vec<Tap>,
     refused: Vec<Refusal>,
+    curved: Vec<&'static str>,
 }
 
 /// A layer that cannot give per-sample gradients in its current mode (training-mode
@@ -181,6 +183,8 @@ pub(crate) fn tap_affine(
     normalized: Tensor<3>,
     output: Tensor<3>,
 ) -> Tensor<3> {
+    // A normalised input is curved in everything upstream of it.
+    mark_curved("normalisation");
     push(
         TapKind::Affine {
             gamma,
@@ -189,6 +193,21 @@ pub(crate) fn tap_affine(
         },
         output,
     )
+}
+
+/// Called by drop-ins whose output is curved in their input or their parameters beyond a
+/// piecewise-linear map (normalisation, attention's softmax, recurrent gates, smooth
+/// activations inside a block): the recording then names `layer` in
+/// [`LinearFactors::curved_layers`], so curvature sources know the Hessian's diagonal is not
+/// the Gauss–Newton matrix's.
+pub(crate) fn mark_curved(layer: &'static str) {
+    ACTIVE.with(|active| {
+        if let Some(recording) = active.borrow_mut().as_mut()
+            && !recording.curved.contains(&layer)
+        {
+            recording.curved.push(layer);
+        }
+    });
 }
 
 /// Called by a layer that cannot tap in its current mode: per-sample statistics of `params`
@@ -262,14 +281,21 @@ impl Recorder {
     /// instrumented layer ran (0 of N), or a layer ran on fewer rows than the batch (a lookup
     /// of one row broadcast over the batch), named with the fix.
     pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, PerSampleError> {
-        let Recording { taps, refused } = ACTIVE
+        let Recording {
+            taps,
+            refused,
+            curved,
+        } = ACTIVE
             .with(|active| active.borrow_mut().take())
             .unwrap_or_default();
+        let curved = curved.into_iter().map(String::from).collect();
         if taps.is_empty() {
             // Nothing recorded: factors that cover no parameter, so the coverage report
             // (0 of N, each parameter with its reason) says what happened, and
             // PerSample::auto falls back.
-            return Ok(LinearFactors::new(0, Vec::new()).with_refused(refused));
+            return Ok(LinearFactors::new(0, Vec::new())
+                .with_refused(refused)
+                .with_curved(curved));
         }
         // The batch is the largest any layer saw: a layer applied to fewer rows (a lookup
         // shared by the whole batch and broadcast over it) has no per-sample split to record.
@@ -352,7 +378,8 @@ impl Recorder {
         Ok(LinearFactors::new(batch, layers)
             .with_dense(dense)
             .with_refused(refused)
-            .with_unsplit(unsplit))
+            .with_unsplit(unsplit)
+            .with_curved(curved))
     }
 }
 

@@ -13,6 +13,7 @@ use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
 
 use super::Linear;
+use super::recorder::mark_curved;
 
 /// `burn::nn::GateController` with per-sample statistics: `input_transform(x) +
 /// hidden_transform(h)`, both per-sample [`Linear`]s.
@@ -116,6 +117,7 @@ impl Lstm {
         input: Tensor<3>,
         state: Option<LstmState<2>>,
     ) -> (Tensor<3>, LstmState<2>) {
+        mark_curved("recurrent gates");
         let input = if self.batch_first {
             input
         } else {
@@ -217,6 +219,7 @@ impl Gru {
     /// The hidden states of every step `[B, T, d_hidden]` from inputs `[B, T, d_input]`, as
     /// burn's `Gru::forward`.
     pub fn forward(&self, input: Tensor<3>, state: Option<Tensor<2>>) -> Tensor<3> {
+        mark_curved("recurrent gates");
         let device = input.device();
         let [batch, length, _] = input.dims();
         let mut hidden = state
@@ -278,6 +281,7 @@ impl SwiGlu {
 
     /// `silu(linear_inner(x)) ⊙ linear_outer(x)` on `[..., d_input]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        mark_curved("smooth activation");
         silu(self.linear_inner.forward(input.clone())) * self.linear_outer.forward(input)
     }
 }

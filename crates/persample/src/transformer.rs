@@ -16,6 +16,7 @@ use burn::nn::transformer::{PositionWiseFeedForwardConfig, TransformerEncoderCon
 use burn::tensor::activation::{quiet_softmax, softmax};
 use burn::tensor::{Bool, Device, Tensor};
 
+use super::recorder::mark_curved;
 use super::{LayerNorm, Linear};
 
 /// `burn::nn::attention::MultiHeadAttention` with per-sample statistics: its four projections
@@ -136,6 +137,7 @@ impl MultiHeadAttention {
     /// Scaled dot-product attention over `n_heads` heads, as burn computes it: the context
     /// `[B, T₁, d_model]` and the attention weights `[B, n_heads, T₁, T₂]`.
     pub fn forward(&self, input: MhaInput) -> MhaOutput {
+        mark_curved("attention softmax");
         let [batch, length, d_model] = input.query.dims();
         let heads = |x: Tensor<3>, linear: &Linear| {
             let [b, t, _] = x.dims();
@@ -224,6 +226,12 @@ impl PositionWiseFeedForward {
 
     /// `linear_outer(dropout(activation(linear_inner(x))))` on `[..., d_model]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
+        if !matches!(
+            self.activation,
+            Activation::Identity(_) | Activation::Relu(_) | Activation::LeakyRelu(_)
+        ) {
+            mark_curved("smooth activation");
+        }
         let x = self.activation.forward(self.linear_inner.forward(input));
         self.linear_outer.forward(self.dropout.forward(x))
     }

@@ -70,7 +70,8 @@ pub struct Cockpit {
     last_step: Option<usize>,
     stream: Option<JsonLinesWriter>,
     warnings: Vec<String>,
-    /// The per-sample sources' notes already turned into warnings (each is given once).
+    /// The per-sample and curvature sources' notes already turned into warnings (each is
+    /// given once).
     notes_seen: Vec<String>,
     latest: Output,
     /// The reads of the latest `track` call.
@@ -361,6 +362,15 @@ impl Cockpit {
                 }
                 Ok(None) => {}
                 Err(err) => failures.push((quantity.name().to_string(), err)),
+            }
+        }
+        // How the curvature diagonals were obtained, where one is an estimate (once each).
+        if let Some(curvature) = info.curvature() {
+            for note in curvature.notes() {
+                if !self.notes_seen.contains(&note) {
+                    warnings.push(format!("step {step}: {note}"));
+                    self.notes_seen.push(note);
+                }
             }
         }
         for warning in warnings {

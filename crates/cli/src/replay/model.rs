@@ -3,7 +3,7 @@
 use burn::module::{Module, Param};
 use burn::tensor::activation::{log_softmax, relu, sigmoid, tanh};
 use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
-use cockpit_quantities::curvature::{Activation, MlpCurvature, MlpLayer, MlpLoss};
+use cockpit_quantities::curvature::{Activation, MlpCurvature, MlpLayer, OutputLoss};
 use cockpit_quantities::persample::Linear;
 
 use super::fixture::{Fixture, LayerSpec, LossKind, ParamSpec};
@@ -139,8 +139,8 @@ impl FixtureNet {
         }
         layers.extend(pending);
         let loss = match kind {
-            LossKind::Mse => MlpLoss::Mse(targets.detach()),
-            LossKind::CrossEntropy => MlpLoss::CrossEntropy(targets.detach()),
+            LossKind::Mse => OutputLoss::Mse(targets.detach()),
+            LossKind::CrossEntropy => OutputLoss::CrossEntropy(targets.detach()),
         };
         Some(MlpCurvature::new(layers, loss, seed))
     }

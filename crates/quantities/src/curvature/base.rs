@@ -50,6 +50,16 @@ impl std::str::FromStr for DiagonalKind {
     }
 }
 
+/// The loss on the network's output `f` `[B, C]`, mean over the batch: what the curvature
+/// sources with exact diagonals need to know of it (its Hessian with respect to `f`).
+#[derive(Debug, Clone)]
+pub enum OutputLoss {
+    /// `MSELoss(mean)`: `(1/(B·C)) Σ ‖f_n − y_n‖²`, targets `[B, C]`.
+    Mse(Tensor<2>),
+    /// `CrossEntropyLoss(mean)` with one-hot targets `[B, C]`.
+    CrossEntropy(Tensor<2>),
+}
+
 /// Second-order information about the step's mean mini-batch loss `L(θ_t)`, on the batch of the
 /// step (BackPACK's second-order extensions and autograd's double backward, which burn lacks).
 pub trait CurvatureSource: Send + Sync + Debug {
@@ -77,6 +87,13 @@ pub trait CurvatureSource: Send + Sync + Debug {
             kind.cockpit_name()
         )))
     }
+
+    /// What the user should know about how the diagonals computed so far were obtained:
+    /// where one is an estimate rather than exact, and why. The Cockpit turns each distinct
+    /// note into one warning. None by default.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A boxed source is a source, so a choice made at run time (exact diagonals or not) can be
@@ -92,5 +109,9 @@ impl CurvatureSource for Box<dyn CurvatureSource> {
         kind: DiagonalKind,
     ) -> Result<Vec<Tensor<1>>, QuantityError> {
         self.as_ref().diagonal(params, kind)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.as_ref().notes()
     }
 }

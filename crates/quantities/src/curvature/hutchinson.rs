@@ -28,6 +28,7 @@ pub struct Hutchinson {
     probes: usize,
     rng: SplitMix,
     cache: std::sync::Mutex<Option<Vec<Tensor<1>>>>,
+    asked: std::sync::Mutex<bool>,
 }
 
 impl Hutchinson {
@@ -38,6 +39,7 @@ impl Hutchinson {
             probes: probes.max(1),
             rng: SplitMix::new(seed),
             cache: std::sync::Mutex::new(None),
+            asked: std::sync::Mutex::new(false),
         }
     }
 }
@@ -60,6 +62,9 @@ impl CurvatureSource for Hutchinson {
         }
         if let Some(cached) = self.cache.lock().ok().and_then(|c| c.clone()) {
             return Ok(cached);
+        }
+        if let Ok(mut asked) = self.asked.lock() {
+            *asked = true;
         }
         let mut sums: Option<Vec<Tensor<1>>> = None;
         for _ in 0..self.probes {
@@ -98,5 +103,16 @@ impl CurvatureSource for Hutchinson {
             *cache = Some(estimate.clone());
         }
         Ok(estimate)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        if self.asked.lock().is_ok_and(|asked| *asked) {
+            vec![format!(
+                "diag_h is Hutchinson's estimate with {} probes (not exact)",
+                self.probes
+            )]
+        } else {
+            Vec::new()
+        }
     }
 }

@@ -118,6 +118,16 @@ impl CurvatureSource for MergedCurvature {
             .collect::<Result<Vec<_>, QuantityError>>()?;
         weighted_sum(diagonals.into_iter())
     }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = Vec::new();
+        for note in self.parts.iter().flat_map(|(_, source)| source.notes()) {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        notes
+    }
 }
 
 #[cfg(test)]

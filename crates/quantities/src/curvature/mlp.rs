@@ -8,7 +8,7 @@ use burn::module::ParamId;
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::{Tensor, TensorData};
 
-use super::base::{CurvatureSource, DiagonalKind};
+use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
 use super::random::SplitMix;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
@@ -77,15 +77,6 @@ pub struct MlpLayer {
     pub activation: Activation,
 }
 
-/// The loss on the last layer's output `f`, mean over the batch.
-#[derive(Debug, Clone)]
-pub enum MlpLoss {
-    /// `MSELoss(mean)`: `(1/(B·C)) Σ ‖f_n − y_n‖²`, targets `[B, C]`.
-    Mse(Tensor<2>),
-    /// `CrossEntropyLoss(mean)` with one-hot targets `[B, C]`.
-    CrossEntropy(Tensor<2>),
-}
-
 /// Exact curvature diagonals of a chain of Linear layers and elementwise activations
 /// (`CURVATURE_MATH` §3–4): the per-sample Hessian with respect to each pre-activation,
 /// `H_z = D H_a D + diag(σ'' ⊙ ∂L/∂a)`, is propagated down as `[B, d, d]` matrices
@@ -111,7 +102,7 @@ pub enum MlpLoss {
 #[derive(Debug)]
 pub struct MlpCurvature {
     layers: Vec<MlpLayer>,
-    loss: MlpLoss,
+    loss: OutputLoss,
     hvp: Option<Arc<dyn CurvatureSource>>,
     rng: SplitMix,
     /// One computation per kind and step, shared by every quantity (one Monte-Carlo draw).
@@ -134,7 +125,7 @@ struct Sweep {
 impl MlpCurvature {
     /// Diagonals of the net `layers` (input to output) under `loss`; `seed` drives the
     /// Monte-Carlo draws.
-    pub fn new(layers: Vec<MlpLayer>, loss: MlpLoss, seed: u64) -> Self {
+    pub fn new(layers: Vec<MlpLayer>, loss: OutputLoss, seed: u64) -> Self {
         // Everything on the inner backend: operations on autodiff tensors leave graph nodes
         // behind even when nothing requires a gradient, which the step's backward pass then
         // has to wade through.
@@ -149,8 +140,8 @@ impl MlpCurvature {
             })
             .collect();
         let loss = match loss {
-            MlpLoss::Mse(y) => MlpLoss::Mse(plain(y)),
-            MlpLoss::CrossEntropy(y) => MlpLoss::CrossEntropy(plain(y)),
+            OutputLoss::Mse(y) => OutputLoss::Mse(plain(y)),
+            OutputLoss::CrossEntropy(y) => OutputLoss::CrossEntropy(plain(y)),
         };
         Self {
             layers,
@@ -194,11 +185,11 @@ impl MlpCurvature {
         };
         // ∂L/∂f and the per-sample loss Hessian.
         let (mut grad_a, mut hess_a): (Tensor<2>, Tensor<3>) = match &self.loss {
-            MlpLoss::Mse(y) => (
+            OutputLoss::Mse(y) => (
                 (f.clone() - y.clone()).mul_scalar(2.0 / (b * c)),
                 eye(classes).repeat_dim(0, batch).mul_scalar(2.0 / (b * c)),
             ),
-            MlpLoss::CrossEntropy(y) => {
+            OutputLoss::CrossEntropy(y) => {
                 let p = softmax(f.clone(), 1);
                 let diag = p.clone().unsqueeze_dim::<3>(2) * eye(classes);
                 (
@@ -257,11 +248,11 @@ impl MlpCurvature {
             Tensor::<3>::from_data(TensorData::new(data, shape), (&device, f.dtype()))
         };
         let mut factor: Tensor<3> = match (&self.loss, kind) {
-            (MlpLoss::Mse(_), DiagonalKind::GgnMc) => {
+            (OutputLoss::Mse(_), DiagonalKind::GgnMc) => {
                 let xi: Vec<f64> = (0..batch * classes).map(|_| self.rng.gaussian()).collect();
                 float(xi, [1, batch, classes]).mul_scalar((2.0 / (b * c)).sqrt())
             }
-            (MlpLoss::Mse(_), _) => {
+            (OutputLoss::Mse(_), _) => {
                 let mut data = vec![0.0; classes * batch * classes];
                 for v in 0..classes {
                     for n in 0..batch {
@@ -270,7 +261,7 @@ impl MlpCurvature {
                 }
                 float(data, [classes, batch, classes])
             }
-            (MlpLoss::CrossEntropy(_), DiagonalKind::GgnMc) => {
+            (OutputLoss::CrossEntropy(_), DiagonalKind::GgnMc) => {
                 let p = softmax(f.clone(), 1);
                 let probs = crate::readback::read_values(p.clone().reshape([batch * classes]))?;
                 let mut onehot = vec![0.0; batch * classes];
@@ -289,7 +280,7 @@ impl MlpCurvature {
                 }
                 (p.unsqueeze_dim::<3>(0) - float(onehot, [1, batch, classes])).div_scalar(b.sqrt())
             }
-            (MlpLoss::CrossEntropy(_), _) => {
+            (OutputLoss::CrossEntropy(_), _) => {
                 // Column v of S_n: √p_{n,v}·(e_v − p_n)/√B.
                 let p =
                     crate::readback::read_values(softmax(f.clone(), 1).reshape([batch * classes]))?;
@@ -344,8 +335,8 @@ impl MlpCurvature {
         let [batch, classes] = f.dims();
         let (b, c) = (batch as f64, classes as f64);
         let (grad_f, probs) = match &self.loss {
-            MlpLoss::Mse(y) => ((f - y.clone()).mul_scalar(2.0 / (b * c)), None),
-            MlpLoss::CrossEntropy(y) => {
+            OutputLoss::Mse(y) => ((f - y.clone()).mul_scalar(2.0 / (b * c)), None),
+            OutputLoss::CrossEntropy(y) => {
                 let p = softmax(f, 1);
                 ((p.clone() - y.clone()).div_scalar(b), Some(p))
             }

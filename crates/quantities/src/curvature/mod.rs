@@ -9,12 +9,14 @@ mod hutchinson;
 mod merged;
 mod mlp;
 pub(crate) mod random;
+mod recorded;
 
-pub use base::{CurvatureSource, DiagonalKind};
+pub use base::{CurvatureSource, DiagonalKind, OutputLoss};
 pub use eigen::{
     EigenEstimate, Target, lanczos, lanczos_for, lanczos_with_vector, power_iteration,
 };
 pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::Hutchinson;
 pub use merged::MergedCurvature;
-pub use mlp::{Activation, MlpCurvature, MlpLayer, MlpLoss};
+pub use mlp::{Activation, MlpCurvature, MlpLayer};
+pub use recorded::{HessianDiagonal, RecordedCurvature};

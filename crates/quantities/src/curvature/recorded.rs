@@ -1,0 +1,488 @@
+//! Exact curvature diagonals of any model built from the per-sample drop-ins: the generalised
+//! Gauss–Newton diagonal through recorded backward passes, and the Hessian diagonal where it
+//! equals it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
+use cockpit_persample::{PerSampleSource, Recorder, Request};
+
+use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
+use super::finite_difference::FiniteDifferenceHvp;
+use super::hutchinson::Hutchinson;
+use super::random::SplitMix;
+use crate::{QuantityError, Snapshot};
+
+type OutputFn<M> = dyn Fn(&M) -> Tensor<2> + Send + Sync;
+
+/// How [`RecordedCurvature`] obtains the Hessian diagonal (`diag_h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HessianDiagonal {
+    /// The caller states that what runs between the recorded drop-ins is piecewise linear
+    /// (ReLU, leaky ReLU, max or average pooling, dropout, reshapes, sums such as residual
+    /// connections) and that no two factors of a product depend on the same parameter. The
+    /// network's output is then linear in each single parameter given the others, so the
+    /// Hessian's diagonal is the Gauss–Newton diagonal, exactly. The source holds the
+    /// statement against what it recorded: when a curved drop-in ran (a normalisation,
+    /// attention, a recurrent layer, a smooth activation inside a block; see
+    /// [`LinearFactors::curved_layers`](cockpit_persample::LinearFactors::curved_layers)), it
+    /// says so in a note and uses [`HessianDiagonal::GgnPlusResidual`] instead.
+    PiecewiseLinear,
+    /// The exact Gauss–Newton diagonal plus Hutchinson's estimate of the residual
+    /// `diag(Σ_n Σ_k ∂ℓ_n/∂f_{n,k} ∇²f_{n,k})` with `probes` Rademacher probes: unbiased, and
+    /// an estimate (the source's note says so).
+    GgnPlusResidual {
+        /// Probes of the residual's estimate.
+        probes: usize,
+    },
+}
+
+/// Curvature diagonals of any model whose parameters all belong to the per-sample drop-ins
+/// (`cockpit_persample`), for cross-entropy and MSE with mean reduction, with no double
+/// backward.
+///
+/// The loss Hessian with respect to sample `n`'s output is factored as `∇²_f ℓ_n = S_n S_nᵀ`
+/// (cross-entropy: the columns `√p_c (e_c − p)`; MSE `(1/C)‖f − y‖²`: `√(2/C)·I`). For each
+/// column `c`, one backward pass of the pseudo-loss `(1/B) Σ_n s_{n,c}ᵀ f_n` (`s` held fixed),
+/// recorded by the drop-ins, gives every per-sample `J_nᵀ s_{n,c}`, and the engine's per-sample
+/// sums of squares give
+///
+/// - `diag_ggn_exact`: `(1/B) Σ_n Σ_c (J_nᵀ s_{n,c})²`, exact;
+/// - `diag_ggn_mc`: the same with one sampled column, Cockpit's sampling
+///   (`s_n = p_n − e_ŷ`, `ŷ ~ p_n`; MSE: `√(2/C)·ξ_n`, `ξ_n ~ N(0, I)`), an unbiased estimate;
+/// - `diag_h`: by [`HessianDiagonal`]: the exact GGN diagonal where the network is linear in
+///   each single parameter, else that plus an estimate of the residual, whose products
+///   `R v = ∂/∂ε ∇_θ (ḡᵀ f(θ + εv))` (`ḡ = ∂L/∂f` fixed) come from central differences.
+///
+/// Where the drop-ins do not cover every parameter, `diag_h` is Hutchinson's estimate on
+/// finite-difference products of the loss, and the GGN kinds are refused; a note says which.
+/// Hessian-vector products (HessMaxEV) are central differences of the loss's gradient
+/// ([`FiniteDifferenceHvp`]).
+///
+/// Notes ([`CurvatureSource::notes`]) say where `diag_h` was estimated rather than exact, and
+/// why; the Cockpit turns each into one warning. An exact diagonal carries no note.
+///
+/// # Cost
+///
+/// `diag_ggn_exact`: `C` recorded forward and backward passes (`C` the output's width), and
+/// per pass the engine's per-sample sums of squares (for convolutions and sequence layers one
+/// per-sample gradient chunk at a time). `diag_ggn_mc`: one such pass. `diag_h`: the GGN's
+/// passes, plus two forward and backward passes per residual probe where the residual is
+/// estimated. One computation per kind and step, shared by HessTrace and TIC. No read.
+pub struct RecordedCurvature<M: Module> {
+    model: M,
+    output_of: Arc<OutputFn<M>>,
+    loss: OutputLoss,
+    hessian: HessianDiagonal,
+    fallback_probes: usize,
+    hvp: FiniteDifferenceHvp<M>,
+    rng: SplitMix,
+    seed: u64,
+    cache: Mutex<HashMap<DiagonalKind, Vec<Tensor<1>>>>,
+    /// The exact GGN diagonal and the curved layers its passes saw (`None` inside where the
+    /// drop-ins do not cover the model), shared by `diag_ggn_exact` and `diag_h`.
+    ggn: Mutex<Option<Option<Ggn>>>,
+    notes: Mutex<Vec<String>>,
+}
+
+type Ggn = (Vec<Tensor<1>>, Vec<String>);
+
+impl<M: Module> std::fmt::Debug for RecordedCurvature<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordedCurvature")
+            .field("hessian", &self.hessian)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Module + Sync + 'static> RecordedCurvature<M> {
+    /// Diagonals of `model` (cloned; cheap) under `loss`: `output_of(model)` must run the
+    /// step's forward pass on the step's batch (same dropout masks, BatchNorm in eval mode)
+    /// and return the network's output `f` `[B, C]` on the autodiff device. `seed` drives the
+    /// Monte-Carlo draws and the probes. `diag_h` is [`HessianDiagonal::GgnPlusResidual`] with
+    /// 10 probes until [`RecordedCurvature::piecewise_linear`] says otherwise.
+    pub fn new(
+        model: &M,
+        output_of: impl Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+        loss: OutputLoss,
+        seed: u64,
+    ) -> Self {
+        let output_of: Arc<OutputFn<M>> = Arc::new(output_of);
+        let hvp = {
+            let output_of = output_of.clone();
+            let loss = loss.clone();
+            FiniteDifferenceHvp::new(model, move |m: &M| {
+                let value = loss_value(&loss, output_of(m));
+                Ok(GradientsParams::from_grads(value.backward(), m))
+            })
+        };
+        Self {
+            model: model.clone(),
+            output_of,
+            loss,
+            hessian: HessianDiagonal::GgnPlusResidual { probes: 10 },
+            fallback_probes: 10,
+            hvp,
+            rng: SplitMix::new(seed),
+            seed,
+            cache: Mutex::new(HashMap::new()),
+            ggn: Mutex::new(None),
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// States that the network is piecewise linear between its recorded drop-ins, so `diag_h`
+    /// is the exact GGN diagonal ([`HessianDiagonal::PiecewiseLinear`]).
+    pub fn piecewise_linear(self) -> Self {
+        self.with_hessian(HessianDiagonal::PiecewiseLinear)
+    }
+
+    /// How `diag_h` is obtained.
+    pub fn with_hessian(mut self, hessian: HessianDiagonal) -> Self {
+        self.hessian = match hessian {
+            HessianDiagonal::GgnPlusResidual { probes } => HessianDiagonal::GgnPlusResidual {
+                probes: probes.max(1),
+            },
+            other => other,
+        };
+        self
+    }
+
+    /// Probes of Hutchinson's estimate where the drop-ins do not cover the model (10 by
+    /// default).
+    pub fn with_fallback_probes(mut self, probes: usize) -> Self {
+        self.fallback_probes = probes.max(1);
+        self
+    }
+
+    fn note(&self, note: String) {
+        if let Ok(mut notes) = self.notes.lock()
+            && !notes.contains(&note)
+        {
+            notes.push(note);
+        }
+    }
+
+    /// `Σ_c Σ_n (J_nᵀ s_{n,c})²` per parameter over the columns `columns(f)` gives, one
+    /// recorded pass per column, and the curved layers the passes saw. `None` where the
+    /// drop-ins do not cover `params` (with the coverage report).
+    fn recorded_sum_sq(
+        &self,
+        params: &Snapshot,
+        columns: &dyn Fn(&Tensor<2>) -> Vec<Tensor<2>>,
+    ) -> Result<Recorded, QuantityError> {
+        let mut total: Option<Vec<Tensor<1>>> = None;
+        let mut curved = Vec::new();
+        let mut planned: Option<Vec<Tensor<2>>> = None;
+        let mut column = 0;
+        loop {
+            let recorder = Recorder::start();
+            let f = (self.output_of)(&self.model);
+            let plan = planned.get_or_insert_with(|| columns(&f.clone().detach()));
+            let Some(s) = plan.get(column).cloned() else {
+                break;
+            };
+            let batch = f.dims()[0];
+            let pseudo = (f * s).sum().div_scalar(batch as f64);
+            let grads = pseudo.backward();
+            let factors = recorder
+                .finish(&grads)
+                .map_err(|e| QuantityError::Shape(e.to_string()))?;
+            if !factors.covers(params) {
+                return Ok(Recorded::Uncovered(factors.coverage(params).to_string()));
+            }
+            for layer in factors.curved_layers() {
+                if !curved.contains(layer) {
+                    curved.push(layer.clone());
+                }
+            }
+            let request = Request {
+                sum_sq: true,
+                ..Request::new()
+            };
+            let stats = factors
+                .reduce(params, request)
+                .map_err(|e| QuantityError::Shape(e.to_string()))?;
+            let sum_sq = stats.sum_sq.ok_or_else(|| {
+                QuantityError::Shape("the recorded pass returned no sums of squares".into())
+            })?;
+            total = Some(match total {
+                None => sum_sq,
+                Some(acc) => acc.into_iter().zip(sum_sq).map(|(a, t)| a + t).collect(),
+            });
+            column += 1;
+        }
+        let batch = factors_batch(&planned);
+        Ok(Recorded::Covered {
+            diagonal: total
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| t.div_scalar(batch))
+                .collect(),
+            curved,
+        })
+    }
+
+    /// The columns `s_{·,c}` `[B, C]` of the loss Hessian's square root, one per output.
+    fn exact_columns(&self, f: &Tensor<2>) -> Vec<Tensor<2>> {
+        let [batch, classes] = f.dims();
+        let device = f.device();
+        let dtype = f.dtype();
+        let unit = |c: usize| -> Tensor<2> {
+            let mut row = vec![0.0; classes];
+            row[c] = 1.0;
+            Tensor::<2>::from_data(TensorData::new(row, [1, classes]), (&device, dtype))
+        };
+        match &self.loss {
+            OutputLoss::Mse(_) => {
+                let scale = (2.0 / classes as f64).sqrt();
+                (0..classes)
+                    .map(|c| unit(c).mul_scalar(scale).expand([batch, classes]))
+                    .collect()
+            }
+            OutputLoss::CrossEntropy(_) => {
+                let p = softmax(f.clone(), 1);
+                (0..classes)
+                    .map(|c| {
+                        let root = p.clone().slice([0..batch, c..c + 1]).sqrt();
+                        (unit(c) - p.clone()) * root
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// One sampled column (Cockpit's `diag_ggn_mc`), drawn on the host and uploaded (no
+    /// read): cross-entropy `p_n − e_ŷ` with `ŷ` by inverse CDF of `p_n` against a uniform;
+    /// MSE `√(2/C)·ξ_n`.
+    fn sampled_column(&self, f: &Tensor<2>) -> Vec<Tensor<2>> {
+        let [batch, classes] = f.dims();
+        let options = TensorCreationOptions::new(f.device()).with_dtype(f.dtype());
+        match &self.loss {
+            OutputLoss::Mse(_) => {
+                let xi: Vec<f64> = (0..batch * classes).map(|_| self.rng.gaussian()).collect();
+                let xi = Tensor::<2>::from_data(TensorData::new(xi, [batch, classes]), options);
+                vec![xi.mul_scalar((2.0 / classes as f64).sqrt())]
+            }
+            OutputLoss::CrossEntropy(_) => {
+                let u: Vec<f64> = (0..batch).map(|_| self.rng.uniform()).collect();
+                let u = Tensor::<2>::from_data(TensorData::new(u, [batch, 1]), options);
+                let p = softmax(f.clone(), 1);
+                // Whether the CDF has passed u at each class; the last class always has, so
+                // rounding in the CDF cannot leave a sample without a class.
+                let passed = p.clone().cumsum(1).greater(u.expand([batch, classes]));
+                let passed = passed
+                    .float()
+                    .cast(f.dtype())
+                    .slice_fill([0..batch, classes - 1..classes], 1.0);
+                let before = Tensor::cat(
+                    vec![
+                        passed.clone().slice([0..batch, 0..1]).zeros_like(),
+                        passed.clone().slice([0..batch, 0..classes - 1]),
+                    ],
+                    1,
+                );
+                let onehot = passed - before;
+                vec![p - onehot]
+            }
+        }
+    }
+
+    /// The exact GGN diagonal (shared by `diag_ggn_exact` and `diag_h`), cached for the step.
+    fn ggn_exact(&self, params: &Snapshot) -> Result<Option<Ggn>, QuantityError> {
+        if let Some(cached) = self.ggn.lock().ok().and_then(|g| g.clone()) {
+            return Ok(cached);
+        }
+        let ggn = match self.recorded_sum_sq(params, &|f| self.exact_columns(f))? {
+            Recorded::Covered { diagonal, curved } => Some((diagonal, curved)),
+            Recorded::Uncovered(coverage) => {
+                self.note(format!(
+                    "the per-sample drop-ins do not cover every parameter, so no exact \
+                     curvature diagonal exists for this model:\n{coverage}"
+                ));
+                None
+            }
+        };
+        if let Ok(mut cache) = self.ggn.lock() {
+            *cache = Some(ggn.clone());
+        }
+        Ok(ggn)
+    }
+
+    /// Hutchinson's estimate of `diag_h` from finite-difference products of the loss.
+    fn hutchinson(&self, params: &Snapshot) -> Result<Vec<Tensor<1>>, QuantityError> {
+        self.note(format!(
+            "diag_h is Hutchinson's estimate with {} probes on finite-difference products \
+             (not exact)",
+            self.fallback_probes
+        ));
+        let hvp = {
+            let output_of = self.output_of.clone();
+            let loss = self.loss.clone();
+            FiniteDifferenceHvp::new(&self.model, move |m: &M| {
+                let value = loss_value(&loss, output_of(m));
+                Ok(GradientsParams::from_grads(value.backward(), m))
+            })
+        };
+        Hutchinson::new(hvp, self.fallback_probes, self.seed ^ 0x4855_5443)
+            .diagonal(params, DiagonalKind::Hessian)
+    }
+
+    /// The residual's products `R v = Σ_n Σ_k ḡ_{n,k} ∇²f_{n,k} v` (`H v` minus the
+    /// Gauss–Newton product), from central differences of `∇_θ (ḡᵀ f(θ))` with
+    /// `ḡ = ∂L/∂f` at the step's parameters, held fixed.
+    fn residual_products(&self) -> FiniteDifferenceHvp<M> {
+        let f = (self.output_of)(&self.model).detach();
+        let g_bar = loss_gradient(&self.loss, f);
+        let output_of = self.output_of.clone();
+        FiniteDifferenceHvp::new(&self.model, move |m: &M| {
+            let pseudo = (output_of(m) * g_bar.clone()).sum();
+            Ok(GradientsParams::from_grads(pseudo.backward(), m))
+        })
+    }
+
+    /// The residual's product `R v = H v − G v` (the part of the Hessian the Gauss–Newton
+    /// matrix leaves out, `Σ_n Σ_k ∂L/∂f_{n,k} ∇²f_{n,k}`), whose diagonal `diag_h` estimates
+    /// where the network is curved between its drop-ins.
+    ///
+    /// # Cost
+    ///
+    /// Two forward and backward passes (one forward pass more for `∂L/∂f`).
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError`] if the shifted passes fail.
+    pub fn residual_product(
+        &self,
+        params: &Snapshot,
+        v: &Snapshot,
+    ) -> Result<Snapshot, QuantityError> {
+        self.residual_products().hvp(params, v)
+    }
+
+    /// Hutchinson's estimate of the residual's diagonal from [`Self::residual_product`]s.
+    fn residual(&self, params: &Snapshot, probes: usize) -> Result<Vec<Tensor<1>>, QuantityError> {
+        Hutchinson::new(self.residual_products(), probes, self.seed ^ 0x5245_5344)
+            .diagonal(params, DiagonalKind::Hessian)
+    }
+
+    fn compute(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        match kind {
+            DiagonalKind::GgnExact => match self.ggn_exact(params)? {
+                Some((diagonal, _)) => Ok(diagonal),
+                None => Err(QuantityError::Unsupported(
+                    "diag_ggn_exact needs every parameter in a per-sample drop-in".into(),
+                )),
+            },
+            DiagonalKind::GgnMc => {
+                match self.recorded_sum_sq(params, &|f| self.sampled_column(f))? {
+                    Recorded::Covered { diagonal, .. } => Ok(diagonal),
+                    Recorded::Uncovered(coverage) => Err(QuantityError::Unsupported(format!(
+                        "diag_ggn_mc needs every parameter in a per-sample drop-in:\n{coverage}"
+                    ))),
+                }
+            }
+            DiagonalKind::Hessian => {
+                let Some((ggn, curved)) = self.ggn_exact(params)? else {
+                    return self.hutchinson(params);
+                };
+                let probes = match (self.hessian, curved.is_empty()) {
+                    // Exact, and labelled by nothing: notes are for estimates and fallbacks.
+                    (HessianDiagonal::PiecewiseLinear, true) => return Ok(ggn),
+                    (HessianDiagonal::PiecewiseLinear, false) => {
+                        self.note(format!(
+                            "the network was declared piecewise linear, but curved layers ran \
+                             ({}): diag_h is the exact GGN diagonal plus Hutchinson's estimate \
+                             of the residual with {} probes (an estimate)",
+                            curved.join(", "),
+                            self.fallback_probes
+                        ));
+                        self.fallback_probes
+                    }
+                    (HessianDiagonal::GgnPlusResidual { probes }, _) => {
+                        self.note(format!(
+                            "diag_h is the exact GGN diagonal plus Hutchinson's estimate of the \
+                             residual with {probes} probes (an estimate; declare a piecewise-linear \
+                             network with RecordedCurvature::piecewise_linear for an exact one)"
+                        ));
+                        probes
+                    }
+                };
+                let residual = self.residual(params, probes)?;
+                Ok(ggn.into_iter().zip(residual).map(|(g, r)| g + r).collect())
+            }
+        }
+    }
+}
+
+/// What the recorded passes gave.
+enum Recorded {
+    Covered {
+        diagonal: Vec<Tensor<1>>,
+        curved: Vec<String>,
+    },
+    Uncovered(String),
+}
+
+/// The batch size of the planned columns (1 when none were planned).
+fn factors_batch(planned: &Option<Vec<Tensor<2>>>) -> f64 {
+    planned
+        .as_ref()
+        .and_then(|p| p.first())
+        .map_or(1.0, |s| s.dims()[0] as f64)
+}
+
+/// The mean loss at the output `f`.
+fn loss_value(loss: &OutputLoss, f: Tensor<2>) -> Tensor<1> {
+    match loss {
+        OutputLoss::Mse(y) => (f - y.clone()).square().mean(),
+        OutputLoss::CrossEntropy(y) => {
+            let batch = f.dims()[0] as f64;
+            (log_softmax(f, 1) * y.clone()).sum().div_scalar(-batch)
+        }
+    }
+}
+
+/// `∂L/∂f` of the mean loss at `f` (detached).
+fn loss_gradient(loss: &OutputLoss, f: Tensor<2>) -> Tensor<2> {
+    let [batch, classes] = f.dims();
+    match loss {
+        OutputLoss::Mse(y) => (f - y.clone().detach()).mul_scalar(2.0 / (batch * classes) as f64),
+        OutputLoss::CrossEntropy(y) => {
+            (softmax(f, 1) - y.clone().detach()).div_scalar(batch as f64)
+        }
+    }
+}
+
+impl<M: Module + Sync + 'static> CurvatureSource for RecordedCurvature<M> {
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
+        self.hvp.hvp(params, v)
+    }
+
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        if let Some(cached) = self.cache.lock().ok().and_then(|c| c.get(&kind).cloned()) {
+            return Ok(cached);
+        }
+        let diagonal = self.compute(params, kind)?;
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.insert(kind, diagonal.clone());
+        }
+        Ok(diagonal)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,502 @@
+//! `RecordedCurvature` against independent oracles on tiny models built from the drop-ins:
+//! a CNN (Conv2d, ReLU, max pooling, Linear; cross-entropy), a transformer block (attention,
+//! LayerNorm, Linear; MSE) and an LSTM (cross-entropy), in float64.
+//!
+//! - the Gauss–Newton diagonal equals `(1/B) Σ_n diag(J_nᵀ H_n J_n)` built from per-sample
+//!   Jacobians, row by row from single backward passes of one output element;
+//! - on the piecewise-linear CNN, `diag_h` equals the dense Hessian's diagonal, column by
+//!   column from central differences of gradients;
+//! - on the curved models, `diag_h` (exact GGN plus the residual's estimate) is within its
+//!   stated statistical bound of the dense Hessian's diagonal, and a note says it is an
+//!   estimate;
+//! - `diag_ggn_mc` matches the exact GGN in expectation.
+
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::nn::attention::MultiHeadAttentionConfig;
+use burn::nn::conv::Conv2dConfig;
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{LayerNormConfig, LstmConfig, PaddingConfig2d};
+use burn::optim::GradientsParams;
+use burn::tensor::activation::relu;
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_cockpit::Snapshot;
+use burn_cockpit::curvature::{
+    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, HessianDiagonal, OutputLoss,
+    RecordedCurvature,
+};
+use burn_cockpit::persample::{Conv2d, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention};
+
+use crate::common::{self, Backend, ToDType};
+
+const BATCH: usize = 4;
+
+#[derive(Module, Debug)]
+struct Cnn {
+    conv: Conv2d,
+    pool: MaxPool2d,
+    head: Linear,
+}
+
+impl Cnn {
+    fn new(device: &Device) -> Self {
+        Self {
+            conv: Conv2dConfig::new([1, 3], [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+                .into(),
+            pool: MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init(),
+            head: LinearConfig::new(12, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = relu(self.conv.forward(x.reshape([b, 1, 4, 4])));
+        let h = self.pool.forward(h);
+        self.head.forward(h.reshape([b, 12]))
+    }
+}
+
+#[derive(Module, Debug)]
+struct Attention {
+    mha: MultiHeadAttention,
+    norm: LayerNorm,
+    head: Linear,
+}
+
+impl Attention {
+    fn new(device: &Device) -> Self {
+        Self {
+            mha: MultiHeadAttention::new(
+                &MultiHeadAttentionConfig::new(4, 2).with_dropout(0.0),
+                device,
+            ),
+            norm: LayerNorm::new(&LayerNormConfig::new(4), device),
+            head: LinearConfig::new(4, 2).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let x = x.reshape([b, 3, 4]);
+        let h = x.clone() + self.mha.forward(MhaInput::self_attn(x)).context;
+        let h = self.norm.forward(h).mean_dim(1).reshape([b, 4]);
+        self.head.forward(h)
+    }
+}
+
+#[derive(Module, Debug)]
+struct Recurrent {
+    lstm: Lstm,
+    head: Linear,
+}
+
+impl Recurrent {
+    fn new(device: &Device) -> Self {
+        Self {
+            lstm: Lstm::new(&LstmConfig::new(2, 3, true), device),
+            head: LinearConfig::new(3, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let (h, _) = self.lstm.forward(x.reshape([b, 3, 2]), None);
+        self.head.forward(h.mean_dim(1).reshape([b, 3]))
+    }
+}
+
+/// A tiny model, its batch and loss.
+trait Tiny: Module + Sync + 'static {
+    const FEATURES: usize;
+    const OUTPUTS: usize;
+    const CROSS_ENTROPY: bool;
+    fn new(device: &Device) -> Self;
+    fn forward(&self, x: Tensor<2>) -> Tensor<2>;
+}
+
+macro_rules! tiny {
+    ($ty:ty, $features:expr, $outputs:expr, $ce:expr) => {
+        impl Tiny for $ty {
+            const FEATURES: usize = $features;
+            const OUTPUTS: usize = $outputs;
+            const CROSS_ENTROPY: bool = $ce;
+            fn new(device: &Device) -> Self {
+                <$ty>::new(device)
+            }
+            fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+                <$ty>::forward(self, x)
+            }
+        }
+    };
+}
+
+tiny!(Cnn, 16, 3, true);
+tiny!(Attention, 12, 2, false);
+tiny!(Recurrent, 6, 3, true);
+
+/// The model in the backend's float type on its autodiff device, a batch and targets.
+struct Setup<M> {
+    model: M,
+    x: Tensor<2>,
+    y: Tensor<2>,
+}
+
+fn setup<M: Tiny>(backend: &Backend) -> Setup<M> {
+    let device = backend.device.clone().autodiff();
+    let model = M::new(&device).map(&mut ToDType(backend.dtype));
+    let x: Vec<f64> = (0..BATCH * M::FEATURES)
+        .map(|i| ((i * 37 + 5) % 23) as f64 / 11.5 - 1.0)
+        .collect();
+    let x = Tensor::<2>::from_data(TensorData::new(x, [BATCH, M::FEATURES]), &device)
+        .cast(backend.dtype);
+    let y: Vec<f64> = (0..BATCH * M::OUTPUTS)
+        .map(|i| {
+            let (n, c) = (i / M::OUTPUTS, i % M::OUTPUTS);
+            if M::CROSS_ENTROPY {
+                f64::from(u8::from((n + 1) % M::OUTPUTS == c))
+            } else {
+                ((i * 13 + 3) % 7) as f64 / 3.5 - 1.0
+            }
+        })
+        .collect();
+    let y = Tensor::<2>::from_data(TensorData::new(y, [BATCH, M::OUTPUTS]), &device)
+        .cast(backend.dtype);
+    Setup { model, x, y }
+}
+
+fn loss_of<M: Tiny>(f: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
+    if M::CROSS_ENTROPY {
+        let b = f.dims()[0] as f64;
+        (burn::tensor::activation::log_softmax(f, 1) * y)
+            .sum()
+            .div_scalar(-b)
+    } else {
+        (f - y).square().mean()
+    }
+}
+
+fn source<M: Tiny>(s: &Setup<M>, seed: u64) -> RecordedCurvature<M> {
+    let x = s.x.clone();
+    let loss = if M::CROSS_ENTROPY {
+        OutputLoss::CrossEntropy(s.y.clone())
+    } else {
+        OutputLoss::Mse(s.y.clone())
+    };
+    RecordedCurvature::new(&s.model, move |m: &M| m.forward(x.clone()), loss, seed)
+}
+
+fn host(t: Tensor<1>) -> Vec<f64> {
+    t.cast(DType::F64).into_data().try_to_vec::<f64>().unwrap()
+}
+
+fn flat(diagonal: Vec<Tensor<1>>) -> Vec<f64> {
+    diagonal.into_iter().flat_map(host).collect()
+}
+
+/// The gradient of `scalar` with respect to every parameter, flattened in snapshot order.
+fn gradient<M: Tiny>(model: &M, scalar: Tensor<1>) -> Vec<f64> {
+    let grads = GradientsParams::from_grads(scalar.backward(), model);
+    host(Snapshot::of_grads(model, &grads).unwrap().flatten())
+}
+
+/// The loss Hessian with respect to sample `n`'s output, `[C, C]` row-major.
+fn output_hessian<M: Tiny>(f: &[f64], n: usize) -> Vec<f64> {
+    let c = M::OUTPUTS;
+    let mut h = vec![0.0; c * c];
+    if M::CROSS_ENTROPY {
+        let row = &f[n * c..(n + 1) * c];
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let z: f64 = row.iter().map(|v| (v - max).exp()).sum();
+        let p: Vec<f64> = row.iter().map(|v| (v - max).exp() / z).collect();
+        for k in 0..c {
+            for l in 0..c {
+                h[k * c + l] = f64::from(u8::from(k == l)) * p[k] - p[k] * p[l];
+            }
+        }
+    } else {
+        for k in 0..c {
+            h[k * c + k] = 2.0 / c as f64;
+        }
+    }
+    h
+}
+
+/// The dense GGN `(1/B) Σ_n J_nᵀ H_n J_n`, `[D, D]`, from per-sample Jacobians: row `k` of
+/// `J_n` is the gradient of the single output element `f_{n,k}`.
+fn dense_ggn<M: Tiny>(s: &Setup<M>) -> (usize, Vec<f64>) {
+    let f = host(
+        s.model
+            .forward(s.x.clone())
+            .detach()
+            .reshape([BATCH * M::OUTPUTS]),
+    );
+    let c = M::OUTPUTS;
+    let mut ggn: Vec<f64> = Vec::new();
+    let mut d = 0;
+    for n in 0..BATCH {
+        let rows: Vec<Vec<f64>> = (0..c)
+            .map(|k| {
+                let out = s.model.forward(s.x.clone());
+                gradient(&s.model, out.slice([n..n + 1, k..k + 1]).sum())
+            })
+            .collect();
+        d = rows[0].len();
+        if ggn.is_empty() {
+            ggn = vec![0.0; d * d];
+        }
+        let h = output_hessian::<M>(&f, n);
+        for k in 0..c {
+            for l in 0..c {
+                let w = h[k * c + l] / BATCH as f64;
+                if w == 0.0 {
+                    continue;
+                }
+                for i in 0..d {
+                    let a = w * rows[k][i];
+                    if a == 0.0 {
+                        continue;
+                    }
+                    for j in 0..d {
+                        ggn[i * d + j] += a * rows[l][j];
+                    }
+                }
+            }
+        }
+    }
+    (d, ggn)
+}
+
+/// The dense Hessian of the mean loss, column by column: `H e_i` from central differences of
+/// float64 gradients.
+fn dense_hessian<M: Tiny>(s: &Setup<M>) -> (usize, Vec<f64>) {
+    let (x, y) = (s.x.clone(), s.y.clone());
+    let products = FiniteDifferenceHvp::new(&s.model, move |m: &M| {
+        let loss = loss_of::<M>(m.forward(x.clone()), y.clone());
+        Ok(GradientsParams::from_grads(loss.backward(), m))
+    });
+    let params = Snapshot::of_params(&s.model);
+    let d = params.numel();
+    let mut hessian = vec![0.0; d * d];
+    for j in 0..d {
+        let mut unit = vec![0.0; d];
+        unit[j] = 1.0;
+        let options = (&params.device(), DType::F64);
+        let v = params
+            .with_flat(Tensor::<1>::from_data(TensorData::new(unit, [d]), options))
+            .unwrap();
+        let column = host(products.hvp(&params, &v).unwrap().flatten());
+        for i in 0..d {
+            hessian[i * d + j] = column[i];
+        }
+    }
+    (d, hessian)
+}
+
+fn diag(d: usize, dense: &[f64]) -> Vec<f64> {
+    (0..d).map(|i| dense[i * d + i]).collect()
+}
+
+/// `max_i |a_i − b_i| ≤ rel · max_i |b_i|`.
+fn assert_close(what: &str, ours: &[f64], oracle: &[f64], rel: f64) {
+    assert_eq!(ours.len(), oracle.len(), "{what}: lengths");
+    let scale = oracle.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0, "{what}: the oracle is zero");
+    let worst = ours
+        .iter()
+        .zip(oracle)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        worst <= rel * scale,
+        "{what}: max deviation {worst:e} > {rel:e} × {scale:e}\nours   {ours:?}\noracle {oracle:?}"
+    );
+}
+
+fn ggn_exact_equals_jacobian_oracle<M: Tiny>(backend: &Backend) {
+    let s = setup::<M>(backend);
+    let params = Snapshot::of_params(&s.model);
+    let ours = flat(
+        source(&s, 1)
+            .diagonal(&params, DiagonalKind::GgnExact)
+            .unwrap(),
+    );
+    let (d, ggn) = dense_ggn(&s);
+    // float64: rounding only; float32 (wgpu): the oracle is float32 too.
+    let rel = if backend.dtype == DType::F64 {
+        1e-10
+    } else {
+        1e-4
+    };
+    assert_close(
+        &format!("{} diag_ggn_exact", std::any::type_name::<M>()),
+        &ours,
+        &diag(d, &ggn),
+        rel,
+    );
+}
+
+fn cnn_ggn_exact(backend: &Backend) {
+    ggn_exact_equals_jacobian_oracle::<Cnn>(backend);
+}
+
+fn attention_ggn_exact(backend: &Backend) {
+    ggn_exact_equals_jacobian_oracle::<Attention>(backend);
+}
+
+fn lstm_ggn_exact(backend: &Backend) {
+    ggn_exact_equals_jacobian_oracle::<Recurrent>(backend);
+}
+
+on_every_backend!(cnn_ggn_exact, attention_ggn_exact, lstm_ggn_exact);
+
+/// ReLU, max pooling and Linear/Conv layers: declared piecewise linear, `diag_h` is the GGN
+/// diagonal and equals the dense Hessian's diagonal; no note (nothing estimated).
+#[test]
+fn piecewise_linear_cnn_diag_h_equals_dense_hessian() {
+    let s = setup::<Cnn>(&common::flex());
+    let params = Snapshot::of_params(&s.model);
+    let source = source(&s, 1).piecewise_linear();
+    let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
+    let (d, hessian) = dense_hessian(&s);
+    assert_close("cnn diag_h", &ours, &diag(d, &hessian), 1e-8);
+    assert!(source.notes().is_empty(), "{:?}", source.notes());
+    // Not declared: the exact GGN plus an estimated residual, said to be an estimate.
+    let undeclared = self::source(&s, 1);
+    undeclared.diagonal(&params, DiagonalKind::Hessian).unwrap();
+    assert!(
+        undeclared.notes().iter().any(|n| n.contains("estimate")),
+        "{:?}",
+        undeclared.notes()
+    );
+}
+
+/// Curved models: declared piecewise linear, the source finds the curved layers it recorded
+/// and estimates the residual; with `m` probes each entry of the estimate is within
+/// `6·√(Σ_{j≠i} R_ij² / m)` of the dense Hessian's diagonal (`R = H − G`, the residual the
+/// probes see; Rademacher probes), and the residual's products it is built from equal
+/// `(H − G) v` from the dense matrices.
+fn curved_diag_h_within_the_estimate_bound<M: Tiny>(curved: &str) {
+    let s = setup::<M>(&common::flex());
+    let params = Snapshot::of_params(&s.model);
+    let probes = 64;
+    let source = source(&s, 3)
+        .piecewise_linear()
+        .with_fallback_probes(probes);
+    let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
+    let notes = source.notes().join("\n");
+    assert!(
+        notes.contains(curved) && notes.contains("estimate"),
+        "{notes}"
+    );
+    let (d, hessian) = dense_hessian(&s);
+    let (_, ggn) = dense_ggn(&s);
+    let mut checked_residual = false;
+    for i in 0..d {
+        let spread: f64 = (0..d)
+            .filter(|&j| j != i)
+            .map(|j| (hessian[i * d + j] - ggn[i * d + j]).powi(2))
+            .sum::<f64>()
+            / probes as f64;
+        let bound = 6.0 * spread.sqrt() + 1e-8 * hessian[i * d + i].abs().max(1e-6);
+        let deviation = (ours[i] - hessian[i * d + i]).abs();
+        assert!(
+            deviation <= bound,
+            "entry {i}: diag_h {} vs dense {}, deviation {deviation:e} > bound {bound:e}",
+            ours[i],
+            hessian[i * d + i]
+        );
+        checked_residual |= (hessian[i * d + i] - ggn[i * d + i]).abs() > 1e-6;
+    }
+    assert!(checked_residual, "the model has no residual to estimate");
+    // The products the estimate is built from are exact: R v = (H − G) v for random v.
+    for seed in 0..3u64 {
+        let v: Vec<f64> = (0..d)
+            .map(|i| (((i as u64 * 7919 + seed * 104_729) % 1000) as f64 / 500.0) - 1.0)
+            .collect();
+        let oracle: Vec<f64> = (0..d)
+            .map(|i| {
+                (0..d)
+                    .map(|j| (hessian[i * d + j] - ggn[i * d + j]) * v[j])
+                    .sum()
+            })
+            .collect();
+        let options = (&params.device(), DType::F64);
+        let v = params
+            .with_flat(Tensor::<1>::from_data(TensorData::new(v, [d]), options))
+            .unwrap();
+        let ours = host(source.residual_product(&params, &v).unwrap().flatten());
+        assert_close(&format!("{curved}: R v"), &ours, &oracle, 1e-7);
+    }
+}
+
+#[test]
+fn attention_diag_h_within_the_estimate_bound() {
+    curved_diag_h_within_the_estimate_bound::<Attention>("attention softmax");
+}
+
+#[test]
+fn lstm_diag_h_within_the_estimate_bound() {
+    curved_diag_h_within_the_estimate_bound::<Recurrent>("recurrent gates");
+}
+
+/// `diag_ggn_mc` is unbiased: the mean of `N` independent one-sample draws is within
+/// `6·σ̂_i/√N` of the exact GGN diagonal in every entry (`σ̂_i` the draws' standard deviation).
+#[test]
+fn ggn_mc_matches_the_exact_ggn_in_expectation() {
+    fn check<M: Tiny>() {
+        let s = setup::<M>(&common::flex());
+        let params = Snapshot::of_params(&s.model);
+        let exact = flat(
+            source(&s, 0)
+                .diagonal(&params, DiagonalKind::GgnExact)
+                .unwrap(),
+        );
+        let draws = 300;
+        let samples: Vec<Vec<f64>> = (0..draws)
+            .map(|seed| {
+                flat(
+                    source(&s, seed + 1)
+                        .diagonal(&params, DiagonalKind::GgnMc)
+                        .unwrap(),
+                )
+            })
+            .collect();
+        let n = draws as f64;
+        for i in 0..exact.len() {
+            let mean = samples.iter().map(|d| d[i]).sum::<f64>() / n;
+            let var = samples.iter().map(|d| (d[i] - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            let bound = 6.0 * (var / n).sqrt() + 1e-12;
+            assert!(
+                (mean - exact[i]).abs() <= bound,
+                "{} entry {i}: MC mean {mean} vs exact {} (bound {bound:e})",
+                std::any::type_name::<M>(),
+                exact[i]
+            );
+        }
+    }
+    check::<Cnn>();
+    check::<Attention>();
+}
+
+/// Probabilities only enter cross-entropy's columns through the softmax, so a model whose
+/// outputs are huge still gets a finite diagonal (and `diag_h`'s notes name no curved layer
+/// for the CNN).
+#[test]
+fn extreme_logits_give_finite_diagonals() {
+    let s = setup::<Cnn>(&common::flex());
+    let params = Snapshot::of_params(&s.model);
+    let x = s.x.clone().mul_scalar(1e6);
+    let source = RecordedCurvature::new(
+        &s.model,
+        move |m: &Cnn| m.forward(x.clone()),
+        OutputLoss::CrossEntropy(s.y.clone()),
+        1,
+    )
+    .with_hessian(HessianDiagonal::PiecewiseLinear);
+    let diagonal = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
+    assert!(
+        diagonal.iter().all(|v| v.is_finite() && *v >= -1e-9),
+        "{diagonal:?}"
+    );
+}

@@ -18,7 +18,9 @@
 //! single-sample passes would draw other masks). Exits with an error otherwise.
 //!
 //! **Benchmark** (`--bench`, run it in release): `economy` and each per-sample quantity alone
-//! at every step, on the fast path and through the exact fallback, against plain training
+//! at every step, `business` and `full` (curvature diagonals through recorded backward passes,
+//! one per class: `RecordedCurvature`), on the fast path, and `economy` through the exact
+//! fallback, against plain training
 //! steps in the same process (interleaved). The guide CNN at batch 64 on 28×28 images, the
 //! transformer with `d_model` 128, 2 layers, 4 heads, sequences of 64 tokens, batch 32. Prints
 //! `overhead <model>/<config>/<engine> <ratio>`, `peak_memory …`, `reads_per_step …` and
@@ -33,6 +35,7 @@ use burn::nn::DropoutConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
+use burn_cockpit::curvature::{OutputLoss, RecordedCurvature};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{ExactPerSample, Recorder};
 use burn_cockpit::{
@@ -69,6 +72,11 @@ const COMPARED: [QuantityKind; 8] = [
 
 /// A model, its inputs and how to run it, as the loop below needs them.
 trait Task: Sized {
+    /// Whether the model is piecewise linear between its drop-ins (ReLU, pooling), so that its
+    /// Hessian diagonal is the Gauss–Newton diagonal.
+    const PIECEWISE_LINEAR: bool;
+    /// Classes of the output.
+    const CLASSES: usize;
     type Model: Module + Clone + Send + Sync + 'static;
     type Input: Clone + Send + Sync + 'static;
     fn name(&self) -> &'static str;
@@ -108,6 +116,8 @@ struct Images {
 }
 
 impl Task for Images {
+    const PIECEWISE_LINEAR: bool = true;
+    const CLASSES: usize = 10;
     type Model = GuideCnn;
     type Input = Tensor<3>;
 
@@ -173,6 +183,8 @@ struct Text {
 }
 
 impl Task for Text {
+    const PIECEWISE_LINEAR: bool = false;
+    const CLASSES: usize = 3;
     type Model = TextClassifier;
     type Input = Tensor<2, Int>;
 
@@ -280,6 +292,9 @@ fn step<T: Task>(
         let mut info = StepInfo::new(loss.clone().detach())
             .with_individual_losses(per_sample.detach())
             .with_optimizer(OptimizerInfo::sgd(LR));
+        if cockpit.needs_curvature(step) {
+            info = info.with_curvature(curvature::<T>(&model, &input, &labels));
+        }
         if let Some(factors) = factors {
             covered = factors.coverage(&Snapshot::of_params(&model)).is_complete();
             info = info.with_per_sample(factors);
@@ -298,6 +313,31 @@ fn step<T: Task>(
 }
 
 /// Single-sample backward passes of `model` on the batch.
+/// The step's curvature diagonals through recorded backward passes of the drop-ins, one per
+/// class: exact for the piecewise-linear CNN; for the transformer (attention, LayerNorm, GELU)
+/// the exact Gauss–Newton diagonal plus Hutchinson's estimate of the residual (10 probes).
+/// Dropout off, so that every pass sees the same network.
+fn curvature<T: Task>(
+    model: &T::Model,
+    input: &T::Input,
+    labels: &Tensor<1, Int>,
+) -> RecordedCurvature<T::Model> {
+    let model = T::without_dropout(model.clone());
+    let input = input.clone();
+    let onehot = labels.clone().one_hot::<2>(T::CLASSES).float();
+    let source = RecordedCurvature::new(
+        &model,
+        move |m: &T::Model| T::logits(m, input.clone()),
+        OutputLoss::CrossEntropy(onehot),
+        1,
+    );
+    if T::PIECEWISE_LINEAR {
+        source.piecewise_linear()
+    } else {
+        source
+    }
+}
+
 fn exact_source<T: Task>(
     model: &T::Model,
     input: &T::Input,
@@ -501,6 +541,8 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     ] {
         configs.push((kind.name().into(), vec![kind], false));
     }
+    configs.push(("business".into(), Configuration::Business.kinds(), false));
+    configs.push(("full".into(), Configuration::Full.kinds(), false));
     if !std::env::args().any(|a| a == "--no-exact") {
         configs.push(("economy".into(), Configuration::Economy.kinds(), true));
     }

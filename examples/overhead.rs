@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release --example overhead [-- --model mlp|cnn|3c3d --engine fast|exact
-//!     --histograms auto|host|device --steps 30 --repeats 3 --interval 1 --only economy,NormTest]
+//!     --histograms auto|host|device --curvature recorded|hutchinson --steps 30 --repeats 3
+//!     --interval 1 --only economy,NormTest]
 //! ```
 //!
 //! `mlp` is the setup of `PERFORMANCE_ANCHOR` (the real Cockpit's numbers on a 2-core machine):
@@ -14,7 +15,10 @@
 //! max-pool; fc 1152→512→256→10; ReLU) on `[128, 3, 32, 32]` random inputs (the pools pad one
 //! on each side where TensorFlow's "same" pads one on the right and bottom: the same shapes
 //! and cost). `--histograms` picks where GradHist1d and GradHist2d count (default `auto`:
-//! the host on CPU backends, the device elsewhere). `--engine exact` gives the per-sample quantities single-sample backward
+//! the host on CPU backends, the device elsewhere). `--curvature` picks how the CNNs'
+//! curvature diagonals (HessTrace, TIC) are computed: `recorded` (default) exactly through
+//! recorded backward passes, one per class, `hutchinson` estimated with 10 probes on
+//! finite-difference products (the MLP's are exact either way). `--engine exact` gives the per-sample quantities single-sample backward
 //! passes instead of the instrumented layers' fast path. `--interval N` tracks every N-th step;
 //! `--only a,b` keeps the named configurations. Prints one line per configuration as
 //! `overhead <name> <ratio>` plus absolute milliseconds per step, and `peak_memory <name>
@@ -35,7 +39,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_cockpit::curvature::{
     Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
-    MlpLayer, OutputLoss,
+    MlpLayer, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
@@ -88,13 +92,30 @@ impl<S: CurvatureSource> CurvatureSource for Counted<S> {
     ) -> Result<Vec<Tensor<1>>, QuantityError> {
         self.0.diagonal(params, kind)
     }
+
+    fn notes(&self) -> Vec<String> {
+        self.0.notes()
+    }
 }
 
-/// The step's curvature: exact diagonals and products where the net is a plain MLP (else
-/// Hutchinson with 10 probes on finite-difference products).
+/// The step's curvature (`--curvature recorded|hutchinson`, default `recorded`): exact
+/// diagonals and products where the net is a plain MLP (`MlpCurvature`); else, with
+/// `recorded`, exact diagonals through recorded backward passes of the drop-ins
+/// (`RecordedCurvature`; the nets here are piecewise linear: ReLU and max pooling), with
+/// `hutchinson` Hutchinson's estimate with 10 probes on finite-difference products.
 fn curvature<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Box<dyn CurvatureSource> {
     if let Some(exact) = model.exact_curvature(x.clone(), y.clone()) {
         return Box::new(Counted(exact));
+    }
+    if arg("--curvature", "recorded".to_string()) == "recorded" {
+        let source = RecordedCurvature::new(
+            model,
+            move |m: &M| m.forward(x.clone()),
+            OutputLoss::CrossEntropy(y),
+            1,
+        )
+        .piecewise_linear();
+        return Box::new(Counted(source));
     }
     let hvp = FiniteDifferenceHvp::new(model, move |m: &M| {
         let loss = per_sample_loss(m, x.clone(), y.clone()).mean();

@@ -20,7 +20,7 @@
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_cockpit::curvature::{FiniteDifferenceHvp, Hutchinson};
+use burn_cockpit::curvature::{OutputLoss, RecordedCurvature};
 use burn_cockpit::diagnose::Monitor;
 use burn_cockpit::persample::Recorder;
 use burn_cockpit::{
@@ -37,8 +37,6 @@ const BATCH: usize = 16;
 const LR: f64 = 0.05;
 /// The curvature quantities' interval: each costs tens of Hessian-vector products.
 const CURVATURE_EVERY: usize = 25;
-/// Rademacher probes for the Hutchinson estimate of the Hessian diagonal (HessTrace, TIC).
-const PROBES: usize = 4;
 
 fn batch_tensors(x: &[[f64; 4]], y: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
     let inputs: Vec<f32> = x.iter().flatten().map(|v| *v as f32).collect();
@@ -129,16 +127,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 info = info.with_per_sample(per_sample_grads);
             }
             if cockpit.needs_curvature(step) {
+                // Exact curvature diagonals through recorded backward passes of the drop-ins
+                // (one per class; the net is piecewise linear, so diag_h is the GGN's), and
                 // Hessian-vector products by differences of gradients on this step's batch.
-                let (replay_x, replay_y) = (inputs_again.clone(), targets_again.clone());
-                let hvp = FiniteDifferenceHvp::new(&model, move |m: &Classifier| {
-                    let loss = (log_softmax(m.forward(replay_x.clone()), 1) * replay_y.clone())
-                        .sum_dim(1)
-                        .neg()
-                        .mean();
-                    Ok(GradientsParams::from_grads(loss.backward(), m))
-                });
-                info = info.with_curvature(Hutchinson::new(hvp, PROBES, step as u64));
+                let replay_x = inputs_again.clone();
+                let curvature = RecordedCurvature::new(
+                    &model,
+                    move |m: &Classifier| m.forward(replay_x.clone()),
+                    OutputLoss::CrossEntropy(targets_again.clone()),
+                    step as u64,
+                )
+                .piecewise_linear();
+                info = info.with_curvature(curvature);
             }
             cockpit.track(step, &model, &grads, info)?;
             model = optimizer.step(LR, model, grads);

@@ -23,7 +23,9 @@ pub enum TrainError {
     /// way to replay its batch.
     #[error(
         "{quantities:?} need Hessian-vector products on the step's batch: instrument the model \
-         with `CockpitLearner::instrument_with_curvature` (its train input must be `Clone`)"
+         with `CockpitLearner::instrument_with_recorded_curvature` (exact diagonals for models \
+         built from the per-sample drop-ins) or `CockpitLearner::instrument_with_curvature` (its \
+         train input must be `Clone`)"
     )]
     CurvatureNeedsReplay {
         /// The curvature quantities configured.

@@ -5,11 +5,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor};
 use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
 use burn::train::{ExecutionStrategy, LearnerModel, SupervisedTraining, TrainStep};
 use cockpit_diagnose::{Diagnosis, Monitor};
-use cockpit_quantities::curvature::CurvatureSource;
+use cockpit_quantities::curvature::{
+    CurvatureSource, HessianDiagonal, OutputLoss, RecordedCurvature,
+};
 use cockpit_quantities::{
     Cockpit, CockpitConfig, Configuration, OptimizerInfo, QuantityKind, Schedule,
 };
@@ -307,6 +309,48 @@ impl CockpitLearner {
             Box::new(cockpit_quantities::curvature::Hutchinson::new(
                 hvp, probes, 0x5eed,
             )) as Box<dyn CurvatureSource>
+        });
+        Instrumented::new(model, self.clone(), Some(replay))
+    }
+
+    /// Like [`CockpitLearner::instrument_with_curvature`], with curvature diagonals (HessTrace,
+    /// TIC) through recorded backward passes of the per-sample drop-ins
+    /// ([`RecordedCurvature`]): `output(model, item)` runs the forward pass to the network's
+    /// output `[B, C]` (dropout off, or the same masks as the step), `loss(item)` gives the loss
+    /// on it with its targets (cross-entropy with one-hot targets, or MSE; mean over the
+    /// batch), and `hessian` says how `diag_h` is obtained ([`HessianDiagonal::PiecewiseLinear`]
+    /// for ReLU and pooling between the drop-ins: exact). The Gauss–Newton diagonals are exact
+    /// wherever the drop-ins cover the model; where they do not, `diag_h` is Hutchinson's
+    /// estimate with 10 probes and a warning says so. Hessian-vector products (HessMaxEV) are
+    /// central differences of gradients, as with `instrument_with_curvature`.
+    ///
+    /// # Cost
+    ///
+    /// `diag_ggn_exact` (and an exact `diag_h`): `C` recorded forward and backward passes per
+    /// tracked step (`C` the output's width); `diag_ggn_mc`: one. Two passes per product.
+    pub fn instrument_with_recorded_curvature<M>(
+        &self,
+        model: M,
+        output: impl Fn(&M, &M::Input) -> Tensor<2> + Send + Sync + 'static,
+        loss: impl Fn(&M::Input) -> OutputLoss + Send + Sync + 'static,
+        hessian: HessianDiagonal,
+    ) -> Instrumented<M>
+    where
+        M: TrainStep + Module + Sync + 'static,
+        M::Input: Clone + Send + Sync,
+    {
+        let output = Arc::new(output);
+        let replay: Replay<M> = Arc::new(move |model: &M, item: &M::Input| {
+            let (output, replayed) = (output.clone(), item.clone());
+            Box::new(
+                RecordedCurvature::new(
+                    model,
+                    move |m: &M| output(m, &replayed),
+                    loss(item),
+                    0x5eed,
+                )
+                .with_hessian(hessian),
+            ) as Box<dyn CurvatureSource>
         });
         Instrumented::new(model, self.clone(), Some(replay))
     }

@@ -5,8 +5,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor};
 use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
+use burn::tensor::{Device, Tensor};
 use burn::train::{ExecutionStrategy, LearnerModel, SupervisedTraining, TrainStep};
 use cockpit_diagnose::{Diagnosis, Monitor};
 use cockpit_quantities::curvature::{

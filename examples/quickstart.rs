@@ -14,8 +14,9 @@
 //! ```
 //!
 //! Writes `cockpit-logs/quickstart.json` (Cockpit's log format, readable by the Python
-//! `CockpitPlotter`), `cockpit-logs/quickstart.jsonl` (one line per tracked step) and the
-//! dashboard `cockpit-logs/quickstart.png`.
+//! `CockpitPlotter`), `cockpit-logs/quickstart.jsonl` (one line per tracked step), the
+//! dashboard `cockpit-logs/quickstart.png` and a TensorBoard event file in
+//! `cockpit-logs/tensorboard/quickstart-<time>/` (`tensorboard --logdir cockpit-logs/tensorboard`).
 
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
@@ -82,8 +83,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         QuantityKind::EarlyStopping,
         QuantityKind::Time,
     ]);
+    // One TensorBoard run per invocation: `tensorboard --logdir cockpit-logs/tensorboard`.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step())?
-        .with_stream("cockpit-logs/quickstart.jsonl")?;
+        .with_stream("cockpit-logs/quickstart.jsonl")?
+        .with_tensorboard(format!("cockpit-logs/tensorboard/quickstart-{run}"))?;
     let sparse = Schedule::linear(CURVATURE_EVERY, 0)?;
     for kind in [
         QuantityKind::GradHist2d,
@@ -245,7 +252,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  warning: {warning}");
     }
     println!(
-        "wrote cockpit-logs/quickstart.json, cockpit-logs/quickstart.jsonl and the dashboard cockpit-logs/quickstart.png"
+        "wrote cockpit-logs/quickstart.json, cockpit-logs/quickstart.jsonl, the dashboard cockpit-logs/quickstart.png and the TensorBoard events {}",
+        cockpit
+            .tensorboard_file()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
     );
     Ok(())
 }

@@ -20,4 +20,5 @@ mod read_ledger;
 mod recorded_curvature;
 mod replay_fixtures;
 mod robustness;
+mod tensorboard;
 mod unseen_fixtures;

@@ -20,6 +20,7 @@ use cockpit_cli::replay::{Fixture, LossKind, ReplayError, ReplayOptions, replay}
 use cockpit_plot::{PlotError, PlotOptions, Screen, WatchEvent, WatchOptions};
 use cockpit_quantities::Output;
 use cockpit_quantities::log::LogError;
+use cockpit_quantities::log::tensorboard::TensorBoardWriter;
 
 /// burn-cockpit: Cockpit's dashboard, diagnosis and replay for burn training runs.
 #[derive(Debug, Parser)]
@@ -42,6 +43,23 @@ enum Command {
     /// Checks a Cockpit config file (TOML or JSON) as a training run would build it, and lists
     /// each quantity with its key, schedule and needs.
     Check(CheckArgs),
+    /// Converts a log (ours, a `.jsonl` stream, or one written by the Python Cockpit) into a
+    /// TensorBoard event file.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// The log: Cockpit's JSON log, or the JSON-lines stream (`.jsonl`).
+    log: PathBuf,
+    /// The directory to write the event file into (created if needed); point TensorBoard at
+    /// it (`tensorboard --logdir DIR`).
+    #[arg(long)]
+    tensorboard: PathBuf,
+    /// The parameters' dotted names, comma-separated, in the order of the log's
+    /// per-parameter lists (their indices otherwise).
+    #[arg(long, value_delimiter = ',')]
+    names: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +190,7 @@ fn main() -> ExitCode {
         Command::Diagnose(args) => diagnose(args),
         Command::Replay(args) => replay_command(args).map(|()| true),
         Command::Check(args) => check(args).map(|()| true),
+        Command::Export(args) => export(args).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -232,6 +251,19 @@ fn read(log: &Path) -> Result<Output, CliError> {
         return Err(CliError::EmptyLog(log.to_path_buf()));
     }
     Ok(output)
+}
+
+fn export(args: ExportArgs) -> Result<(), CliError> {
+    let output = read(&args.log)?;
+    let mut writer = TensorBoardWriter::create(&args.tensorboard)?;
+    writer.write_output(&output, &args.names)?;
+    let steps = output.steps().count();
+    sayln!(
+        "wrote {steps} steps of {} to {}",
+        args.log.display(),
+        writer.path().display()
+    );
+    Ok(())
 }
 
 /// `Ok(true)` when nothing is flagged.

@@ -435,3 +435,43 @@ fn diagnose_into_a_closed_pipe_keeps_its_exit_status() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `cockpit export` writes one event file for the Python Cockpit's log (its values are
+/// checked record by record in the workspace's `tests/integration/tensorboard.rs`); a log that
+/// is not there is an error with exit status 2 and no file.
+#[test]
+fn export_writes_a_tensorboard_event_file() {
+    let dir = scratch("export");
+    let events = dir.join("tensorboard");
+    let status = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .args(["export"])
+        .arg(fixture("cockpit_write_example"))
+        .arg("--tensorboard")
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    assert!(stdout.starts_with("wrote "), "{stdout}");
+    let files: Vec<_> = std::fs::read_dir(&events)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    assert!(files[0].to_string_lossy().contains("tfevents"));
+    assert!(std::fs::metadata(&files[0]).unwrap().len() > 1000);
+
+    let missing = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .args(["export", "no-such-log.json", "--tensorboard"])
+        .arg(dir.join("other"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no-such-log.json"));
+    assert!(!dir.join("other").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,6 +5,7 @@ use std::path::Path;
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 
+use crate::log::tensorboard::TensorBoardWriter;
 use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
@@ -69,6 +70,7 @@ pub struct Cockpit {
     param_set: Option<ParamSet>,
     last_step: Option<usize>,
     stream: Option<JsonLinesWriter>,
+    tensorboard: Option<TensorBoardWriter>,
     warnings: Vec<String>,
     /// The per-sample and curvature sources' notes already turned into warnings (each is
     /// given once).
@@ -104,6 +106,7 @@ impl Cockpit {
             param_set: None,
             last_step: None,
             stream: None,
+            tensorboard: None,
             warnings: Vec::new(),
             notes_seen: Vec::new(),
             latest: Output::new(),
@@ -182,6 +185,34 @@ impl Cockpit {
         Ok(self)
     }
 
+    /// Also writes every tracked step (and every [`Cockpit::log`] entry) to a TensorBoard
+    /// event file in `dir` (created if needed), flushed at each step: scalars
+    /// `cockpit/<Quantity>` and `cockpit/<Quantity>/<parameter>`, GradHist1d (and GradHist2d's
+    /// gradient marginal) as histograms ([`TensorBoardWriter`]). Point TensorBoard at `dir`.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Log`] if the directory or the file cannot be created.
+    pub fn with_tensorboard(mut self, dir: impl AsRef<Path>) -> Result<Self, CockpitError> {
+        self.set_tensorboard(dir)?;
+        Ok(self)
+    }
+
+    /// [`Cockpit::with_tensorboard`] on a Cockpit in place (it is left as it was on error).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Log`] if the directory or the file cannot be created.
+    pub fn set_tensorboard(&mut self, dir: impl AsRef<Path>) -> Result<(), CockpitError> {
+        self.tensorboard = Some(TensorBoardWriter::create(dir)?);
+        Ok(())
+    }
+
+    /// The TensorBoard event file being written, if any.
+    pub fn tensorboard_file(&self) -> Option<&Path> {
+        self.tensorboard.as_ref().map(TensorBoardWriter::path)
+    }
+
     /// Adds a quantity.
     ///
     /// # Errors
@@ -226,7 +257,7 @@ impl Cockpit {
     /// - [`CockpitError::BatchMismatch`] if the per-sample losses, the per-sample gradients
     ///   and the batch size disagree (or are empty); nothing is computed for the step;
     /// - [`CockpitError::QuantitiesFailed`] listing the quantities that could not be computed;
-    /// - [`CockpitError::Log`] if the JSON-lines stream cannot be written.
+    /// - [`CockpitError::Log`] if the JSON-lines stream or the TensorBoard file cannot be written.
     ///
     /// In every case the values tracked so far stay in [`Cockpit::output`].
     ///
@@ -387,6 +418,12 @@ impl Cockpit {
         {
             stream.append(step, &computed)?;
         }
+        if let Some(tensorboard) = &mut self.tensorboard
+            && !computed.is_empty()
+        {
+            let names = self.param_set.as_ref().map_or(&[][..], |p| &p.names[..]);
+            tensorboard.write_output(&computed, names)?;
+        }
         if failures.is_empty() {
             Ok(())
         } else {
@@ -497,7 +534,8 @@ impl Cockpit {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::Log`] if the JSON-lines stream cannot be written (the entry is kept).
+    /// [`CockpitError::Log`] if the JSON-lines stream or the TensorBoard file cannot be written
+    /// (the entry is kept).
     pub fn log(&mut self, step: usize, entry: &EpochLog) -> Result<(), CockpitError> {
         let mut values = Output::new();
         values.insert(step, "epoch_count", Value::Int(entry.epoch_count as i64));
@@ -518,6 +556,9 @@ impl Cockpit {
         self.output.merge(values.clone());
         if let Some(stream) = &mut self.stream {
             stream.append(step, &values)?;
+        }
+        if let Some(tensorboard) = &mut self.tensorboard {
+            tensorboard.write_output(&values, &[])?;
         }
         Ok(())
     }

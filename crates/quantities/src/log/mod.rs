@@ -6,6 +6,7 @@ mod file;
 mod json;
 mod json_tricks;
 mod stream;
+pub mod tensorboard;
 
 pub use atomic::write_atomic;
 pub use error::LogError;

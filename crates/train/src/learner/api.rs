@@ -178,6 +178,20 @@ impl CockpitLearner {
         Ok(self)
     }
 
+    /// Also writes every tracked step to a TensorBoard event file in `dir` (created if needed),
+    /// flushed at each step, beside burn's own metrics: scalars `cockpit/<Quantity>` and
+    /// `cockpit/<Quantity>/<parameter>`, GradHist1d as histograms
+    /// ([`Cockpit::with_tensorboard`]).
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::Cockpit`] if the directory or the file cannot be created (the Learner's
+    /// Cockpit is left as it was).
+    pub fn with_tensorboard(self, dir: impl AsRef<Path>) -> Result<Self, TrainError> {
+        self.lock().cockpit.set_tensorboard(dir)?;
+        Ok(self)
+    }
+
     /// Counts GradHist1d's and GradHist2d's elements with `engine`
     /// ([`Cockpit::with_histogram_engine`]; by default the host on CPU backends and the device
     /// on GPU backends, [`HistogramEngine::Auto`]).

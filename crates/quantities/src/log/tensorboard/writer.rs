@@ -1,0 +1,253 @@
+//! [`TensorBoardWriter`]: Cockpit's values as a TensorBoard event file.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prost::Message;
+
+use super::proto::{Event, HistogramProto, Image, Payload, Summary, SummaryValue, What};
+use super::record::frame;
+use crate::log::LogError;
+use crate::{Histogram1d, Histogram2d, Output, QuantityKind, Value};
+
+/// The prefix of every tag the writer writes.
+pub const TAG_PREFIX: &str = "cockpit";
+
+/// Writes Cockpit's values to one TensorBoard event file, flushed after every step so that
+/// TensorBoard shows a run in progress and a crash loses nothing written.
+///
+/// - a number (Loss, Alpha, NormTest, …) becomes the scalar `cockpit/<Quantity>`;
+/// - a per-parameter list (GradNorm, Distance, HessTrace, …) becomes one scalar per parameter,
+///   `cockpit/<Quantity>/<parameter name>` (the parameter's index where names are unknown,
+///   e.g. in a log), and the network-wide scalar `cockpit/<Quantity>` by the reduction the
+///   quantity's spec states ([`QuantityKind::reduction`]);
+/// - GradHist1d becomes a TensorBoard histogram with Cockpit's own edges and counts (bucket
+///   `k + 1` is `[e_k, e_{k+1})`'s count; the first bucket, up to `e_0`, is empty), not
+///   re-binned; GradHist2d its gradient marginal (`cockpit/<Quantity>/gradients`);
+/// - the per-parameter arrays of `Parameters` and values of other tools are skipped.
+///
+/// A histogram's `sum` and `sum_squares` are not in Cockpit's values; they are taken at the
+/// bins' centres, and `min`/`max` are the outer edges of the first and last non-empty bins.
+#[derive(Debug)]
+pub struct TensorBoardWriter {
+    path: PathBuf,
+    file: File,
+}
+
+impl TensorBoardWriter {
+    /// Creates `dir` if needed and a new event file in it
+    /// (`events.out.tfevents.<seconds>.<host>.<pid>.cockpit`), and writes the file's version.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the directory or the file cannot be created or written.
+    pub fn create(dir: impl AsRef<Path>) -> Result<Self, LogError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| LogError::Io {
+            action: "create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let seconds = now().floor() as u64;
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or_else(|| "localhost".to_string());
+        let path = dir.join(format!(
+            "events.out.tfevents.{seconds}.{host}.{}.cockpit",
+            std::process::id()
+        ));
+        let file = File::options()
+            .create_new(true)
+            .write(true)
+            .open(&path)
+            .map_err(|source| LogError::Io {
+                action: "create",
+                path: path.clone(),
+                source,
+            })?;
+        let mut writer = Self { path, file };
+        writer.write_event(Event {
+            wall_time: now(),
+            step: 0,
+            what: Some(What::FileVersion("brain.Event:2".into())),
+        })?;
+        Ok(writer)
+    }
+
+    /// The event file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes every value of `output`, one event per step, and flushes. `names` are the
+    /// parameters' names in the order of per-parameter lists (empty where unknown: the
+    /// parameters' indices are used).
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file cannot be written.
+    pub fn write_output(&mut self, output: &Output, names: &[String]) -> Result<(), LogError> {
+        for step in output.steps() {
+            let Some(values) = output.at(step) else {
+                continue;
+            };
+            let summary: Vec<SummaryValue> = values
+                .iter()
+                .flat_map(|(name, value)| summary_values(name, value, names))
+                .collect();
+            if summary.is_empty() {
+                continue;
+            }
+            self.write_event(Event {
+                wall_time: now(),
+                step: i64::try_from(step).unwrap_or(i64::MAX),
+                what: Some(What::Summary(Summary { value: summary })),
+            })?;
+        }
+        self.file.flush().map_err(|source| self.io(source))
+    }
+
+    /// Writes a PNG image (e.g. the dashboard) under `tag` at `step`, and flushes.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Io`] if the file cannot be written.
+    pub fn write_png(
+        &mut self,
+        tag: &str,
+        step: usize,
+        png: Vec<u8>,
+        (width, height): (u32, u32),
+    ) -> Result<(), LogError> {
+        let image = Image {
+            height: i32::try_from(height).unwrap_or(i32::MAX),
+            width: i32::try_from(width).unwrap_or(i32::MAX),
+            colorspace: 3,
+            encoded_image_string: png,
+        };
+        self.write_event(Event {
+            wall_time: now(),
+            step: i64::try_from(step).unwrap_or(i64::MAX),
+            what: Some(What::Summary(Summary {
+                value: vec![SummaryValue {
+                    tag: tag.to_string(),
+                    payload: Some(Payload::Image(image)),
+                }],
+            })),
+        })?;
+        self.file.flush().map_err(|source| self.io(source))
+    }
+
+    fn write_event(&mut self, event: Event) -> Result<(), LogError> {
+        let record = frame(&event.encode_to_vec());
+        self.file
+            .write_all(&record)
+            .map_err(|source| self.io(source))
+    }
+
+    fn io(&self, source: std::io::Error) -> LogError {
+        LogError::Io {
+            action: "write",
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// The tagged values one of Cockpit's values becomes.
+fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryValue> {
+    let tag = format!("{TAG_PREFIX}/{name}");
+    let scalar = |tag: String, v: f64| SummaryValue {
+        tag,
+        payload: Some(Payload::SimpleValue(v as f32)),
+    };
+    match value {
+        Value::Int(v) => vec![scalar(tag, *v as f64)],
+        Value::Float(v) => vec![scalar(tag, *v)],
+        Value::List(values) => {
+            let mut out = Vec::with_capacity(values.len() + 1);
+            if let Some(reduction) = kind_of(name).and_then(QuantityKind::reduction) {
+                out.push(scalar(tag.clone(), reduction.apply(values)));
+            }
+            for (i, v) in values.iter().enumerate() {
+                let layer = names.get(i).cloned().unwrap_or_else(|| i.to_string());
+                out.push(scalar(format!("{tag}/{layer}"), *v));
+            }
+            out
+        }
+        Value::Hist1d(h) => histogram(tag, h).into_iter().collect(),
+        Value::Hist2d(h) => histogram(format!("{tag}/gradients"), &gradient_marginal(h))
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The kind a value's name belongs to: the name itself, or a key such as `HessTrace[ggn]`.
+fn kind_of(name: &str) -> Option<QuantityKind> {
+    QuantityKind::from_str(name)
+        .ok()
+        .or_else(|| QuantityKind::from_str(name.split('[').next()?).ok())
+}
+
+/// A 2-d histogram's counts summed over the parameter-value axis.
+fn gradient_marginal(h: &Histogram2d) -> Histogram1d {
+    let (x_bins, y_bins) = h.bins;
+    let hist = (0..x_bins)
+        .map(|x| {
+            (0..y_bins)
+                .map(|y| h.hist.get(x * y_bins + y).copied().unwrap_or(0) as f64)
+                .sum()
+        })
+        .collect();
+    Histogram1d {
+        hist,
+        edges: h.x_edges.clone(),
+    }
+}
+
+/// Cockpit's bins as TensorBoard buckets, exact: limits `e_0, …, e_K`, counts `0, c_0, …`
+/// (`None` for a histogram without a bin).
+fn histogram(tag: String, h: &Histogram1d) -> Option<SummaryValue> {
+    let counts: Vec<f64> = h.hist.clone();
+    let edges = &h.edges;
+    let bins = counts.len().min(edges.len().saturating_sub(1));
+    if bins == 0 {
+        return None;
+    }
+    let centre = |k: usize| 0.5 * (edges[k] + edges[k + 1]);
+    let occupied: Vec<usize> = (0..bins).filter(|&k| counts[k] != 0.0).collect();
+    let (min, max) = match (occupied.first(), occupied.last()) {
+        (Some(&first), Some(&last)) => (edges[first], edges[last + 1]),
+        _ => (0.0, 0.0),
+    };
+    let sum = (0..bins).map(|k| counts[k] * centre(k)).sum();
+    let sum_squares = (0..bins).map(|k| counts[k] * centre(k) * centre(k)).sum();
+    let mut bucket = Vec::with_capacity(bins + 1);
+    bucket.push(0.0);
+    bucket.extend_from_slice(&counts[..bins]);
+    Some(SummaryValue {
+        tag,
+        payload: Some(Payload::Histo(HistogramProto {
+            min,
+            max,
+            num: counts[..bins].iter().sum(),
+            sum,
+            sum_squares,
+            bucket_limit: edges[..=bins].to_vec(),
+            bucket,
+        })),
+    })
+}

@@ -5,6 +5,8 @@
 //! - [`replay`]: re-run a training run recorded from the real (PyTorch) Cockpit in burn, in
 //!   float64 on the CPU, and produce burn-cockpit's log for it.
 //! - [`diagnose`]: what a Cockpit log shows, in words (the `cockpit-diagnose` crate).
+//! - [`serve`]: the dashboard live in the browser, redrawn as a log grows.
 
 pub use cockpit_diagnose as diagnose;
 pub mod replay;
+pub mod serve;

@@ -17,6 +17,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use cockpit_cli::diagnose::Diagnoser;
 use cockpit_cli::replay::{Fixture, LossKind, ReplayError, ReplayOptions, replay};
+use cockpit_cli::serve::ServeOptions;
 use cockpit_plot::{PlotError, PlotOptions, Screen, WatchEvent, WatchOptions};
 use cockpit_quantities::Output;
 use cockpit_quantities::log::LogError;
@@ -46,6 +47,28 @@ enum Command {
     /// Converts a log (ours, a `.jsonl` stream, or one written by the Python Cockpit) into a
     /// TensorBoard event file.
     Export(ExportArgs),
+    /// Serves the dashboard (both screens, the last step seen, the diagnosis) as a page that
+    /// redraws itself as the log grows; open the printed address in a browser.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The log: Cockpit's JSON log, or the JSON-lines stream (`.jsonl`) of a running training.
+    log: PathBuf,
+    /// The port (0: any free port; the one taken is printed).
+    #[arg(long, default_value_t = 8787)]
+    port: u16,
+    /// The address to listen on. The default, 127.0.0.1, is this machine only; any other
+    /// address lets other machines read the dashboard (a warning says so).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// How often to look at the log, in milliseconds (at least 10).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..))]
+    interval_ms: u64,
+    /// Each screen's image size WIDTHxHEIGHT, from 600x300 up to 16384x16384 pixels.
+    #[arg(long, default_value = "1600x800", value_parser = parse_size)]
+    size: (u32, u32),
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +163,8 @@ enum CliError {
     Config(#[from] cockpit_quantities::CockpitError),
     #[error("`{}` holds no tracked step", .0.display())]
     EmptyLog(PathBuf),
+    #[error(transparent)]
+    Serve(#[from] cockpit_cli::serve::ServeError),
 }
 
 /// `WIDTHxHEIGHT` within the dashboard's documented limits.
@@ -191,6 +216,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay_command(args).map(|()| true),
         Command::Check(args) => check(args).map(|()| true),
         Command::Export(args) => export(args).map(|()| true),
+        Command::Serve(args) => serve(args).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -251,6 +277,18 @@ fn read(log: &Path) -> Result<Output, CliError> {
         return Err(CliError::EmptyLog(log.to_path_buf()));
     }
     Ok(output)
+}
+
+fn serve(args: ServeArgs) -> Result<(), CliError> {
+    let options = ServeOptions {
+        address: args.bind,
+        port: args.port,
+        interval: Duration::from_millis(args.interval_ms),
+        size: args.size,
+        ..ServeOptions::new(args.log)
+    };
+    cockpit_cli::serve::run(options)?;
+    Ok(())
 }
 
 fn export(args: ExportArgs) -> Result<(), CliError> {

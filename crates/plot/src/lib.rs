@@ -118,6 +118,23 @@ pub fn render_rgb(
     Ok((buffer, rendered))
 }
 
+/// Draws a PNG image, encoded in memory.
+///
+/// # Errors
+///
+/// As [`render_rgb`], and [`PlotError::Draw`] if the encoder fails.
+pub fn render_png(
+    output: &Output,
+    options: &PlotOptions,
+) -> Result<(Vec<u8>, Rendered), PlotError> {
+    let (rgb, rendered) = render_rgb(output, options)?;
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(&rgb, options.width, options.height, image::ColorType::Rgb8)
+        .map_err(|err| PlotError::Draw(format!("PNG encoding: {err}")))?;
+    Ok((png, rendered))
+}
+
 /// Draws an SVG document.
 ///
 /// # Errors
@@ -168,18 +185,8 @@ pub fn save(
             Ok(rendered)
         }
         Some("png") => {
-            let (rgb, rendered) = render_rgb(output, options)?;
-            write_atomic(path, |file| {
-                let mut writer = std::io::BufWriter::new(file);
-                image::codecs::png::PngEncoder::new(&mut writer)
-                    .write_image(&rgb, options.width, options.height, image::ColorType::Rgb8)
-                    .map_err(|err| match err {
-                        image::ImageError::IoError(err) => err,
-                        other => std::io::Error::other(other.to_string()),
-                    })?;
-                writer.flush()
-            })
-            .map_err(write_err)?;
+            let (png, rendered) = render_png(output, options)?;
+            write_atomic(path, |file| file.write_all(&png)).map_err(write_err)?;
             Ok(rendered)
         }
         _ => Err(PlotError::Format(path.to_path_buf())),

@@ -219,8 +219,33 @@ fn read_snapshot(log: &Path) -> Result<(Output, Option<usize>, String), String> 
     Ok((output, last_step, verdict))
 }
 
+/// The page, with the state now filled in (so it shows the run before the first event).
 async fn page(State(shared): State<Arc<Shared>>) -> Html<String> {
-    Html(PAGE.replace("{{LOG}}", &escape(&shared.log_name)))
+    let snapshot = shared.updates.borrow().clone();
+    let step = match snapshot.last_step {
+        Some(step) => format!("last step seen: {step}"),
+        None => "waiting for the log…".to_string(),
+    };
+    let image = |screen: &str| match snapshot.last_step {
+        Some(_) => format!("/{screen}.png?v={}", snapshot.version),
+        None => String::new(),
+    };
+    let verdict = if snapshot.verdict.is_empty() {
+        "waiting for the log…"
+    } else {
+        &snapshot.verdict
+    };
+    Html(
+        PAGE.replace("{{LOG}}", &escape(&shared.log_name))
+            .replace("{{STEP}}", &escape(&step))
+            .replace(
+                "{{PROBLEM}}",
+                &escape(snapshot.problem.as_deref().unwrap_or("")),
+            )
+            .replace("{{PRIMARY}}", &image("primary"))
+            .replace("{{SECONDARY}}", &image("secondary"))
+            .replace("{{VERDICT}}", &escape(verdict)),
+    )
 }
 
 async fn primary(State(shared): State<Arc<Shared>>) -> Response {
@@ -332,12 +357,12 @@ const PAGE: &str = r#"<!doctype html>
 <body>
 <header>
   <h1>Cockpit: {{LOG}}</h1>
-  <span id="step">waiting for the log…</span>
-  <span id="problem"></span>
+  <span id="step">{{STEP}}</span>
+  <span id="problem">{{PROBLEM}}</span>
 </header>
-<img id="primary" alt="the primary screen (drawn once the log has a tracked step)">
-<img id="secondary" alt="the secondary screen">
-<p id="verdict">diagnosis: waiting for the log…</p>
+<img id="primary" src="{{PRIMARY}}" alt="the primary screen (drawn once the log has a tracked step)">
+<img id="secondary" src="{{SECONDARY}}" alt="the secondary screen">
+<p id="verdict">diagnosis: {{VERDICT}}</p>
 <script>
   const show = (state) => {
     document.getElementById("step").textContent =
@@ -346,7 +371,9 @@ const PAGE: &str = r#"<!doctype html>
     document.getElementById("verdict").textContent = "diagnosis: " + state.verdict;
     if (state.last_step !== null) {
       for (const id of ["primary", "secondary"]) {
-        document.getElementById(id).src = "/" + id + ".png?v=" + state.version;
+        const src = "/" + id + ".png?v=" + state.version;
+        const image = document.getElementById(id);
+        if (image.getAttribute("src") !== src) image.src = src;
       }
     }
   };

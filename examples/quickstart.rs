@@ -184,6 +184,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     burn_cockpit::plot::save(cockpit.output(), "cockpit-logs/quickstart.png", &options)?;
+    // The same dashboard in TensorBoard's Images tab.
+    let (png, _) = burn_cockpit::plot::render_png(cockpit.output(), &options)?;
+    cockpit.tensorboard_image(
+        "cockpit/dashboard",
+        step - 1,
+        png,
+        (options.width, options.height),
+    )?;
 
     let out = cockpit.output();
     let global = |name: &str, step: usize| -> f64 {

@@ -12,7 +12,9 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_cockpit::log::read_log;
-use burn_cockpit::log::tensorboard::{Event, HistogramProto, Payload, TensorBoardWriter, What};
+use burn_cockpit::log::tensorboard::{
+    Event, HistogramProto, Image, Payload, TensorBoardWriter, What,
+};
 use burn_cockpit::persample::{Linear, Recorder};
 use burn_cockpit::{
     Cockpit, Configuration, Histogram1d, Histogram2d, OptimizerInfo, Output, QuantityKind,
@@ -72,6 +74,7 @@ fn event_file(dir: &Path) -> PathBuf {
 struct Read {
     scalars: BTreeMap<(String, i64), f32>,
     histograms: BTreeMap<(String, i64), HistogramProto>,
+    images: BTreeMap<(String, i64), Image>,
 }
 
 fn read_dir(dir: &Path) -> Read {
@@ -98,6 +101,9 @@ fn read_dir(dir: &Path) -> Read {
                 }
                 Some(Payload::Histo(h)) => {
                     assert!(read.histograms.insert(key, h.clone()).is_none());
+                }
+                Some(Payload::Image(image)) => {
+                    assert!(read.images.insert(key, image.clone()).is_none());
                 }
                 other => panic!("unexpected payload {other:?}"),
             }
@@ -216,7 +222,18 @@ fn every_kind_of_value_round_trips() {
     let names = vec!["fc.weight".to_string(), "fc.bias".to_string()];
     let mut writer = TensorBoardWriter::create(dir.path()).unwrap();
     writer.write_output(&output, &names).unwrap();
+    writer
+        .write_png(
+            "cockpit/dashboard",
+            2,
+            b"\x89PNG not really".to_vec(),
+            (640, 320),
+        )
+        .unwrap();
     let read = read_dir(dir.path());
+    let image = &read.images[&("cockpit/dashboard".into(), 2)];
+    assert_eq!((image.width, image.height, image.colorspace), (640, 320, 3));
+    assert_eq!(image.encoded_image_string, b"\x89PNG not really");
     assert_eq!(assert_holds(&read, &output, &names), 7);
     // The network-wide values by each spec's reduction: GradNorm √(3² + 4²), HessTrace a sum.
     assert_eq!(read.scalars[&("cockpit/GradNorm".into(), 0)], 5.0);

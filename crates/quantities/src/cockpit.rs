@@ -208,6 +208,26 @@ impl Cockpit {
         Ok(())
     }
 
+    /// Adds a PNG image (e.g. the dashboard, `cockpit_plot::render_png`) to the TensorBoard
+    /// event file under `tag` at `step`, shown in TensorBoard's Images tab; nothing without
+    /// [`Cockpit::with_tensorboard`].
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Log`] if the file cannot be written.
+    pub fn tensorboard_image(
+        &mut self,
+        tag: &str,
+        step: usize,
+        png: Vec<u8>,
+        size: (u32, u32),
+    ) -> Result<(), CockpitError> {
+        if let Some(tensorboard) = &mut self.tensorboard {
+            tensorboard.write_png(tag, step, png, size)?;
+        }
+        Ok(())
+    }
+
     /// The TensorBoard event file being written, if any.
     pub fn tensorboard_file(&self) -> Option<&Path> {
         self.tensorboard.as_ref().map(TensorBoardWriter::path)

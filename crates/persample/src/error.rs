@@ -1,5 +1,7 @@
 //! The per-sample engine's errors.
 
+use std::sync::Arc;
+
 /// Why per-sample statistics could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -36,7 +38,47 @@ pub enum PerSampleError {
         /// Its dotted name.
         name: String,
     },
-    /// The consumer of per-sample gradient elements (a histogram) failed.
-    #[error("{0}")]
-    Consumer(String),
+    /// The consumer of per-sample gradient elements (a histogram) failed: its own error,
+    /// kept whole.
+    #[error(transparent)]
+    Consumer(ConsumerError),
+}
+
+/// The error of a consumer of per-sample gradient elements ([`Request::elements`]), kept as
+/// it was raised (its type and its source chain), so that it reaches the consumer's caller
+/// unchanged.
+///
+/// [`Request::elements`]: crate::Request::elements
+#[derive(Debug, Clone)]
+pub struct ConsumerError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl ConsumerError {
+    /// Wraps the consumer's error.
+    pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(err))
+    }
+
+    /// The consumer's error as its own type, if it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref::<E>()
+    }
+}
+
+impl std::fmt::Display for ConsumerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ConsumerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// The same error (one raised once and cloned), or errors that read the same.
+impl PartialEq for ConsumerError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
 }

@@ -59,7 +59,7 @@ pub use distributed::{
     BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
 };
 pub use embedding::Embedding;
-pub use error::PerSampleError;
+pub use error::{ConsumerError, PerSampleError};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, DenseGradients, LayerFactors, LinearFactors};
 pub use linear::Linear;

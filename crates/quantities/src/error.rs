@@ -1,5 +1,7 @@
 //! The errors of the quantities crate.
 
+use cockpit_persample::{ConsumerError, PerSampleError};
+
 /// Everything that can go wrong while configuring or running a [`Cockpit`](crate::Cockpit).
 ///
 /// Whatever the error, the values tracked before it stay in the Cockpit's output.
@@ -129,52 +131,93 @@ pub enum QuantityError {
     /// Reading a tensor back from the device failed.
     #[error("reading a tensor from the device failed: {0}")]
     Read(String),
-    /// A layer couples the samples of the batch (training-mode BatchNorm), so per-sample
-    /// gradients of the layers below it are not defined; the layer is named.
-    #[error("per-sample gradients are not defined: `{layer}`: {reason}")]
-    SamplesCoupled {
-        /// The dotted names of the coupling layers' first parameters, comma-separated (every
-        /// such layer of the model, each once).
-        layer: String,
-        /// Why, and what to do instead.
-        reason: String,
-    },
     /// A host worker (histogram counting) panicked; its part of the result is missing.
     #[error("a host worker failed: {0}")]
     HostWorker(String),
+    /// The per-sample engine (or a parameter snapshot) failed: its error, typed (e.g.
+    /// [`PerSampleError::SamplesCoupled`] naming the layer, or
+    /// [`PerSampleError::MissingGradient`]).
+    #[error(transparent)]
+    PerSample(PerSampleError),
 }
 
-impl From<cockpit_persample::PerSampleError> for QuantityError {
-    fn from(err: cockpit_persample::PerSampleError) -> Self {
-        use cockpit_persample::PerSampleError as E;
+/// The engine's error as it is, or — where it carries a quantity's own error back from a
+/// consumer of per-sample elements — that error unchanged.
+impl From<PerSampleError> for QuantityError {
+    fn from(err: PerSampleError) -> Self {
         match err {
-            E::MissingInfo(what) => QuantityError::MissingInfo(what),
-            E::Unsupported(why) => QuantityError::Unsupported(why),
-            E::Shape(why) => QuantityError::Shape(why),
-            E::Read(why) => QuantityError::Read(why),
-            E::HostWorker(why) => QuantityError::HostWorker(why),
-            E::SamplesCoupled { layer, reason } => QuantityError::SamplesCoupled { layer, reason },
-            E::MissingGradient { name } => {
-                QuantityError::Shape(format!("parameter `{name}` has no gradient"))
-            }
-            other => QuantityError::Unsupported(other.to_string()),
+            PerSampleError::Consumer(consumer) => match consumer.downcast_ref::<QuantityError>() {
+                Some(own) => own.clone(),
+                None => QuantityError::PerSample(PerSampleError::Consumer(consumer)),
+            },
+            other => QuantityError::PerSample(other),
         }
     }
 }
 
 /// A quantity's failure while it consumes per-sample gradient elements, handed back through
-/// the per-sample engine.
-impl From<QuantityError> for cockpit_persample::PerSampleError {
+/// the per-sample engine whole ([`ConsumerError`]); an engine error comes back as itself.
+impl From<QuantityError> for PerSampleError {
     fn from(err: QuantityError) -> Self {
-        use cockpit_persample::PerSampleError as E;
         match err {
-            QuantityError::MissingInfo(what) => E::MissingInfo(what),
-            QuantityError::Unsupported(why) => E::Unsupported(why),
-            QuantityError::Shape(why) => E::Shape(why),
-            QuantityError::Read(why) => E::Read(why),
-            QuantityError::HostWorker(why) => E::HostWorker(why),
-            QuantityError::SamplesCoupled { layer, reason } => E::SamplesCoupled { layer, reason },
-            other => E::Consumer(other.to_string()),
+            QuantityError::PerSample(inner) => inner,
+            other => PerSampleError::Consumer(ConsumerError::new(other)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A quantity's own error handed through the engine (a histogram's consumer failing)
+    /// comes back as itself: same variant, same message, no string in between.
+    #[test]
+    fn a_quantity_error_survives_the_engine() {
+        for own in [
+            QuantityError::HostWorker("worker 1 panicked".into()),
+            QuantityError::Read("expected two numbers".into()),
+            QuantityError::Unsupported("Adam".into()),
+        ] {
+            let through: PerSampleError = own.clone().into();
+            assert!(matches!(through, PerSampleError::Consumer(_)), "{through:?}");
+            assert_eq!(through.to_string(), own.to_string());
+            assert_eq!(QuantityError::from(through), own);
+        }
+    }
+
+    /// The engine's errors stay typed inside `QuantityError::PerSample`, with their message
+    /// and their source chain; and go back out as themselves.
+    #[test]
+    fn engine_errors_stay_typed() {
+        let coupled = PerSampleError::SamplesCoupled {
+            layer: "norm.gamma".into(),
+            reason: "training-mode BatchNorm".into(),
+        };
+        let quantity = QuantityError::from(coupled.clone());
+        assert!(
+            matches!(&quantity, QuantityError::PerSample(PerSampleError::SamplesCoupled { layer, .. }) if layer == "norm.gamma")
+        );
+        assert_eq!(quantity.to_string(), coupled.to_string());
+        assert_eq!(PerSampleError::from(quantity), coupled);
+        let missing = QuantityError::from(PerSampleError::MissingGradient {
+            name: "fc.weight".into(),
+        });
+        assert!(matches!(
+            missing,
+            QuantityError::PerSample(PerSampleError::MissingGradient { .. })
+        ));
+
+        // A foreign consumer error keeps its chain: the I/O error's own source is reachable.
+        #[derive(Debug, thiserror::Error)]
+        #[error("writing the histogram failed")]
+        struct Outer(#[source] std::io::Error);
+        let foreign = PerSampleError::Consumer(ConsumerError::new(Outer(std::io::Error::other(
+            "disk full",
+        ))));
+        let quantity = QuantityError::from(foreign);
+        assert_eq!(quantity.to_string(), "writing the histogram failed");
+        let source = std::error::Error::source(&quantity).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("disk full"));
     }
 }

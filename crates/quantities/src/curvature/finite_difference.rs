@@ -66,8 +66,7 @@ impl<M: Module + Sync + 'static> FiniteDifferenceHvp<M> {
         let moved = self.model.clone().map(&mut shift);
         let grads = (self.grads_of)(&moved)?;
         // Align with `params` (ids are kept by the mapper).
-        let snapshot =
-            Snapshot::of_grads(&moved, &grads).map_err(|e| QuantityError::Shape(e.to_string()))?;
+        let snapshot = Snapshot::of_grads(&moved, &grads)?;
         let entries = params
             .entries()
             .iter()

@@ -112,14 +112,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         seed: u64,
     ) -> Self {
         let output_of: Arc<OutputFn<M>> = Arc::new(output_of);
-        let hvp = {
-            let output_of = output_of.clone();
-            let loss = loss.clone();
-            FiniteDifferenceHvp::new(model, move |m: &M| {
-                let value = loss_value(&loss, output_of(m));
-                Ok(GradientsParams::from_grads(value.backward(), m))
-            })
-        };
+        let hvp = loss_products(model, &output_of, &loss);
         Self {
             model: model.clone(),
             output_of,
@@ -189,9 +182,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             let batch = f.dims()[0];
             let pseudo = (f * s).sum().div_scalar(batch as f64);
             let grads = pseudo.backward();
-            let factors = recorder
-                .finish(&grads)
-                .map_err(|e| QuantityError::Shape(e.to_string()))?;
+            let factors = recorder.finish(&grads)?;
             if !factors.covers(params) {
                 return Ok(Recorded::Uncovered(factors.coverage(params).to_string()));
             }
@@ -204,9 +195,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                 sum_sq: true,
                 ..Request::new()
             };
-            let stats = factors
-                .reduce(params, request)
-                .map_err(|e| QuantityError::Shape(e.to_string()))?;
+            let stats = factors.reduce(params, request)?;
             let sum_sq = stats.sum_sq.ok_or_else(|| {
                 QuantityError::Shape("the recorded pass returned no sums of squares".into())
             })?;
@@ -320,14 +309,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
              (not exact)",
             self.fallback_probes
         ));
-        let hvp = {
-            let output_of = self.output_of.clone();
-            let loss = self.loss.clone();
-            FiniteDifferenceHvp::new(&self.model, move |m: &M| {
-                let value = loss_value(&loss, output_of(m));
-                Ok(GradientsParams::from_grads(value.backward(), m))
-            })
-        };
+        let hvp = loss_products(&self.model, &self.output_of, &self.loss);
         Hutchinson::new(hvp, self.fallback_probes, self.seed ^ 0x4855_5443)
             .diagonal(params, DiagonalKind::Hessian)
     }
@@ -438,6 +420,20 @@ fn factors_batch(planned: &Option<Vec<Tensor<2>>>) -> f64 {
         .as_ref()
         .and_then(|p| p.first())
         .map_or(1.0, |s| s.dims()[0] as f64)
+}
+
+/// Hessian-vector products of the mean loss at `model`, by central differences of its
+/// gradients.
+fn loss_products<M: Module + Sync + 'static>(
+    model: &M,
+    output_of: &Arc<OutputFn<M>>,
+    loss: &OutputLoss,
+) -> FiniteDifferenceHvp<M> {
+    let (output_of, loss) = (output_of.clone(), loss.clone());
+    FiniteDifferenceHvp::new(model, move |m: &M| {
+        let value = loss_value(&loss, output_of(m));
+        Ok(GradientsParams::from_grads(value.backward(), m))
+    })
 }
 
 /// The mean loss at the output `f`.

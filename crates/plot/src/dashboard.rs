@@ -10,9 +10,10 @@ use crate::instrument::base::{Area, Scale};
 use crate::instrument::{
     alpha_gauge, cabs_gauge, distance_gauge, early_stopping_gauge, grad_norm_gauge,
     gradient_tests_gauge, histogram_1d_gauge, histogram_2d_gauge, hyperparameter_gauge,
-    max_ev_gauge, mean_gsnr_gauge, performance_gauge, tic_gauge, trace_gauge,
+    max_ev_gauge, mean_gsnr_gauge, performance_gauge, quantity_gauge, tic_gauge, trace_gauge,
 };
 use crate::style::{BLUE, GREEN, GREY, INK, ORANGE, PAGE};
+use cockpit_quantities::QuantityKind;
 
 /// Which of CockpitPlotter's screens to draw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,6 +81,10 @@ impl Rendered {
 }
 
 type Instrument<DB> = fn(&Area<DB>, Scale, &DashboardData) -> Result<bool, PlotError>;
+
+/// The quantities the secondary screen draws below Cockpit's auxiliary instruments, each by
+/// its kind ([`quantity_gauge`]): a new quantity shows there by its line here.
+pub const SECONDARY_QUANTITIES: &[QuantityKind] = &[];
 
 /// A column: its header, colour and three named instruments.
 type Column<DB> = (&'static str, RGBColor, [(&'static str, Instrument<DB>); 3]);
@@ -170,7 +175,7 @@ pub fn draw<DB: DrawingBackend>(
                     w: col_w,
                     h: top_h,
                 };
-                page.column(cell, label, colour, &instruments)?;
+                page.column(cell, label, colour, &instruments, &[])?;
             }
             let hyper = Rect {
                 x: col_x(0),
@@ -183,6 +188,7 @@ pub fn draw<DB: DrawingBackend>(
                 "HYPERPARAMETERS",
                 GREY,
                 &[("hyperparameter_gauge", hyperparameter_gauge::draw::<DB>)],
+                &[],
             )?;
             let perf = Rect {
                 x: col_x(1),
@@ -195,6 +201,7 @@ pub fn draw<DB: DrawingBackend>(
                 "PERFORMANCE",
                 GREY,
                 &[("performance_gauge", performance_gauge::draw::<DB>)],
+                &[],
             )?;
         }
         Screen::Secondary => {
@@ -213,6 +220,7 @@ pub fn draw<DB: DrawingBackend>(
                     ("cabs_gauge", cabs_gauge::draw::<DB>),
                     ("early_stopping_gauge", early_stopping_gauge::draw::<DB>),
                 ],
+                SECONDARY_QUANTITIES,
             )?;
             let layers = Rect {
                 x: col_x(1),
@@ -286,17 +294,23 @@ impl<DB: DrawingBackend> Page<'_, DB> {
         label: &'static str,
         colour: RGBColor,
         instruments: &[(&str, Instrument<DB>)],
+        quantities: &[QuantityKind],
     ) -> Result<(), PlotError> {
         let body = self.header(cell, label, colour)?;
-        let each = body.h / (instruments.len() as u32).max(1);
+        let each = body.h / ((instruments.len() + quantities.len()) as u32).max(1);
+        let rect = |i: usize| Rect {
+            y: body.y + i as u32 * each,
+            h: each,
+            ..body
+        };
         for (i, (name, instrument)) in instruments.iter().enumerate() {
-            let rect = Rect {
-                y: body.y + i as u32 * each,
-                h: each,
-                ..body
-            };
-            let drawn = instrument(&self.area(rect), self.scale, self.data)?;
-            self.record((*name).to_string(), rect, drawn);
+            let drawn = instrument(&self.area(rect(i)), self.scale, self.data)?;
+            self.record((*name).to_string(), rect(i), drawn);
+        }
+        for (j, kind) in quantities.iter().enumerate() {
+            let at = rect(instruments.len() + j);
+            let drawn = quantity_gauge::draw(&self.area(at), self.scale, self.data, *kind)?;
+            self.record(format!("{}_gauge", kind.name()), at, drawn);
         }
         Ok(())
     }

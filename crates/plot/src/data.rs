@@ -128,6 +128,9 @@ pub struct DashboardData {
     pub early_stopping: Series,
     /// Steps in the log.
     pub steps: usize,
+    /// Every quantity with a number per step, network-wide ([`QuantityKind::network_value`]),
+    /// for the gauges drawn by kind ([`quantity_gauge`](crate::instrument::quantity_gauge)).
+    pub quantities: std::collections::BTreeMap<QuantityKind, Series>,
 }
 
 impl DashboardData {
@@ -179,6 +182,12 @@ impl DashboardData {
             cabs: Series::of(output, "CABS", scalar),
             early_stopping: Series::of(output, "EarlyStopping", scalar),
             steps: output.steps().count(),
+            quantities: QuantityKind::ALL
+                .into_iter()
+                .filter(|kind| kind.spec().shape.is_numeric())
+                .map(|kind| (kind, Series::quantity(output, kind)))
+                .filter(|(_, series)| !series.values.is_empty())
+                .collect(),
         }
     }
 }

@@ -8,7 +8,7 @@ use cockpit_persample::{ConsumerError, PerSampleError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CockpitError {
-    /// A name that is not one of Cockpit's 19 quantities or 3 configurations.
+    /// A name that is not one of the quantities ([`QuantityKind::ALL`](crate::QuantityKind::ALL)) or of Cockpit's 3 configurations.
     #[error("unknown {what} `{name}`; expected one of: {expected}")]
     Unknown {
         /// "quantity" or "configuration".
@@ -180,7 +180,10 @@ mod tests {
             QuantityError::Unsupported("Adam".into()),
         ] {
             let through: PerSampleError = own.clone().into();
-            assert!(matches!(through, PerSampleError::Consumer(_)), "{through:?}");
+            assert!(
+                matches!(through, PerSampleError::Consumer(_)),
+                "{through:?}"
+            );
             assert_eq!(through.to_string(), own.to_string());
             assert_eq!(QuantityError::from(through), own);
         }

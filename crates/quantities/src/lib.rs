@@ -9,7 +9,7 @@
 //! - [`snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
 //!   with dotted names; tensors stay on the device.
 //! - [`schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
-//! - [`quantity`]: the [`Quantity`] trait and one file per Cockpit quantity (all 19).
+//! - [`quantity`]: the [`Quantity`] trait and one file per quantity (Cockpit's 19, and GradParamRatio).
 //! - [`persample`]: per-sample gradients, BackPACK's role (the `cockpit-persample` crate,
 //!   re-exported): drop-ins for every parametered burn-nn layer and a
 //!   [`persample::Recorder`] (fast path), or single-sample passes (exact fallback).

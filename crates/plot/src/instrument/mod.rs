@@ -13,5 +13,6 @@ pub mod hyperparameter_gauge;
 pub mod max_ev_gauge;
 pub mod mean_gsnr_gauge;
 pub mod performance_gauge;
+pub mod quantity_gauge;
 pub mod tic_gauge;
 pub mod trace_gauge;

@@ -2,7 +2,8 @@
 //! states ([`QuantityType`]).
 //!
 //! The enum itself is generated from the one list in `quantity/mod.rs` (the `kinds!`
-//! invocation): adding a quantity is its file plus one line there.
+//! invocation), which also declares each quantity's module: adding a quantity is its file
+//! plus one line there.
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,11 +13,19 @@ use super::base::Quantity;
 use super::spec::{QuantityType, Reduction, ValueShape};
 use crate::{CockpitError, Schedule, Value};
 
-/// Generates [`QuantityKind`] from `Kind => Type` lines: the variants, `ALL`, and the
-/// dispatch of [`QuantityKind::spec`], [`QuantityKind::build`] and
+/// Generates, from `file => Kind, …;` lines, each file's `mod` and `pub use file::*`, and
+/// [`QuantityKind`]: the variants (each the name of its type), `ALL` in the lines' order, and
+/// the dispatch of [`QuantityKind::spec`], [`QuantityKind::build`] and
 /// [`QuantityKind::configure`] to each type's [`QuantityType`] implementation.
 macro_rules! kinds {
-    ($($kind:ident => $ty:ty),* $(,)?) => {
+    ($($file:ident => $($kind:ident),+ ;)*) => {
+        $(
+            mod $file;
+            pub use $file::*;
+        )*
+        $crate::quantity::kind::kinds!(@enum $($($kind => $kind),+),*);
+    };
+    (@enum $($kind:ident => $ty:ty),* $(,)?) => {
         /// One of Cockpit's quantities, by its class name. Non-exhaustive: a new quantity is
         /// not a breaking change for a `match` downstream.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,7 +38,7 @@ macro_rules! kinds {
         }
 
         impl QuantityKind {
-            /// Every quantity, in alphabetical order.
+            /// Every quantity, in the order of the list in `quantity/mod.rs` (by file).
             pub const ALL: [QuantityKind; [$(stringify!($kind)),*].len()] = [$(Self::$kind),*];
 
             /// The quantity's facts: Cockpit name, value shape, what it needs.
@@ -164,11 +173,18 @@ mod tests {
             Some(0.5)
         );
         assert_eq!(QuantityKind::Alpha.reduction(), None);
+        assert_eq!(Reduction::Mean.apply(&[1.0, 3.0]), 2.0);
+        assert_eq!(Reduction::Max.apply(&[1.0, f64::NAN, 3.0]), 3.0);
+        assert!(Reduction::Max.apply(&[]).is_nan());
     }
 
     #[test]
     fn names_round_trip_and_unknown_names_are_errors() {
-        assert_eq!(QuantityKind::ALL.len(), 19);
+        // Each kind once, under its own name (no count is held: a new quantity is one line).
+        let mut names: Vec<&str> = QuantityKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), QuantityKind::ALL.len());
         for kind in QuantityKind::ALL {
             assert_eq!(kind.name().parse::<QuantityKind>().unwrap(), kind);
         }

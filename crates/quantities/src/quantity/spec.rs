@@ -11,20 +11,28 @@ use super::base::Quantity;
 use crate::Schedule;
 
 /// How a per-parameter list becomes one network-wide number ([`ValueShape::PerParameter`]).
+/// Non-exhaustive: a new quantity may bring the reduction it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Reduction {
     /// `√Σ_p v_p²`: the norm over the whole network of per-parameter norms.
     RootSumOfSquares,
     /// `Σ_p v_p`: the whole network's value of per-parameter sums (a trace).
     Sum,
+    /// `max_p v_p`: the largest layer's value (NaN values are skipped).
+    Max,
+    /// `(1/P) Σ_p v_p`: the layers' average.
+    Mean,
 }
 
 impl Reduction {
-    /// Reduces `values`.
+    /// Reduces `values` (`NaN` for an empty list, except `Sum`'s 0).
     pub fn apply(self, values: &[f64]) -> f64 {
         match self {
             Self::RootSumOfSquares => values.iter().map(|v| v * v).sum::<f64>().sqrt(),
             Self::Sum => values.iter().sum(),
+            Self::Max => values.iter().copied().fold(f64::NAN, f64::max),
+            Self::Mean => values.iter().sum::<f64>() / values.len() as f64,
         }
     }
 }
@@ -89,7 +97,7 @@ pub struct QuantitySpec {
 
 /// A quantity type with its facts and its settings, as Cockpit's keyword arguments.
 ///
-/// Implemented by each of the 19 quantities in its own file; [`crate::QuantityKind`] reads it.
+/// Implemented by each quantity in its own file; [`crate::QuantityKind`] reads it.
 pub trait QuantityType: Quantity + Sized + 'static {
     /// The quantity's facts.
     const SPEC: QuantitySpec;

@@ -82,6 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         QuantityKind::CABS,
         QuantityKind::EarlyStopping,
         QuantityKind::Time,
+        QuantityKind::GradParamRatio,
     ]);
     // One TensorBoard run per invocation: `tensorboard --logdir cockpit-logs/tensorboard`.
     let run = std::time::SystemTime::now()

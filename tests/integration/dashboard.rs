@@ -213,6 +213,15 @@ fn the_secondary_screen_draws_auxiliary_and_per_layer_histograms() {
     for name in ["cabs_gauge", "early_stopping_gauge"] {
         assert!(rendered.panel(name).unwrap().drawn, "{name}");
     }
+    // A quantity beyond Cockpit's instruments, drawn by its kind (the replay tracks it).
+    let ratio = rendered.panel("GradParamRatio_gauge").unwrap();
+    assert!(ratio.drawn && image.marks(ratio.rect) > 300);
+    let mut without = Output::new();
+    for (step, name, value) in output.iter().filter(|(_, n, _)| *n != "GradParamRatio") {
+        without.insert(step, name, value.clone());
+    }
+    let (_, rendered) = render_rgb(&without, &options).unwrap();
+    assert!(!rendered.panel("GradParamRatio_gauge").unwrap().drawn);
     let layers: Vec<_> = rendered
         .panels
         .iter()

@@ -21,6 +21,8 @@ pub struct Run {
     pub update_size: Lists,
     /// Per-parameter norms ‖θ_p‖, from `Parameters` where the log has it.
     pub param_norm: Lists,
+    /// Per-parameter `‖∇θ_p‖/‖θ_p‖`, from `GradParamRatio` where the log has it.
+    pub grad_param_ratio: Lists,
     /// Top Hessian eigenvalue.
     pub max_ev: Scalars,
     /// Network-wide Hessian trace (sum over parameters).
@@ -79,6 +81,7 @@ impl Run {
             grad_norm: lists("GradNorm"),
             update_size: lists("UpdateSize"),
             param_norm,
+            grad_param_ratio: lists(QuantityKind::GradParamRatio.name()),
             max_ev: scalars("HessMaxEV"),
             trace: output
                 .series("HessTrace")

@@ -84,7 +84,7 @@ type Instrument<DB> = fn(&Area<DB>, Scale, &DashboardData) -> Result<bool, PlotE
 
 /// The quantities the secondary screen draws below Cockpit's auxiliary instruments, each by
 /// its kind ([`quantity_gauge`]): a new quantity shows there by its line here.
-pub const SECONDARY_QUANTITIES: &[QuantityKind] = &[];
+pub const SECONDARY_QUANTITIES: &[QuantityKind] = &[QuantityKind::GradParamRatio];
 
 /// A column: its header, colour and three named instruments.
 type Column<DB> = (&'static str, RGBColor, [(&'static str, Instrument<DB>); 3]);

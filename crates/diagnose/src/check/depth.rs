@@ -13,24 +13,37 @@ pub(crate) const EXPLODING: f64 = 100.0;
 /// `vanishing-gradient`: median of the last 10 % at most this share of the first 10 %'s.
 pub(crate) const VANISHING: f64 = 1e-3;
 
-/// Per step, `log10(max/min)` over the parameters of `‖∇θ_p‖ / ‖θ_p‖` (plain `‖∇θ_p‖` where
-/// the log has no `Parameters`), biases left out where the names tell them, zero norms left
-/// out (those are frozen, a check of its own); with the indices of the extremes.
+/// Per step, `log10(max/min)` over the parameters of `‖∇θ_p‖ / ‖θ_p‖` (the log's
+/// `GradParamRatio`; else from `GradNorm` and `Parameters`; plain `‖∇θ_p‖` where the log has
+/// neither), biases left out where the names tell them, zero norms left out (those are frozen,
+/// a check of its own); with the indices of the extremes.
 fn spreads(run: &Run) -> Vec<(usize, f64, usize, usize)> {
     let param_norms: std::collections::BTreeMap<usize, &Vec<f64>> =
         run.param_norm.iter().map(|(s, p)| (*s, p)).collect();
-    run.grad_norm
+    let relative: Vec<(usize, Vec<f64>)> = if run.grad_param_ratio.is_empty() {
+        run.grad_norm
+            .iter()
+            .map(|(step, grads)| {
+                let params = param_norms.get(step);
+                let ratios = grads
+                    .iter()
+                    .enumerate()
+                    .map(|(p, g)| g / params.and_then(|n| n.get(p)).copied().unwrap_or(1.0))
+                    .collect();
+                (*step, ratios)
+            })
+            .collect()
+    } else {
+        run.grad_param_ratio.clone()
+    };
+    relative
         .iter()
-        .filter_map(|(step, grads)| {
-            let params = param_norms.get(step);
-            let relative: Vec<(usize, f64)> = grads
+        .filter_map(|(step, ratios)| {
+            let relative: Vec<(usize, f64)> = ratios
                 .iter()
+                .copied()
                 .enumerate()
                 .filter(|(p, _)| !run.is_bias(*p))
-                .map(|(p, g)| {
-                    let scale = params.and_then(|n| n.get(p)).copied().unwrap_or(1.0);
-                    (p, g / scale)
-                })
                 .filter(|(_, r)| r.is_finite() && *r > 0.0)
                 .collect();
             let lo = relative.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
@@ -66,7 +79,7 @@ pub(crate) fn imbalance(run: &Run) -> Option<Finding> {
             .map_or(0, |(p, _)| p)
     };
     let (low, high) = (most(|s| s.2), most(|s| s.3));
-    let relative = if run.param_norm.is_empty() {
+    let relative = if run.param_norm.is_empty() && run.grad_param_ratio.is_empty() {
         "‖∇θ‖"
     } else {
         "‖∇θ‖/‖θ‖"
@@ -185,6 +198,30 @@ mod tests {
         );
         // Relative to ‖θ‖ both layers move at the same rate.
         assert!(imbalance(&Run::new(&output(true), &names)).is_none());
+    }
+
+    /// The log's GradParamRatio is the ratio read, before GradNorm and Parameters.
+    #[test]
+    fn imbalance_reads_grad_param_ratio_where_logged() {
+        let names = ["a.weight".to_string(), "b.weight".to_string()];
+        // GradNorm alone says 4 decades apart; the logged ratios say the layers move alike.
+        let mut even = output(false);
+        for s in 0..10 {
+            even.insert(s, "GradParamRatio", Value::List(vec![0.01, 0.012]));
+        }
+        assert!(imbalance(&Run::new(&even, &names)).is_none());
+        // And ratios 5 decades apart are flagged even where GradNorm is flat.
+        let mut apart = Output::new();
+        for s in 0..10 {
+            apart.insert(s, "GradNorm", Value::List(vec![1.0, 1.0]));
+            apart.insert(s, "GradParamRatio", Value::List(vec![1e-6, 0.1]));
+        }
+        let finding = imbalance(&Run::new(&apart, &names)).expect("5 decades apart");
+        assert!(
+            finding.evidence.contains("‖∇θ‖/‖θ‖ spans 5.0 decades"),
+            "{}",
+            finding.evidence
+        );
     }
 
     #[test]

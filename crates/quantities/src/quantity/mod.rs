@@ -25,6 +25,7 @@ kind::kinds! {
     grad_hist1d => GradHist1d;
     grad_hist2d => GradHist2d;
     grad_norm => GradNorm;
+    grad_param_ratio => GradParamRatio;
     gradient_tests => InnerTest, NormTest, OrthoTest;
     hess_max_ev => HessMaxEV;
     hess_trace => HessTrace;

@@ -7,8 +7,13 @@
 //! device by comparing every value with every threshold (`device`), so both engines put a
 //! value on a bin edge where Cockpit's formula puts it.
 
+mod adaptation;
 pub(crate) mod device;
 mod engine;
 pub(crate) mod host;
+mod scratch;
 
+pub use adaptation::BinAdaptation;
+pub(crate) use adaptation::linspace;
 pub use engine::HistogramEngine;
+pub(crate) use scratch::StepScratch;

@@ -139,6 +139,12 @@ pub(crate) fn awaited<T>(slot: &mut Option<T>) -> Result<T, QuantityError> {
         .ok_or_else(|| QuantityError::Unsupported("finish without an enqueued read".into()))
 }
 
+/// The per-sample gradients' absolute maxima per parameter at this step (what a histogram's
+/// `GradAbsMax` adaptation reads).
+pub(crate) fn grad_abs_max(ctx: &StepContext<'_>) -> Result<Vec<Tensor<1>>, QuantityError> {
+    Ok(ctx.per_sample_stats()?.abs_max.clone().unwrap_or_default())
+}
+
 pub(crate) fn missing_per_sample() -> QuantityError {
     QuantityError::MissingInfo("per-sample gradients (StepInfo::with_per_sample)")
 }

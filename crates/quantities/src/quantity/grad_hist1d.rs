@@ -3,9 +3,10 @@
 use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
-use super::base::{Enqueued, Quantity, StepContext, awaited, check_axis, compute_now};
-use super::bin_adaptation::{BinAdaptation, linspace};
-use super::scratch::StepScratch;
+use super::base::{
+    Enqueued, Quantity, StepContext, awaited, check_axis, compute_now, grad_abs_max,
+};
+use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
@@ -284,7 +285,7 @@ impl Quantity for GradHist1d {
             host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
         };
         if let Some(adapt) = &self.adapt
-            && let Some(range) = adapt.adapt(ctx)?
+            && let Some(range) = adapt.adapt(ctx.step, ctx.params, || grad_abs_max(ctx))?
         {
             self.range = range;
         }

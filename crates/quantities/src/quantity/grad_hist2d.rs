@@ -4,10 +4,10 @@ use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use serde::Deserialize;
 
 use super::base::{
-    Enqueued, MAX_BINS_2D, Quantity, StepContext, awaited, check_axis, compute_now, invalid,
+    Enqueued, MAX_BINS_2D, Quantity, StepContext, awaited, check_axis, compute_now, grad_abs_max,
+    invalid,
 };
-use super::bin_adaptation::{BinAdaptation, linspace};
-use super::scratch::StepScratch;
+use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
@@ -323,11 +323,11 @@ impl Quantity for GradHist2d {
         ctx.per_sample_stats()?;
         let range = self.range;
         let x_range = match &self.adapt.0 {
-            Some(adapt) => adapt.adapt(ctx)?,
+            Some(adapt) => adapt.adapt(ctx.step, ctx.params, || grad_abs_max(ctx))?,
             None => None,
         };
         let y_range = match &self.adapt.1 {
-            Some(adapt) => adapt.adapt(ctx)?,
+            Some(adapt) => adapt.adapt(ctx.step, ctx.params, || grad_abs_max(ctx))?,
             None => None,
         };
         if let Some(x) = x_range {

@@ -1,16 +1,13 @@
 //! Cockpit's quantities, one per file, named as Cockpit names them.
 
 mod base;
-mod bin_adaptation;
 mod kind;
-mod scratch;
 mod spec;
 #[cfg(test)]
 pub(crate) mod testing;
 
 pub(crate) use base::missing_per_sample as base_missing_per_sample;
 pub use base::{Enqueued, MAX_BINS, MAX_BINS_2D, Quantity, StepContext};
-pub use bin_adaptation::BinAdaptation;
 pub use spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
 
 // The one list of quantities: `file => Kind, …;`, by file. Each line declares the file's

@@ -4,9 +4,8 @@ use std::str::FromStr;
 
 use burn::tensor::Tensor;
 
-use super::base::StepContext;
 use crate::readback::read_values;
-use crate::{CockpitError, QuantityError, Schedule};
+use crate::{CockpitError, QuantityError, Schedule, Snapshot};
 
 /// What a histogram axis adapts its range to, on its own schedule.
 ///
@@ -66,26 +65,26 @@ impl BinAdaptation {
         matches!(self, Self::GradAbsMax { .. }) && self.schedule().is_active(step)
     }
 
-    /// The new range after `step`, or `None` if this step does not adapt.
-    pub(crate) fn adapt(&self, ctx: &StepContext<'_>) -> Result<Option<(f64, f64)>, QuantityError> {
-        if !self.schedule().is_active(ctx.step) {
+    /// The new range after `step`, or `None` if this step does not adapt: from the
+    /// per-sample gradients' absolute maxima (`grad_abs_max`, asked only by `GradAbsMax`) or
+    /// from the parameters `params`.
+    pub(crate) fn adapt(
+        &self,
+        step: usize,
+        params: &Snapshot,
+        grad_abs_max: impl FnOnce() -> Result<Vec<Tensor<1>>, QuantityError>,
+    ) -> Result<Option<(f64, f64)>, QuantityError> {
+        if !self.schedule().is_active(step) {
             return Ok(None);
         }
         let (maxima, padding, min_size): (Vec<Tensor<1>>, f64, f64) = match self {
             Self::GradAbsMax {
                 padding, min_size, ..
-            } => {
-                let stats = ctx.per_sample_stats()?;
-                (
-                    stats.abs_max.clone().unwrap_or_default(),
-                    *padding,
-                    *min_size,
-                )
-            }
+            } => (grad_abs_max()?, *padding, *min_size),
             Self::ParamAbsMax {
                 padding, min_size, ..
             } => (
-                ctx.params
+                params
                     .entries()
                     .iter()
                     .map(|e| e.value.clone().abs().max())

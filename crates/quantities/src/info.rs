@@ -76,6 +76,48 @@ impl OptimizerInfo {
         }
     }
 
+    /// The same optimizer with the learning rate `lr` (e.g. a scheduler's value at this step).
+    pub fn with_lr(&self, lr: f64) -> Self {
+        match self.clone() {
+            Self::Sgd {
+                momentum,
+                dampening,
+                weight_decay,
+                nesterov,
+                ..
+            } => Self::Sgd {
+                lr,
+                momentum,
+                dampening,
+                weight_decay,
+                nesterov,
+            },
+            Self::Other { name, .. } => Self::Other { name, lr: Some(lr) },
+        }
+    }
+
+    /// The step taken with `lr` on the sum of `k` mean gradients (gradient accumulation, or a
+    /// data-parallel all-reduce that sums), seen as one step on the union of their batches,
+    /// whose mean gradient is their sum over `k`: for SGD, learning rate `k·lr`.
+    pub fn on_union(&self, lr: f64, k: usize) -> Self {
+        match self.with_lr(lr) {
+            Self::Sgd {
+                lr,
+                momentum,
+                dampening,
+                weight_decay,
+                nesterov,
+            } => Self::Sgd {
+                lr: lr * k as f64,
+                momentum,
+                dampening,
+                weight_decay,
+                nesterov,
+            },
+            other => other,
+        }
+    }
+
     /// Whether this is SGD with default settings (zero momentum, dampening, weight decay and
     /// no Nesterov): the only optimizer for which Cockpit runs CABS and EarlyStopping, and
     /// Alpha's fast path.
@@ -218,5 +260,28 @@ impl StepInfo {
             )),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learning_rate_and_union_rules() {
+        let sgd = OptimizerInfo::sgd_momentum(0.1, 0.9);
+        assert_eq!(sgd.with_lr(0.05).lr(), Some(0.05));
+        assert_eq!(sgd.on_union(0.05, 4).lr(), Some(0.2));
+        assert!(!sgd.on_union(0.05, 4).is_plain_sgd(), "momentum kept");
+        let adam = OptimizerInfo::Other {
+            name: "Adam".into(),
+            lr: None,
+        };
+        assert_eq!(
+            adam.on_union(1e-3, 4).lr(),
+            Some(1e-3),
+            "only SGD's step scales"
+        );
+        assert_eq!(adam.with_lr(1e-3).name(), "Adam");
     }
 }

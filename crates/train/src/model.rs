@@ -12,8 +12,8 @@ use cockpit_quantities::curvature::CurvatureSource;
 use cockpit_quantities::persample::Recorder;
 
 use crate::CockpitLearner;
-use crate::learner::Pending;
 use crate::step;
+use crate::step::Pending;
 
 /// Builds the step's curvature source from the model and a copy of its batch.
 pub(crate) type Replay<M> =

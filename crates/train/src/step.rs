@@ -11,6 +11,7 @@ use std::cell::RefCell;
 use burn::module::Module;
 use burn::tensor::Tensor;
 use burn::train::TrainOutput;
+use cockpit_quantities::curvature::CurvatureSource;
 use cockpit_quantities::persample::PerSampleError;
 use cockpit_quantities::persample::{LinearFactors, Recorder};
 
@@ -103,4 +104,11 @@ fn capture<M: Module, T>(
         }
     });
     TrainOutput::new(model, grads, item)
+}
+
+/// What one step's `TrainStep::step` left, until the optimizer step consumes it.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) capture: Captured,
+    pub(crate) curvature: Option<Box<dyn CurvatureSource>>,
 }

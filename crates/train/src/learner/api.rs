@@ -16,13 +16,15 @@ use cockpit_quantities::{
     Cockpit, CockpitConfig, Configuration, OptimizerInfo, QuantityKind, Schedule,
 };
 
-use super::ddp::{Ddp, Transport};
+use super::ddp;
 use super::epoch::EpochWriter;
-use super::state::{Pending, State};
+use super::group::{Ddp, Transport};
+use super::state::State;
 use super::{LOG_FILE, STREAM_FILE};
 use crate::TrainError;
 use crate::metric::{CockpitMetric, CockpitTextMetric, MetricForm};
 use crate::model::{Instrumented, Replay};
+use crate::step::Pending;
 
 /// A Cockpit for a burn-train run: it instruments the model
 /// ([`CockpitLearner::instrument`]), registers one metric per quantity on the training split
@@ -458,7 +460,7 @@ impl CockpitLearner {
         let mut state = self.lock();
         if state.ddp.is_some() {
             drop(state);
-            self.track_ddp(model, grads, lr);
+            ddp::track(&self.state, &self.arrived, model, grads, lr);
         } else {
             state.track(model, grads, lr);
         }

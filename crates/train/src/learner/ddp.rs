@@ -8,156 +8,21 @@
 //! histograms and curvature, which need the quantities' own state — the other workers' sources
 //! of the same node, handed over in process.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::thread::ThreadId;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
 use cockpit_quantities::persample::{
-    BurnCollective, Collective, LocalCollective, MergedPerSample, PerSampleSource, PerSampleStats,
-    ReducedPerSample, all_reduce_stats,
+    Collective, MergedPerSample, PerSampleSource, PerSampleStats, ReducedPerSample,
+    all_reduce_stats,
 };
 use cockpit_quantities::{Snapshot, StepInfo};
 
-use super::api::CockpitLearner;
-use super::state::{NO_TRAIN_OUTPUT, Pending, State, on_union, scaled};
-use crate::TrainError;
-
-/// How long a worker waits for the others before giving up on a step (the step is then not
-/// tracked and a warning says why; training goes on).
-const PATIENCE: Duration = Duration::from_secs(300);
-
-/// How the workers of a data-parallel group exchange their statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Transport {
-    /// burn's collective operations (`burn::tensor::distributed::all_reduce`), as burn's DDP
-    /// strategy uses for the gradients. In burn 0.22 only the CUDA backend has them.
-    BurnCollectives,
-    /// Through the host, between the worker threads of this process: for backends without
-    /// collective operations, and for custom strategies that run their workers as threads.
-    InProcess,
-}
-
-/// The data-parallel group the Cockpit watches.
-#[derive(Debug)]
-pub(crate) struct Ddp {
-    /// Whether burn's all-reduce sums the gradients (`ReduceOperation::Sum`) rather than
-    /// averaging them.
-    summed: bool,
-    collectives: Vec<Arc<dyn Collective>>,
-    /// Worker threads in the order they first ran a step: their ranks.
-    ranks: HashMap<ThreadId, usize>,
-    workers: Vec<Worker>,
-}
-
-/// One worker's progress.
-#[derive(Debug, Default)]
-struct Worker {
-    /// Its next optimizer step.
-    step: usize,
-    pending: Vec<Pending>,
-    /// Its copy of the previous tracked step's mean gradient (projections on it; one
-    /// gradient's memory per worker).
-    previous: Option<(usize, Snapshot)>,
-    /// What it hands to rank 0 for its latest tracked step.
-    deposit: Option<Deposit>,
-}
-
-/// A worker's part of a tracked step, for rank 0.
-#[derive(Debug)]
-struct Deposit {
-    step: usize,
-    /// The mean loss of each of its micro-batches.
-    losses: Vec<Tensor<1>>,
-    /// Its per-sample sources (for the histograms' gradient elements).
-    factors: Option<Arc<dyn PerSampleSource>>,
-    /// Its curvature sources, with their batch sizes.
-    curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>>,
-}
-
-impl Ddp {
-    pub(crate) fn new(
-        devices: &[Device],
-        summed: bool,
-        transport: Transport,
-    ) -> Result<Self, TrainError> {
-        let world = devices.len();
-        if world == 0 {
-            return Err(TrainError::DataParallel(
-                "a data-parallel group needs at least one device".into(),
-            ));
-        }
-        let collectives: Vec<Arc<dyn Collective>> = match transport {
-            Transport::BurnCollectives => (0..world)
-                .map(|rank| {
-                    BurnCollective::new(devices.to_vec(), rank)
-                        .map(|c| Arc::new(c) as Arc<dyn Collective>)
-                        .map_err(|err| TrainError::DataParallel(err.to_string()))
-                })
-                .collect::<Result<_, _>>()?,
-            Transport::InProcess => LocalCollective::group(world, PATIENCE)
-                .into_iter()
-                .map(|c| Arc::new(c) as Arc<dyn Collective>)
-                .collect(),
-        };
-        Ok(Self {
-            summed,
-            collectives,
-            ranks: HashMap::new(),
-            workers: (0..world).map(|_| Worker::default()).collect(),
-        })
-    }
-
-    /// The calling worker thread's rank (assigned on its first call).
-    fn rank(&mut self) -> Option<usize> {
-        let thread = std::thread::current().id();
-        let next = self.ranks.len();
-        if next >= self.workers.len() && !self.ranks.contains_key(&thread) {
-            return None;
-        }
-        Some(*self.ranks.entry(thread).or_insert(next))
-    }
-}
-
-impl State {
-    /// The step the calling thread runs next (its worker's under DDP).
-    pub(crate) fn next_step(&mut self) -> usize {
-        let step = self.step;
-        match &mut self.ddp {
-            Some(ddp) => ddp.rank().map_or(step, |rank| ddp.workers[rank].step),
-            None => step,
-        }
-    }
-
-    /// Keeps what a training step left until the optimizer step consumes it.
-    pub(crate) fn push(&mut self, pending: Pending) {
-        let Some(ddp) = &mut self.ddp else {
-            self.iteration += 1;
-            self.pending.push(pending);
-            return;
-        };
-        match ddp.rank() {
-            Some(rank) => {
-                ddp.workers[rank].pending.push(pending);
-                if rank == 0 {
-                    self.iteration += 1;
-                }
-            }
-            None => {
-                let world = ddp.workers.len();
-                self.problem(format!(
-                    "more worker threads than the {world} devices of the data-parallel group; \
-                     their steps are not tracked"
-                ));
-            }
-        }
-    }
-}
+use super::group::{Deposit, PATIENCE};
+use super::state::{NO_TRAIN_OUTPUT, State, scaled};
+use crate::step::Pending;
 
 /// What a worker takes from the shared state to track its step.
 struct Start {
@@ -170,255 +35,258 @@ struct Start {
     previous: Option<Snapshot>,
 }
 
-impl CockpitLearner {
-    /// One DDP worker's optimizer step: reduce this worker's statistics, join them with the
-    /// others', and (rank 0) track the step on the union of the workers' batches.
-    pub(crate) fn track_ddp<M: Module>(&self, model: &M, grads: &GradientsParams, lr: f64) {
-        let Some(start) = self.start_ddp_step() else {
-            return;
-        };
-        let Start {
-            rank,
+/// One DDP worker's optimizer step: reduce this worker's statistics, join them with the
+/// others', and (rank 0) track the step on the union of the workers' batches.
+pub(super) fn track<M: Module>(
+    shared: &Mutex<State>,
+    arrived: &Condvar,
+    model: &M,
+    grads: &GradientsParams,
+    lr: f64,
+) {
+    let Some(start) = start_step(shared) else {
+        return;
+    };
+    let Start {
+        rank,
+        step,
+        pending,
+        collective,
+        k,
+        previous,
+    } = start;
+    let params = Snapshot::of_params(model);
+    let device = params.device();
+    let mean = scaled(model, grads, 1.0 / k as f64);
+    let grads_snapshot = Snapshot::of_grads(model, &mean);
+    let mut problems = Vec::new();
+
+    // This worker's own statistics, then the all-reduce every worker takes part in.
+    let factors = own_factors(&pending, &device, &mut problems);
+    let losses: Option<Vec<Tensor<1>>> = pending.iter().map(|p| p.capture.losses.clone()).collect();
+    let local = match &grads_snapshot {
+        Ok(g) => own_stats(
+            shared,
             step,
-            pending,
-            collective,
-            k,
-            previous,
-        } = start;
-        let params = Snapshot::of_params(model);
-        let device = params.device();
-        let mean = scaled(model, grads, 1.0 / k as f64);
-        let grads_snapshot = Snapshot::of_grads(model, &mean);
-        let mut problems = Vec::new();
+            &params,
+            g,
+            previous.as_ref(),
+            factors.as_deref(),
+        ),
+        Err(err) => Err(format!("step {step} not tracked: {err}")),
+    };
+    let local = local.map_err(|problem| problems.push(problem)).ok();
+    let joined = all_reduce_stats(
+        local.as_ref(),
+        losses.map(|l| Tensor::cat(l, 0)),
+        &device,
+        collective.as_ref(),
+    );
 
-        // This worker's own statistics, then the all-reduce every worker takes part in.
-        let factors = own_factors(&pending, &device, &mut problems);
-        let losses: Option<Vec<Tensor<1>>> =
-            pending.iter().map(|p| p.capture.losses.clone()).collect();
-        let local = match &grads_snapshot {
-            Ok(g) => self.own_stats(step, &params, g, previous.as_ref(), factors.as_deref()),
-            Err(err) => Err(format!("step {step} not tracked: {err}")),
-        };
-        let local = local.map_err(|problem| problems.push(problem)).ok();
-        let joined = all_reduce_stats(
-            local.as_ref(),
-            losses.map(|l| Tensor::cat(l, 0)),
-            &device,
-            collective.as_ref(),
-        );
-
-        // Hand this worker's part to rank 0.
-        let deposit = Deposit {
-            step,
-            losses: pending
-                .iter()
-                .filter_map(|p| p.capture.loss.clone())
-                .collect(),
-            factors,
-            curvature: pending
-                .into_iter()
-                .map(|p| {
-                    let size = p.capture.losses.as_ref().map_or(1, |l| l.dims()[0]);
-                    p.curvature.map(|c| (size, c))
-                })
-                .collect(),
-        };
-        let mut state = self.lock();
-        for problem in problems {
-            state.problem(problem);
-        }
-        let Some(ddp) = state.ddp.as_mut() else {
-            return;
-        };
-        let worker = &mut ddp.workers[rank];
-        // Whether the next step projects on this gradient is known only once rank 0 has
-        // tracked this one: every worker keeps it.
-        if let Ok(g) = &grads_snapshot {
-            worker.previous = Some((step, g.clone()));
-        }
-        worker.deposit = Some(deposit);
-        self.arrived.notify_all();
-        if rank != 0 {
-            return;
-        }
-
-        // Rank 0: wait for every worker's part, then track the union.
-        let deadline = std::time::Instant::now() + PATIENCE;
-        loop {
-            let ready = state.ddp.as_ref().is_some_and(|ddp| {
-                ddp.workers
-                    .iter()
-                    .all(|w| w.deposit.as_ref().is_some_and(|d| d.step == step))
-            });
-            if ready {
-                break;
-            }
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                state.problem(format!(
-                    "step {step}: a data-parallel worker did not hand over its part within \
-                     {PATIENCE:?}; not tracked"
-                ));
-                return;
-            }
-            state = self
-                .arrived
-                .wait_timeout(state, deadline - now)
-                .map(|(guard, _)| guard)
-                .unwrap_or_else(|poison| poison.into_inner().0);
-        }
-        let deposits: Vec<Deposit> = state
-            .ddp
-            .as_mut()
-            .map(|ddp| {
-                ddp.workers
-                    .iter_mut()
-                    .filter_map(|w| w.deposit.take())
-                    .collect()
+    // Hand this worker's part to rank 0.
+    let deposit = Deposit {
+        step,
+        losses: pending
+            .iter()
+            .filter_map(|p| p.capture.loss.clone())
+            .collect(),
+        factors,
+        curvature: pending
+            .into_iter()
+            .map(|p| {
+                let size = p.capture.losses.as_ref().map_or(1, |l| l.dims()[0]);
+                p.curvature.map(|c| (size, c))
             })
-            .unwrap_or_default();
-        let info = state.union_info(step, deposits, joined, &device, lr, k);
-        let iteration = state.iteration;
-        if let (Some(info), Ok(_)) = (info, &grads_snapshot) {
-            state.run(step, iteration, model, &mean, info);
-        }
+            .collect(),
+    };
+    let mut state = State::lock(shared);
+    for problem in problems {
+        state.problem(problem);
+    }
+    let Some(ddp) = state.ddp.as_mut() else {
+        return;
+    };
+    let worker = &mut ddp.workers[rank];
+    // Whether the next step projects on this gradient is known only once rank 0 has
+    // tracked this one: every worker keeps it.
+    if let Ok(g) = &grads_snapshot {
+        worker.previous = Some((step, g.clone()));
+    }
+    worker.deposit = Some(deposit);
+    arrived.notify_all();
+    if rank != 0 {
+        return;
     }
 
-    /// This worker's statistics for `step`, from its own `factors`: what the Cockpit's
-    /// request asks for (the batch size alone when it asks for no statistic).
-    fn own_stats(
-        &self,
-        step: usize,
-        params: &Snapshot,
-        grads: &Snapshot,
-        previous: Option<&Snapshot>,
-        factors: Option<&dyn PerSampleSource>,
-    ) -> Result<PerSampleStats, String> {
-        let request = self
-            .lock()
-            .cockpit
-            .per_sample_request(step, grads, previous);
-        let wanted =
-            request.sq_norms || request.sum_sq || request.abs_max || !request.directions.is_empty();
-        match (factors, wanted) {
-            (factors, false) => Ok(PerSampleStats {
-                batch_size: factors.map_or(0, |f| f.batch_size()),
-                ..PerSampleStats::default()
-            }),
-            (Some(f), true) => f
-                .reduce(params, request)
-                .map_err(|err| format!("per-sample gradients unavailable: {err}")),
-            (None, true) => Err(format!("step {step}: no per-sample gradients recorded")),
+    // Rank 0: wait for every worker's part, then track the union.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let ready = state.ddp.as_ref().is_some_and(|ddp| {
+            ddp.workers
+                .iter()
+                .all(|w| w.deposit.as_ref().is_some_and(|d| d.step == step))
+        });
+        if ready {
+            break;
         }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            state.problem(format!(
+                "step {step}: a data-parallel worker did not hand over its part within \
+                     {PATIENCE:?}; not tracked"
+            ));
+            return;
+        }
+        state = arrived
+            .wait_timeout(state, deadline - now)
+            .map(|(guard, _)| guard)
+            .unwrap_or_else(|poison| poison.into_inner().0);
     }
-
-    /// Counts the calling worker's step and takes what it needs; `None` when the step is not
-    /// tracked (or the thread is not a worker of the group).
-    fn start_ddp_step(&self) -> Option<Start> {
-        let mut state = self.lock();
-        let ddp = state.ddp.as_mut()?;
-        let rank = ddp.rank()?;
-        let world = ddp.workers.len();
-        let summed = ddp.summed;
-        let collective = ddp.collectives[rank].clone();
-        let worker = &mut ddp.workers[rank];
-        let step = worker.step;
-        worker.step += 1;
-        let pending = std::mem::take(&mut worker.pending);
-        let previous = match worker.previous.take() {
-            Some((at, g)) if at + 1 == step => Some(g),
-            _ => None,
-        };
-        if rank == 0 {
-            state.step = step + 1;
-        }
-        if !state.cockpit.is_tracking(step) {
-            return None;
-        }
-        let k = pending.len().max(1) * if summed { world } else { 1 };
-        Some(Start {
-            rank,
-            step,
-            pending,
-            collective,
-            k,
-            previous,
+    let deposits: Vec<Deposit> = state
+        .ddp
+        .as_mut()
+        .map(|ddp| {
+            ddp.workers
+                .iter_mut()
+                .filter_map(|w| w.deposit.take())
+                .collect()
         })
+        .unwrap_or_default();
+    let info = union_info(&mut state, step, deposits, joined, &device, lr, k);
+    let iteration = state.iteration;
+    if let (Some(info), Ok(_)) = (info, &grads_snapshot) {
+        state.run(step, iteration, model, &mean, info);
     }
 }
 
-impl State {
-    /// The info of a DDP step on the union of the workers' batches (rank 0, with every
-    /// worker's deposit in rank order): burn applied `k` times the union's mean gradient.
-    fn union_info(
-        &mut self,
-        step: usize,
-        deposits: Vec<Deposit>,
-        joined: Result<
-            cockpit_quantities::persample::GroupStats,
-            cockpit_quantities::persample::PerSampleError,
-        >,
-        device: &Device,
-        lr: f64,
-        k: usize,
-    ) -> Option<StepInfo> {
-        let losses: Vec<Tensor<1>> = deposits
-            .iter()
-            .flat_map(|d| d.losses.iter().map(|l| l.clone().to_device(device)))
-            .collect();
-        if losses.is_empty() {
-            self.problem(NO_TRAIN_OUTPUT.into());
-            return None;
-        }
-        let mut info = StepInfo::new(Tensor::cat(losses, 0).mean()).with_optimizer(on_union(
-            &self.optimizer,
-            lr,
-            k,
-        ));
-        match joined {
-            Ok(joined) if joined.sizes.iter().any(|b| *b != joined.sizes[0]) => {
-                self.problem(format!(
-                    "step {step}: data-parallel workers with batches of different sizes {:?}: \
+/// This worker's statistics for `step`, from its own `factors`: what the Cockpit's
+/// request asks for (the batch size alone when it asks for no statistic).
+fn own_stats(
+    shared: &Mutex<State>,
+    step: usize,
+    params: &Snapshot,
+    grads: &Snapshot,
+    previous: Option<&Snapshot>,
+    factors: Option<&dyn PerSampleSource>,
+) -> Result<PerSampleStats, String> {
+    let request = State::lock(shared)
+        .cockpit
+        .per_sample_request(step, grads, previous);
+    let wanted =
+        request.sq_norms || request.sum_sq || request.abs_max || !request.directions.is_empty();
+    match (factors, wanted) {
+        (factors, false) => Ok(PerSampleStats {
+            batch_size: factors.map_or(0, |f| f.batch_size()),
+            ..PerSampleStats::default()
+        }),
+        (Some(f), true) => f
+            .reduce(params, request)
+            .map_err(|err| format!("per-sample gradients unavailable: {err}")),
+        (None, true) => Err(format!("step {step}: no per-sample gradients recorded")),
+    }
+}
+
+/// Counts the calling worker's step and takes what it needs; `None` when the step is not
+/// tracked (or the thread is not a worker of the group).
+fn start_step(shared: &Mutex<State>) -> Option<Start> {
+    let mut state = State::lock(shared);
+    let ddp = state.ddp.as_mut()?;
+    let rank = ddp.rank()?;
+    let world = ddp.workers.len();
+    let summed = ddp.summed;
+    let collective = ddp.collectives[rank].clone();
+    let worker = &mut ddp.workers[rank];
+    let step = worker.step;
+    worker.step += 1;
+    let pending = std::mem::take(&mut worker.pending);
+    let previous = match worker.previous.take() {
+        Some((at, g)) if at + 1 == step => Some(g),
+        _ => None,
+    };
+    if rank == 0 {
+        state.step = step + 1;
+    }
+    if !state.cockpit.is_tracking(step) {
+        return None;
+    }
+    let k = pending.len().max(1) * if summed { world } else { 1 };
+    Some(Start {
+        rank,
+        step,
+        pending,
+        collective,
+        k,
+        previous,
+    })
+}
+
+/// The info of a DDP step on the union of the workers' batches (rank 0, with every
+/// worker's deposit in rank order): burn applied `k` times the union's mean gradient.
+fn union_info(
+    state: &mut State,
+    step: usize,
+    deposits: Vec<Deposit>,
+    joined: Result<
+        cockpit_quantities::persample::GroupStats,
+        cockpit_quantities::persample::PerSampleError,
+    >,
+    device: &Device,
+    lr: f64,
+    k: usize,
+) -> Option<StepInfo> {
+    let losses: Vec<Tensor<1>> = deposits
+        .iter()
+        .flat_map(|d| d.losses.iter().map(|l| l.clone().to_device(device)))
+        .collect();
+    if losses.is_empty() {
+        state.problem(NO_TRAIN_OUTPUT.into());
+        return None;
+    }
+    let mut info = StepInfo::new(Tensor::cat(losses, 0).mean())
+        .with_optimizer(state.optimizer.on_union(lr, k));
+    match joined {
+        Ok(joined) if joined.sizes.iter().any(|b| *b != joined.sizes[0]) => {
+            state.problem(format!(
+                "step {step}: data-parallel workers with batches of different sizes {:?}: \
                      per-sample and curvature quantities are refused on this step (the \
                      all-reduced gradient is not the union's mean gradient)",
-                    joined.sizes
-                ));
-                return Some(info);
-            }
-            Ok(joined) => {
-                let elements: Option<Vec<Arc<dyn PerSampleSource>>> =
-                    deposits.iter().map(|d| d.factors.clone()).collect();
-                let elements = elements
-                    .and_then(|parts| MergedPerSample::new(parts).ok())
-                    .map(|merged| {
-                        Arc::new(merged.on_device(device.clone())) as Arc<dyn PerSampleSource>
-                    });
-                if let Some(losses) = joined.losses {
-                    info = info.with_individual_losses(losses);
-                }
-                if joined.stats.batch_size > 0 {
-                    info = info
-                        .with_batch_size(joined.stats.batch_size)
-                        .with_per_sample(ReducedPerSample::new(joined.stats, elements));
-                }
-            }
-            Err(err) => self.problem(format!(
-                "step {step}: per-sample statistics unavailable: {err}"
-            )),
+                joined.sizes
+            ));
+            return Some(info);
         }
-        let curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>> = deposits
-            .into_iter()
-            .map(|d| d.curvature)
-            .collect::<Option<Vec<_>>>()
-            .map(|parts| parts.into_iter().flatten().collect());
-        if let Some(parts) = curvature.filter(|p| !p.is_empty()) {
-            match MergedCurvature::new(parts) {
-                Ok(merged) => info = info.with_curvature(merged),
-                Err(err) => self.problem(format!("curvature unavailable: {err}")),
+        Ok(joined) => {
+            let elements: Option<Vec<Arc<dyn PerSampleSource>>> =
+                deposits.iter().map(|d| d.factors.clone()).collect();
+            let elements = elements
+                .and_then(|parts| MergedPerSample::new(parts).ok())
+                .map(|merged| {
+                    Arc::new(merged.on_device(device.clone())) as Arc<dyn PerSampleSource>
+                });
+            if let Some(losses) = joined.losses {
+                info = info.with_individual_losses(losses);
+            }
+            if joined.stats.batch_size > 0 {
+                info = info
+                    .with_batch_size(joined.stats.batch_size)
+                    .with_per_sample(ReducedPerSample::new(joined.stats, elements));
             }
         }
-        Some(info)
+        Err(err) => state.problem(format!(
+            "step {step}: per-sample statistics unavailable: {err}"
+        )),
     }
+    let curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>> = deposits
+        .into_iter()
+        .map(|d| d.curvature)
+        .collect::<Option<Vec<_>>>()
+        .map(|parts| parts.into_iter().flatten().collect());
+    if let Some(parts) = curvature.filter(|p| !p.is_empty()) {
+        match MergedCurvature::new(parts) {
+            Ok(merged) => info = info.with_curvature(merged),
+            Err(err) => state.problem(format!("curvature unavailable: {err}")),
+        }
+    }
+    Some(info)
 }
 
 /// A worker's per-sample source for its micro-batches (one, or merged), `None` when a

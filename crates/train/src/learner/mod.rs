@@ -1,13 +1,19 @@
 //! [`CockpitLearner`]: the Cockpit shared by an instrumented model and its metrics.
+//!
+//! Files import one way: `api` (the public type and the hooks the instrumented model calls)
+//! → `ddp` (the data-parallel step) and `epoch` (the epoch-end sink) → `state` (the shared
+//! state and all its methods) → `group` (the data-parallel group's bookkeeping) and the
+//! crate's `step` (what a training step left). The single-device path goes from `api` to
+//! `state` only.
 
 mod api;
 mod ddp;
 mod epoch;
+mod group;
 mod state;
 
 pub use api::CockpitLearner;
-pub use ddp::Transport;
-pub(crate) use state::Pending;
+pub use group::Transport;
 
 /// File names the adapter writes in its artifact directory.
 pub const LOG_FILE: &str = "cockpit.json";

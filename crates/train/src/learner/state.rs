@@ -1,5 +1,6 @@
-//! The adapter's shared state: the Cockpit, step counting, and turning a training step into
-//! the Cockpit's [`StepInfo`].
+//! The adapter's shared state and everything done to it: the Cockpit, step counting (per
+//! worker under DDP), turning a training step into the Cockpit's [`StepInfo`], and the epoch
+//! entry at burn's epoch ends.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -11,22 +12,19 @@ use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
 use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
-use cockpit_quantities::{Cockpit, CockpitError, OptimizerInfo, Snapshot, StepInfo, Value};
+use cockpit_quantities::{
+    Cockpit, CockpitError, EpochLog, OptimizerInfo, Snapshot, StepInfo, Value,
+};
 
+use super::LOG_FILE;
+use super::group::Ddp;
 use crate::board::Board;
-use crate::step::Captured;
+use crate::step::Pending;
 
 /// The warning when the model's step does not hand its loss over.
 pub(crate) const NO_TRAIN_OUTPUT: &str = "the model's TrainStep::step does not build its output \
     with cockpit_train::train_output (or train_output_per_sample), so the Cockpit sees no loss; \
     nothing is tracked";
-
-/// What one step's `TrainStep::step` left, until the optimizer step consumes it.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    pub(crate) capture: Captured,
-    pub(crate) curvature: Option<Box<dyn CurvatureSource>>,
-}
 
 /// Everything the adapter keeps between training steps, behind the
 /// [`CockpitLearner`](crate::CockpitLearner)'s lock.
@@ -48,7 +46,7 @@ pub(crate) struct State {
     /// `cockpit diagnose`'s checks at epoch ends, when asked for.
     pub(crate) monitor: Option<Monitor>,
     /// The data-parallel group, under burn's DDP strategy.
-    pub(crate) ddp: Option<super::ddp::Ddp>,
+    pub(crate) ddp: Option<Ddp>,
 }
 
 impl State {
@@ -143,7 +141,7 @@ impl State {
         lr: f64,
         device: Device,
     ) -> Option<StepInfo> {
-        let optimizer = with_lr(&self.optimizer, lr);
+        let optimizer = self.optimizer.with_lr(lr);
         let mut losses = Vec::new();
         for p in &pending {
             if !p.capture.seen {
@@ -201,7 +199,7 @@ impl State {
         device: Device,
     ) -> StepInfo {
         let k = pending.len();
-        let optimizer = on_union(&self.optimizer, lr, k);
+        let optimizer = self.optimizer.on_union(lr, k);
         let mut info = StepInfo::new(loss).with_optimizer(optimizer);
         let sizes: Vec<Option<usize>> = pending
             .iter()
@@ -267,6 +265,98 @@ impl State {
     }
 }
 
+impl State {
+    /// The step the calling thread runs next (its worker's under DDP).
+    pub(crate) fn next_step(&mut self) -> usize {
+        let step = self.step;
+        match &mut self.ddp {
+            Some(ddp) => ddp.rank().map_or(step, |rank| ddp.workers[rank].step),
+            None => step,
+        }
+    }
+
+    /// Keeps what a training step left until the optimizer step consumes it.
+    pub(crate) fn push(&mut self, pending: Pending) {
+        let Some(ddp) = &mut self.ddp else {
+            self.iteration += 1;
+            self.pending.push(pending);
+            return;
+        };
+        match ddp.rank() {
+            Some(rank) => {
+                ddp.workers[rank].pending.push(pending);
+                if rank == 0 {
+                    self.iteration += 1;
+                }
+            }
+            None => {
+                let world = ddp.workers.len();
+                self.problem(format!(
+                    "more worker threads than the {world} devices of the data-parallel group; \
+                     their steps are not tracked"
+                ));
+            }
+        }
+    }
+}
+
+impl State {
+    /// An epoch ended: log Cockpit's epoch entry (epoch count, mean training loss, learning
+    /// rate), rewrite the log file, run the diagnosis if asked for.
+    pub(crate) fn end_epoch(&mut self, learning_rate: Option<f64>) {
+        let state = self;
+        state.epochs += 1;
+        let step = state.step.saturating_sub(1);
+        let since = state.last_epoch_step();
+        let losses: Vec<f64> = state
+            .cockpit
+            .output()
+            .series("Loss")
+            .into_iter()
+            .filter(|(s, _)| since.is_none_or(|since| *s > since))
+            .filter_map(|(_, v)| v.as_f64())
+            .collect();
+        let train_loss =
+            (!losses.is_empty()).then(|| losses.iter().sum::<f64>() / losses.len() as f64);
+        let entry = EpochLog {
+            epoch_count: state.epochs,
+            train_loss,
+            learning_rate,
+            ..EpochLog::default()
+        };
+        if let Err(err) = state.cockpit.log(step, &entry) {
+            state.problem(format!("cannot stream the epoch entry: {err}"));
+        }
+        if let Some(dir) = state.dir.clone()
+            && let Err(err) = state.cockpit.write(dir.join(LOG_FILE))
+        {
+            state.problem(format!("cannot write the Cockpit log: {err}"));
+        }
+        if let Some(mut monitor) = state.monitor.take() {
+            let names = state
+                .cockpit
+                .parameter_names()
+                .map(<[String]>::to_vec)
+                .unwrap_or_default();
+            for finding in monitor.check(state.cockpit.output(), &names) {
+                state.problem(format!(
+                    "diagnose [{}] from step {}: {} ({})",
+                    finding.code, finding.first_step, finding.message, finding.evidence
+                ));
+            }
+            state.monitor = Some(monitor);
+        }
+    }
+
+    fn last_epoch_step(&self) -> Option<usize> {
+        self.cockpit
+            .output()
+            .steps()
+            .filter(|s| self.cockpit.output().get(*s, "epoch_count").is_some())
+            .last()
+    }
+}
+
 /// `factor·grads`, parameter by parameter (the model gives the parameters and their ranks).
 pub(crate) fn scaled<M: Module>(
     model: &M,
@@ -292,46 +382,4 @@ pub(crate) fn scaled<M: Module>(
     };
     model.visit(&mut visitor);
     visitor.scaled
-}
-
-/// The step burn takes with `lr` on the sum of `k` mean gradients, seen on the union of their
-/// batches (mean gradient: the sum over `k`): for plain SGD, learning rate `k·lr`.
-pub(crate) fn on_union(optimizer: &OptimizerInfo, lr: f64, k: usize) -> OptimizerInfo {
-    match with_lr(optimizer, lr) {
-        OptimizerInfo::Sgd {
-            lr,
-            momentum,
-            dampening,
-            weight_decay,
-            nesterov,
-        } => OptimizerInfo::Sgd {
-            lr: lr * k as f64,
-            momentum,
-            dampening,
-            weight_decay,
-            nesterov,
-        },
-        other => other,
-    }
-}
-
-/// The declared optimizer with the learning rate of this step (from burn's scheduler).
-fn with_lr(optimizer: &OptimizerInfo, lr: f64) -> OptimizerInfo {
-    match optimizer.clone() {
-        OptimizerInfo::Sgd {
-            momentum,
-            dampening,
-            weight_decay,
-            nesterov,
-            ..
-        } => OptimizerInfo::Sgd {
-            lr,
-            momentum,
-            dampening,
-            weight_decay,
-            nesterov,
-        },
-        OptimizerInfo::Other { name, .. } => OptimizerInfo::Other { name, lr: Some(lr) },
-        other => other,
-    }
 }

@@ -128,7 +128,7 @@ fn top_level_args(text: &str) -> Vec<&str> {
 /// (first, or `track_schedule=`) defaults to every step, `padding` to 0, `min_size` to 1e-6.
 ///
 /// ```
-/// # use cockpit_quantities::quantity::BinAdaptation;
+/// # use cockpit_quantities::histogram::BinAdaptation;
 /// let adapt: BinAdaptation = "GradAbsMax(linear(2), padding=0.1)".parse()?;
 /// assert!(matches!(adapt, BinAdaptation::GradAbsMax { padding, .. } if padding == 0.1));
 /// # Ok::<(), cockpit_quantities::CockpitError>(())

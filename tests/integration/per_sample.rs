@@ -1393,10 +1393,18 @@ fn instrumented_layers_train_identically(backend: &Backend) {
         );
         if let Some(recorder) = recorder {
             let factors = recorder.finish(&gb).unwrap();
-            assert_eq!(
-                factors.layers().len(),
-                2,
-                "the conv and the linear layer tapped"
+            let params = burn_cockpit::Snapshot::from_entries(
+                burn_cockpit::Snapshot::of_params(&conv_ours)
+                    .entries()
+                    .iter()
+                    .chain(burn_cockpit::Snapshot::of_params(&ours).entries())
+                    .cloned()
+                    .collect(),
+            );
+            let coverage = factors.coverage(&params);
+            assert!(
+                coverage.is_complete() && coverage.covered.len() == 4,
+                "the conv and the linear layer tapped: {coverage}"
             );
         }
     }

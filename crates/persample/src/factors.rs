@@ -12,7 +12,7 @@ use crate::{ParamEntry, PerSampleError, Snapshot};
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
 /// output gradients `e = B·∂L/∂y` `[B, T, d_out]` (`T = 1` for plain `[B, d]` inputs).
 #[derive(Debug, Clone)]
-pub struct LayerFactors {
+pub(crate) struct LayerFactors {
     /// The weight's id.
     pub weight: ParamId,
     /// The bias's id, if any.
@@ -90,7 +90,7 @@ impl std::fmt::Display for Coverage {
 /// Per-sample gradients of one parameter, materialised `[B, numel]` (normalisation layers'
 /// `γ` and `β`, whose per-sample gradients are as small as a batch of activations).
 #[derive(Debug, Clone)]
-pub struct DenseGradients {
+pub(crate) struct DenseGradients {
     /// The parameter's id.
     pub param: ParamId,
     /// True per-sample gradients `∇_p ℓ_n`, `[B, numel]`.
@@ -125,7 +125,7 @@ pub struct LinearFactors {
 
 impl LinearFactors {
     /// Factors of a batch of `batch` samples.
-    pub fn new(batch: usize, layers: Vec<LayerFactors>) -> Self {
+    pub(crate) fn new(batch: usize, layers: Vec<LayerFactors>) -> Self {
         Self {
             batch,
             layers,
@@ -170,18 +170,8 @@ impl LinearFactors {
     }
 
     /// With parameters whose per-sample gradients were recorded in full.
-    pub fn with_dense(self, dense: Vec<DenseGradients>) -> Self {
+    pub(crate) fn with_dense(self, dense: Vec<DenseGradients>) -> Self {
         Self { dense, ..self }
-    }
-
-    /// The parameters recorded in full.
-    pub fn dense(&self) -> &[DenseGradients] {
-        &self.dense
-    }
-
-    /// The recorded layers.
-    pub fn layers(&self) -> &[LayerFactors] {
-        &self.layers
     }
 
     /// Whether every parameter of `params` belongs to a recorded layer.

@@ -47,7 +47,7 @@ mod prelu;
 pub mod readback;
 mod recorder;
 mod rnn;
-pub mod snapshot;
+mod snapshot;
 #[cfg(test)]
 mod testing;
 mod transformer;
@@ -61,12 +61,12 @@ pub use distributed::{
 pub use embedding::Embedding;
 pub use error::{ConsumerError, PerSampleError};
 pub use exact::{ExactPerSample, PerSample};
-pub use factors::{Coverage, DenseGradients, LayerFactors, LinearFactors};
+pub use factors::{Coverage, LinearFactors};
 pub use linear::Linear;
 pub use merged::MergedPerSample;
 pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
-pub use recorder::{Layout, Recorder, is_recording};
+pub use recorder::Recorder;
 pub use rnn::{GateController, Gru, Lstm, SwiGlu};
 pub use snapshot::{ParamEntry, Snapshot};
 pub use transformer::{

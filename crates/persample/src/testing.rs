@@ -71,10 +71,10 @@ pub(crate) fn linear_source(
     let b = a.len() / 2;
     crate::LinearFactors::new(
         b,
-        vec![crate::LayerFactors {
+        vec![crate::factors::LayerFactors {
             weight: id,
             bias: None,
-            layout: crate::Layout::InOut,
+            layout: crate::recorder::Layout::InOut,
             a: tensor(a, [b, 1, 2]),
             e: tensor(e, [b, 1, 3]),
         }],

@@ -6,7 +6,7 @@
 //! burn 0.22 has no backend type parameter, so nothing here names a backend: everything works
 //! on [`burn::module::Module`], [`burn::optim::GradientsParams`] and the tensors' own devices.
 //!
-//! - [`snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
+//! - [`Snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
 //!   with dotted names; tensors stay on the device.
 //! - [`schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
 //! - [`quantity`]: the [`Quantity`] trait and one file per quantity (Cockpit's 19, and GradParamRatio).
@@ -40,7 +40,7 @@ pub mod schedule;
 pub use cockpit::{Cockpit, EpochLog};
 pub use cockpit_persample as persample;
 pub use cockpit_persample::readback;
-pub use cockpit_persample::snapshot;
+#[doc(no_inline)]
 pub use cockpit_persample::{ParamEntry, Snapshot};
 pub use config::{CockpitConfig, Configuration, QuantityConfig};
 pub use error::{CockpitError, QuantityError};

@@ -7,7 +7,18 @@ use burn::tensor::Tensor;
 use burn::tensor::module::unfold4d;
 use burn::tensor::ops::UnfoldOptions;
 
-use super::recorder::{Unfolding, tap_conv_input};
+use super::recorder::tap_conv_input;
+
+/// How a convolution's recorded input becomes its per-sample factors: `unfold4d` with these
+/// settings (no padding: the input is recorded padded), then group-major rows
+/// ([`unfolded_rows`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unfolding {
+    pub(crate) kernel: [usize; 2],
+    pub(crate) stride: [usize; 2],
+    pub(crate) dilation: [usize; 2],
+    pub(crate) groups: usize,
+}
 
 /// burn's `Same` padding `(before, after)` along one dimension: the output keeps
 /// `⌈size / stride⌉` positions, the total padding `(out − 1)·stride + kernel − size` (the
@@ -50,14 +61,26 @@ pub(crate) fn tap_conv(
     let [batch, c_out, positions] = output.dims();
     let groups = unfolding.groups.max(1);
     if groups == 1 {
-        return tap_conv_input(weight, bias, input, unfolding, output.swap_dims(1, 2))
-            .swap_dims(1, 2);
+        return tap_conv_input(
+            weight,
+            bias,
+            input,
+            move |input| unfolded_rows(input, unfolding),
+            output.swap_dims(1, 2),
+        )
+        .swap_dims(1, 2);
     }
     let c_per_group = c_out / groups;
     // [B, g·P, C_out]: the output once per group, positions group-major ((r, p) ↦ r·P + p),
     // built from concatenations only (no reshape of a permuted tensor).
     let copies = Tensor::cat(vec![output.swap_dims(1, 2); groups], 1);
-    let tapped = tap_conv_input(weight, bias, input, unfolding, copies);
+    let tapped = tap_conv_input(
+        weight,
+        bias,
+        input,
+        move |input| unfolded_rows(input, unfolding),
+        copies,
+    );
     // Σ_r mask[r, o]·copy_r[p, o], mask[r, o] = 1 where output channel o belongs to group r.
     let mask: Vec<f32> = (0..groups)
         .flat_map(|r| (0..c_out).map(move |o| f32::from(u8::from(o / c_per_group == r))))

@@ -5,8 +5,8 @@ use burn::nn::PaddingConfig1d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
+use super::conv::Unfolding;
 use super::conv::{positions, same_padding, tap_conv};
-use super::recorder::Unfolding;
 use super::recorder::is_recording;
 
 /// `burn::nn::conv::Conv1d` with per-sample statistics: identical parameters, names, record and

@@ -4,7 +4,8 @@ use burn::module::{Module, Param};
 use burn::tensor::module::embedding;
 use burn::tensor::{Int, Tensor};
 
-use super::recorder::{Layout, is_recording, tap};
+use super::factors::Layout;
+use super::recorder::{is_recording, tap};
 
 /// `burn::nn::Embedding` with per-sample statistics: identical parameter (`weight`
 /// `[n_embedding, d_model]`), name, record and forward pass. A lookup is a Linear map of the

@@ -5,9 +5,24 @@ use burn::module::ParamId;
 use burn::tensor::{Device, Tensor};
 
 use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
-use super::recorder::Layout;
-use super::recorder::Refusal;
 use crate::{ParamEntry, PerSampleError, Snapshot};
+
+/// How a layer stores its weight relative to the per-sample gradient `Σ_t a_t e_tᵀ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `[d_in, d_out]` (burn's `Linear`).
+    InOut,
+    /// `[d_out, d_in]` (convolutions: `[C_out, C_in·k_h·k_w]`).
+    OutIn,
+}
+
+/// A layer that cannot give per-sample gradients in its current mode (training-mode
+/// BatchNorm): its parameters and why.
+#[derive(Debug, Clone)]
+pub(crate) struct Refusal {
+    pub(crate) params: Vec<ParamId>,
+    pub(crate) reason: String,
+}
 
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
 /// output gradients `e = B·∂L/∂y` `[B, T, d_out]` (`T = 1` for plain `[B, d]` inputs).

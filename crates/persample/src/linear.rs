@@ -4,7 +4,8 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::module::linear;
 
-use super::recorder::{Layout, is_recording, tap};
+use super::factors::Layout;
+use super::recorder::{is_recording, tap};
 
 /// `burn::nn::Linear` with per-sample statistics: identical parameters (`weight` `[d_input,
 /// d_output]`, optional `bias`), names and forward pass; while a

@@ -11,17 +11,8 @@ use std::cell::RefCell;
 use burn::module::ParamId;
 use burn::tensor::{Gradients, Tensor};
 
-use super::factors::{DenseGradients, LayerFactors, LinearFactors};
+use super::factors::{DenseGradients, LayerFactors, Layout, LinearFactors, Refusal};
 use crate::PerSampleError;
-
-/// How a layer stores its weight relative to the per-sample gradient `Σ_t a_t e_tᵀ`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// `[d_in, d_out]` (burn's `Linear`).
-    InOut,
-    /// `[d_out, d_in]` (convolutions: `[C_out, C_in·k_h·k_w]`).
-    OutIn,
-}
 
 /// One tap: what a layer recorded, and the zero leaf added to its output `[B, T, d_out]`.
 #[derive(Debug)]
@@ -30,11 +21,11 @@ struct Tap {
     leaf: Tensor<3>,
 }
 
-/// The two shapes of per-sample gradient the drop-ins record.
+/// The shapes of per-sample gradient the drop-ins record.
 #[derive(Debug)]
 enum TapKind {
-    /// A linear map applied to `input` `[B, T, d_in]` at `T` positions (Linear, Conv2d after
-    /// unfolding, Embedding with one-hot inputs): `g_n = Σ_t a_{n,t} e_{n,t}ᵀ`.
+    /// A linear map applied to `input` `[B, T, d_in]` at `T` positions (Linear, Embedding with
+    /// one-hot inputs, the gates of the recurrent layers): `g_n = Σ_t a_{n,t} e_{n,t}ᵀ`.
     Linear {
         weight: ParamId,
         bias: Option<ParamId>,
@@ -42,13 +33,14 @@ enum TapKind {
         input: Tensor<3>,
     },
     /// A convolution: a Linear over the unfolded positions of `input` (already padded), unfolded
-    /// only after the backward pass, so the forward and backward passes hold the raw input
-    /// instead of its `k_h·k_w`-times larger unfolding ([`Unfolding`]).
+    /// only after the backward pass, by the convolution's own deferred step (`rows`), so the
+    /// forward and backward passes hold the raw input instead of its `k_h·k_w`-times larger
+    /// unfolding.
     Conv {
         weight: ParamId,
         bias: Option<ParamId>,
         input: Tensor<4>,
-        unfolding: Unfolding,
+        rows: Deferred,
     },
     /// An elementwise affine map `y = x̂ ⊙ γ (+ β)` of a normalised input `x̂` `[B, T, d]`
     /// (LayerNorm, RmsNorm): `g_{n,γ} = Σ_t e_{n,t} ⊙ x̂_{n,t}`, `g_{n,β} = Σ_t e_{n,t}`.
@@ -79,14 +71,6 @@ struct Recording {
     taps: Vec<Tap>,
     refused: Vec<Refusal>,
     curved: Vec<&'static str>,
-}
-
-/// A layer that cannot give per-sample gradients in its current mode (training-mode
-/// BatchNorm): its parameters and why.
-#[derive(Debug, Clone)]
-pub(crate) struct Refusal {
-    pub(crate) params: Vec<ParamId>,
-    pub(crate) reason: String,
 }
 
 thread_local! {
@@ -143,24 +127,24 @@ pub(crate) fn tap(
     )
 }
 
-/// How a convolution's recorded input becomes its per-sample factors: `unfold4d` with these
-/// settings (no padding: the input is recorded padded), then the group-major rows of
-/// [`grouped_rows`](super::conv::grouped_rows).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Unfolding {
-    pub(crate) kernel: [usize; 2],
-    pub(crate) stride: [usize; 2],
-    pub(crate) dilation: [usize; 2],
-    pub(crate) groups: usize,
+/// A convolution's deferred unfolding: its recorded input `[B, C_in, H, W]` to the rows
+/// `[B, T, d_in]` of its Linear, run after the backward pass.
+pub(crate) struct Deferred(Box<dyn FnOnce(Tensor<4>) -> Tensor<3>>);
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deferred(unfolding)")
+    }
 }
 
-/// Called by the convolution drop-ins: records the padded `input` `[B, C_in, H, W]` and returns
-/// the output rows `[B, T, C_out]` with a zero leaf added, when a recorder is active.
+/// Called by the convolution drop-ins: records the padded `input` `[B, C_in, H, W]` and how
+/// to unfold it into rows after the backward pass (`rows`), and returns the output rows
+/// `[B, T, C_out]` with a zero leaf added, when a recorder is active.
 pub(crate) fn tap_conv_input(
     weight: ParamId,
     bias: Option<ParamId>,
     input: Tensor<4>,
-    unfolding: Unfolding,
+    rows: impl FnOnce(Tensor<4>) -> Tensor<3> + 'static,
     output: Tensor<3>,
 ) -> Tensor<3> {
     push(
@@ -168,7 +152,7 @@ pub(crate) fn tap_conv_input(
             weight,
             bias,
             input: input.detach().without_autodiff(),
-            unfolding,
+            rows: Deferred(Box::new(rows)),
         },
         output,
     )
@@ -344,9 +328,9 @@ impl Recorder {
                     weight,
                     bias,
                     input,
-                    unfolding,
+                    rows,
                 } => {
-                    let input = super::conv::unfolded_rows(input, unfolding);
+                    let input = (rows.0)(input);
                     Uses::add(&mut uses, weight, bias, Layout::OutIn, input, e);
                 }
                 TapKind::Affine {

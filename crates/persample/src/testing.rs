@@ -74,7 +74,7 @@ pub(crate) fn linear_source(
         vec![crate::factors::LayerFactors {
             weight: id,
             bias: None,
-            layout: crate::recorder::Layout::InOut,
+            layout: crate::factors::Layout::InOut,
             a: tensor(a, [b, 1, 2]),
             e: tensor(e, [b, 1, 3]),
         }],

@@ -44,7 +44,12 @@ fn every_quantity_matches_every_fixture(backend: &Backend) {
         let implemented: Vec<QuantityKind> = QuantityKind::ALL
             .into_iter()
             .filter(|k| backend.dtype == burn::tensor::DType::F64 || *k != QuantityKind::HessMaxEV)
-            .filter(|k| fixture.steps.iter().any(|s| s.quantities.contains_key(k.name())))
+            .filter(|k| {
+                fixture
+                    .steps
+                    .iter()
+                    .any(|s| s.quantities.contains_key(k.name()))
+            })
             .collect();
         assert!(implemented.len() >= 15, "{implemented:?}");
         let compared = assert_matches_fixture(&fixture, &run, backend, &implemented);

@@ -32,44 +32,30 @@
 //! one chunk.
 
 mod base;
-mod conv;
-mod conv1d;
-mod conv2d;
 mod distributed;
-mod embedding;
 mod error;
 mod exact;
 mod factors;
-mod linear;
+mod layers;
 mod merged;
-mod norm;
-mod prelu;
 pub mod readback;
 mod recorder;
-mod rnn;
 mod snapshot;
 #[cfg(test)]
 mod testing;
-mod transformer;
 
 pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
-pub use conv1d::Conv1d;
-pub use conv2d::Conv2d;
 pub use distributed::{
     BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
 };
-pub use embedding::Embedding;
 pub use error::{ConsumerError, PerSampleError};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, LinearFactors};
-pub use linear::Linear;
-pub use merged::MergedPerSample;
-pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
-pub use prelu::PRelu;
-pub use recorder::Recorder;
-pub use rnn::{GateController, Gru, Lstm, SwiGlu};
-pub use snapshot::{ParamEntry, Snapshot};
-pub use transformer::{
-    MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
-    TransformerEncoderInput, TransformerEncoderLayer,
+pub use layers::{
+    BatchNorm, Conv1d, Conv2d, Embedding, GateController, GroupNorm, Gru, InstanceNorm, LayerNorm,
+    Linear, Lstm, MhaInput, MultiHeadAttention, PRelu, PositionWiseFeedForward, RmsNorm, SwiGlu,
+    TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
 };
+pub use merged::MergedPerSample;
+pub use recorder::Recorder;
+pub use snapshot::{ParamEntry, Snapshot};

@@ -8,7 +8,7 @@ use super::norm::record_channels;
 
 /// `burn::nn::PRelu` with per-sample statistics: identical parameter (`alpha`, `[1]` or
 /// `[channels]` along axis 1), name, record and forward pass. `y = max(0, x) + α·min(0, x)`,
-/// so while a [`Recorder`](super::Recorder) is active it taps `min(0, x)` and the output
+/// so while a [`Recorder`](crate::Recorder) is active it taps `min(0, x)` and the output
 /// gradients: `g_{n,α} = Σ e ⊙ min(0, x)` per channel (or over everything for one `α`).
 ///
 /// # Cost

@@ -7,10 +7,10 @@ use burn::tensor::ops::PadMode;
 
 use super::conv::Unfolding;
 use super::conv::{positions, same_padding, tap_conv};
-use super::recorder::is_recording;
+use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv1d` with per-sample statistics: identical parameters, names, record and
-/// forward pass; while a [`Recorder`](super::Recorder) is active it taps the unfolded input
+/// forward pass; while a [`Recorder`](crate::Recorder) is active it taps the unfolded input
 /// `U` `[B, C_in·k, L']` and the output gradient `E` `[B, C_out, L']`, so the per-sample weight
 /// gradient is `G_n = E_n U_nᵀ` (as [`Conv2d`](super::Conv2d), on a height of one).
 ///

@@ -4,12 +4,12 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::module::linear;
 
-use super::factors::Layout;
-use super::recorder::{is_recording, tap};
+use crate::factors::Layout;
+use crate::recorder::{is_recording, tap};
 
 /// `burn::nn::Linear` with per-sample statistics: identical parameters (`weight` `[d_input,
 /// d_output]`, optional `bias`), names and forward pass; while a
-/// [`Recorder`](super::Recorder) is active it also taps its input and output for the fast
+/// [`Recorder`](crate::Recorder) is active it also taps its input and output for the fast
 /// per-sample path (BackPACK's `extend`).
 ///
 /// Build it from a burn layer: `persample::Linear::from(LinearConfig::new(4, 8).init(&device))`.

@@ -16,8 +16,8 @@ use burn::nn::transformer::{PositionWiseFeedForwardConfig, TransformerEncoderCon
 use burn::tensor::activation::{quiet_softmax, softmax};
 use burn::tensor::{Bool, Device, Tensor};
 
-use super::recorder::mark_curved;
 use super::{LayerNorm, Linear};
+use crate::recorder::mark_curved;
 
 /// `burn::nn::attention::MultiHeadAttention` with per-sample statistics: its four projections
 /// (`query`, `key`, `value`, `output`) are per-sample [`Linear`]s over the sequence.

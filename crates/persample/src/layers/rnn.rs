@@ -13,7 +13,7 @@ use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
 
 use super::Linear;
-use super::recorder::mark_curved;
+use crate::recorder::mark_curved;
 
 /// `burn::nn::GateController` with per-sample statistics: `input_transform(x) +
 /// hidden_transform(h)`, both per-sample [`Linear`]s.

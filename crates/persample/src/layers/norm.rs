@@ -5,7 +5,7 @@ use burn::module::{Module, Param, RunningState};
 use burn::nn::{LayerNormConfig, RmsNormConfig};
 use burn::tensor::{Device, Tensor};
 
-use super::recorder::{in_single_sample_pass, is_recording, refuse, tap_affine};
+use crate::recorder::{in_single_sample_pass, is_recording, refuse, tap_affine};
 
 /// Records `y = x̂ ⊙ γ (+ β)` for a normalised `x̂` computed like the layer does, when a
 /// recorder is active (the first dimension is the batch, the last the features).
@@ -33,7 +33,7 @@ fn record<const D: usize>(
 
 /// `burn::nn::LayerNorm` with per-sample statistics: identical parameters (`gamma`, optional
 /// `beta`, `[d_model]`), names, record and forward pass; while a
-/// [`Recorder`](super::Recorder) is active it taps the normalised input `x̂` and the output
+/// [`Recorder`](crate::Recorder) is active it taps the normalised input `x̂` and the output
 /// gradients: `g_{n,γ} = Σ_t e_{n,t} ⊙ x̂_{n,t}`, `g_{n,β} = Σ_t e_{n,t}`. LayerNorm normalises
 /// each sample on its own, so per-sample gradients are well defined (unlike training-mode
 /// BatchNorm).
@@ -95,7 +95,7 @@ impl LayerNorm {
 }
 
 /// `burn::nn::RmsNorm` with per-sample statistics: identical parameter (`gamma` `[d_model]`),
-/// name, record and forward pass; while a [`Recorder`](super::Recorder) is active it taps
+/// name, record and forward pass; while a [`Recorder`](crate::Recorder) is active it taps
 /// `x̂ = x / rms(x)` and the output gradients: `g_{n,γ} = Σ_t e_{n,t} ⊙ x̂_{n,t}`.
 ///
 /// # Cost
@@ -196,7 +196,7 @@ pub(crate) fn record_channels<const D: usize>(
 ///   gradient). Single-sample passes would normalise each sample by its own statistics: a
 ///   different model. So per-sample statistics are refused for the whole model, with
 ///   [`PerSampleError::SamplesCoupled`](crate::PerSampleError::SamplesCoupled) naming this
-///   layer, on the fast path and in [`PerSample::auto`](super::PerSample::auto) alike (as
+///   layer, on the fast path and in [`PerSample::auto`](crate::PerSample::auto) alike (as
 ///   Opacus does). Gradient quantities, curvature and everything else still run. Put the
 ///   layer in eval mode (its `training` flag) or use [`GroupNorm`]/[`LayerNorm`] to get them.
 ///
@@ -324,7 +324,7 @@ fn group_norm<const D: usize>(
 
 /// `burn::nn::GroupNorm` with per-sample statistics: identical parameters (`gamma`, `beta`
 /// `[num_channels]` when affine), names, record and forward pass; while a
-/// [`Recorder`](super::Recorder) is active it taps `x̂` and the output gradients:
+/// [`Recorder`](crate::Recorder) is active it taps `x̂` and the output gradients:
 /// `g_{n,γ_c} = Σ_{positions} e ⊙ x̂` and `g_{n,β_c} = Σ_{positions} e` per channel. Each sample
 /// is normalised on its own, so per-sample gradients are well defined.
 ///

@@ -4,12 +4,12 @@ use burn::module::{Module, Param};
 use burn::tensor::module::embedding;
 use burn::tensor::{Int, Tensor};
 
-use super::factors::Layout;
-use super::recorder::{is_recording, tap};
+use crate::factors::Layout;
+use crate::recorder::{is_recording, tap};
 
 /// `burn::nn::Embedding` with per-sample statistics: identical parameter (`weight`
 /// `[n_embedding, d_model]`), name, record and forward pass. A lookup is a Linear map of the
-/// one-hot index, so while a [`Recorder`](super::Recorder) is active it taps the one-hot
+/// one-hot index, so while a [`Recorder`](crate::Recorder) is active it taps the one-hot
 /// indices and the output gradients: the per-sample gradient `Σ_t onehot(i_{n,t}) e_{n,t}ᵀ`
 /// scatters `e_{n,t}` into the rows sample `n` looked up.
 ///

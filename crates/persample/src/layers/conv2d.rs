@@ -7,10 +7,10 @@ use burn::tensor::ops::PadMode;
 
 use super::conv::Unfolding;
 use super::conv::{positions, same_padding, tap_conv};
-use super::recorder::is_recording;
+use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv2d` with per-sample statistics: identical parameters, names and
-/// forward pass; while a [`Recorder`](super::Recorder) is active it taps the unfolded input
+/// forward pass; while a [`Recorder`](crate::Recorder) is active it taps the unfolded input
 /// `U` `[B, C_in·k_h·k_w, P]` and the output gradient `E` `[B, C_out, P]`, so the per-sample
 /// weight gradient is `G_n = E_n U_nᵀ` (BackPACK's convolution rule).
 ///

@@ -7,7 +7,7 @@ use burn::tensor::Tensor;
 use burn::tensor::module::unfold4d;
 use burn::tensor::ops::UnfoldOptions;
 
-use super::recorder::tap_conv_input;
+use crate::recorder::tap_conv_input;
 
 /// How a convolution's recorded input becomes its per-sample factors: `unfold4d` with these
 /// settings (no padding: the input is recorded padded), then group-major rows

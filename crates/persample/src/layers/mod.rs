@@ -1,0 +1,26 @@
+//! The drop-ins: burn-nn's layers with burn's configs, parameter names, records and forward
+//! passes, which tap their inputs and output gradients while a
+//! [`Recorder`](crate::Recorder) is active. One file per layer family; `conv` holds what the
+//! convolutions share.
+
+mod conv;
+mod conv1d;
+mod conv2d;
+mod embedding;
+mod linear;
+mod norm;
+mod prelu;
+mod rnn;
+mod transformer;
+
+pub use conv1d::Conv1d;
+pub use conv2d::Conv2d;
+pub use embedding::Embedding;
+pub use linear::Linear;
+pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
+pub use prelu::PRelu;
+pub use rnn::{GateController, Gru, Lstm, SwiGlu};
+pub use transformer::{
+    MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
+    TransformerEncoderInput, TransformerEncoderLayer,
+};

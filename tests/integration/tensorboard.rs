@@ -246,6 +246,16 @@ fn every_kind_of_value_round_trips() {
     assert_eq!((histogram.min, histogram.max), (-1.0, 1.0));
 }
 
+/// Two writers in one directory (two Cockpits of one run) write two files, neither refused.
+#[test]
+fn two_writers_share_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = TensorBoardWriter::create(dir.path()).unwrap();
+    let second = TensorBoardWriter::create(dir.path()).unwrap();
+    assert_ne!(first.path(), second.path());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
 /// A directory that cannot be created is a typed error, not a panic.
 #[test]
 fn an_unwritable_directory_is_an_error() {

@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prost::Message;
@@ -39,7 +40,8 @@ pub struct TensorBoardWriter {
 
 impl TensorBoardWriter {
     /// Creates `dir` if needed and a new event file in it
-    /// (`events.out.tfevents.<seconds>.<host>.<pid>.cockpit`), and writes the file's version.
+    /// (`events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`, `n` counting this process's
+    /// writers), and writes the file's version.
     ///
     /// # Errors
     ///
@@ -56,9 +58,12 @@ impl TensorBoardWriter {
             .ok()
             .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
             .unwrap_or_else(|| "localhost".to_string());
+        // Unique per process and writer: two Cockpits of one run may share a directory.
+        static WRITERS: AtomicUsize = AtomicUsize::new(0);
         let path = dir.join(format!(
-            "events.out.tfevents.{seconds}.{host}.{}.cockpit",
-            std::process::id()
+            "events.out.tfevents.{seconds}.{host}.{}.{}.cockpit",
+            std::process::id(),
+            WRITERS.fetch_add(1, Ordering::Relaxed)
         ));
         let file = File::options()
             .create_new(true)

@@ -1,0 +1,95 @@
+//! Gru.
+
+use burn::module::Module;
+use burn::nn::GruConfig;
+use burn::nn::activation::Activation;
+use burn::tensor::{Device, Tensor};
+
+use super::GateController;
+use crate::recorder::mark_curved;
+
+/// `burn::nn::Gru` with per-sample statistics: the update, reset and new gates are
+/// [`GateController`]s; same config, names, record and forward pass (`reset_after` or not,
+/// clipped).
+///
+/// # Cost
+///
+/// As [`Lstm`](crate::Lstm), with three gates.
+#[derive(Module, Debug)]
+pub struct Gru {
+    /// Update gate.
+    pub update_gate: GateController,
+    /// Reset gate.
+    pub reset_gate: GateController,
+    /// New (candidate) gate.
+    pub new_gate: GateController,
+    /// Hidden size.
+    pub d_hidden: usize,
+    /// Applies the reset gate after the hidden transform (`true`, burn's default) or before.
+    pub reset_after: bool,
+    /// Gate activation (sigmoid).
+    pub gate_activation: Activation,
+    /// Candidate activation (tanh).
+    pub hidden_activation: Activation,
+    /// Clips the hidden state to `[−clip, clip]`.
+    pub clip: Option<f64>,
+}
+
+impl From<burn::nn::Gru> for Gru {
+    fn from(gru: burn::nn::Gru) -> Self {
+        Self {
+            update_gate: gru.update_gate.into(),
+            reset_gate: gru.reset_gate.into(),
+            new_gate: gru.new_gate.into(),
+            d_hidden: gru.d_hidden,
+            reset_after: gru.reset_after,
+            gate_activation: gru.gate_activation,
+            hidden_activation: gru.hidden_activation,
+            clip: gru.clip,
+        }
+    }
+}
+
+impl Gru {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &GruConfig, device: &Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// The hidden states of every step `[B, T, d_hidden]` from inputs `[B, T, d_input]`, as
+    /// burn's `Gru::forward`.
+    pub fn forward(&self, input: Tensor<3>, state: Option<Tensor<2>>) -> Tensor<3> {
+        mark_curved("recurrent gates");
+        let device = input.device();
+        let [batch, length, _] = input.dims();
+        let mut hidden = state
+            .unwrap_or_else(|| Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())));
+        let mut steps = Vec::with_capacity(length);
+        for t in 0..length {
+            let x = input
+                .clone()
+                .slice([0..batch, t..t + 1])
+                .squeeze_dim::<2>(1);
+            let update = self
+                .gate_activation
+                .forward(self.update_gate.gate_product(x.clone(), hidden.clone()));
+            let reset = self
+                .gate_activation
+                .forward(self.reset_gate.gate_product(x.clone(), hidden.clone()));
+            let new = if self.reset_after {
+                self.new_gate.input_transform.forward(x)
+                    + reset * self.new_gate.hidden_transform.forward(hidden.clone())
+            } else {
+                self.new_gate.gate_product(x, hidden.clone() * reset)
+            };
+            let candidate = self.hidden_activation.forward(new);
+            let keep = update.clone().neg().add_scalar(1.0);
+            hidden = candidate * keep + update * hidden;
+            if let Some(clip) = self.clip {
+                hidden = hidden.clamp(-clip, clip);
+            }
+            steps.push(hidden.clone());
+        }
+        Tensor::stack(steps, 1)
+    }
+}

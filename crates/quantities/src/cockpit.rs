@@ -336,12 +336,7 @@ impl Cockpit {
         })?;
         let mut per_sample = self.reduce_per_sample(step, &params, &grads, &info);
         if let Ok(Some(stats)) = &mut per_sample {
-            for note in std::mem::take(&mut stats.notes) {
-                if !self.notes_seen.contains(&note) {
-                    self.warn(format!("step {step}: {note}"));
-                    self.notes_seen.push(note);
-                }
-            }
+            self.warn_notes(step, std::mem::take(&mut stats.notes));
         }
         self.previous_grads = None;
         let ctx = StepContext {
@@ -415,17 +410,12 @@ impl Cockpit {
                 Err(err) => failures.push((quantity.name().to_string(), err)),
             }
         }
-        // How the curvature diagonals were obtained, where one is an estimate (once each).
-        if let Some(curvature) = info.curvature() {
-            for note in curvature.notes() {
-                if !self.notes_seen.contains(&note) {
-                    warnings.push(format!("step {step}: {note}"));
-                    self.notes_seen.push(note);
-                }
-            }
-        }
         for warning in warnings {
             self.warn(warning);
+        }
+        // How the curvature diagonals were obtained, where one is an estimate.
+        if let Some(curvature) = info.curvature() {
+            self.warn_notes(step, curvature.notes());
         }
         let next = step + 1;
         if self.per_sample_needs(next).dots_with_previous_grad {
@@ -625,6 +615,16 @@ impl Cockpit {
     fn warn(&mut self, message: String) {
         log::warn!("cockpit: {message}");
         self.warnings.push(message);
+    }
+
+    /// The sources' notes as warnings of `step`, each distinct note once per run.
+    fn warn_notes(&mut self, step: usize, notes: Vec<String>) {
+        for note in notes {
+            if !self.notes_seen.contains(&note) {
+                self.warn(format!("step {step}: {note}"));
+                self.notes_seen.push(note);
+            }
+        }
     }
 
     fn check_param_set(&mut self, step: usize, params: &Snapshot) -> Result<(), CockpitError> {

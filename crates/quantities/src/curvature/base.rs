@@ -115,3 +115,23 @@ impl CurvatureSource for Box<dyn CurvatureSource> {
         self.as_ref().notes()
     }
 }
+
+/// A shared source is a source, so one source can serve two consumers (a diagonal's estimate
+/// and the quantities' products).
+impl<S: CurvatureSource + ?Sized> CurvatureSource for std::sync::Arc<S> {
+    fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
+        self.as_ref().hvp(params, v)
+    }
+
+    fn diagonal(
+        &self,
+        params: &Snapshot,
+        kind: DiagonalKind,
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        self.as_ref().diagonal(params, kind)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.as_ref().notes()
+    }
+}

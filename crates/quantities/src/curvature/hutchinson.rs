@@ -28,7 +28,6 @@ pub struct Hutchinson {
     probes: usize,
     rng: SplitMix,
     cache: std::sync::Mutex<Option<Vec<Tensor<1>>>>,
-    asked: std::sync::Mutex<bool>,
 }
 
 impl Hutchinson {
@@ -39,7 +38,6 @@ impl Hutchinson {
             probes: probes.max(1),
             rng: SplitMix::new(seed),
             cache: std::sync::Mutex::new(None),
-            asked: std::sync::Mutex::new(false),
         }
     }
 }
@@ -62,9 +60,6 @@ impl CurvatureSource for Hutchinson {
         }
         if let Some(cached) = self.cache.lock().ok().and_then(|c| c.clone()) {
             return Ok(cached);
-        }
-        if let Ok(mut asked) = self.asked.lock() {
-            *asked = true;
         }
         let mut sums: Option<Vec<Tensor<1>>> = None;
         for _ in 0..self.probes {
@@ -106,7 +101,8 @@ impl CurvatureSource for Hutchinson {
     }
 
     fn notes(&self) -> Vec<String> {
-        if self.asked.lock().is_ok_and(|asked| *asked) {
+        // An estimate was given this step: the cached diagonal.
+        if self.cache.lock().is_ok_and(|cache| cache.is_some()) {
             vec![format!(
                 "diag_h is Hutchinson's estimate with {} probes (not exact)",
                 self.probes

@@ -119,14 +119,12 @@ impl CurvatureSource for MergedCurvature {
         weighted_sum(diagonals.into_iter())
     }
 
+    /// Every part's notes (the Cockpit gives each distinct note once).
     fn notes(&self) -> Vec<String> {
-        let mut notes: Vec<String> = Vec::new();
-        for note in self.parts.iter().flat_map(|(_, source)| source.notes()) {
-            if !notes.contains(&note) {
-                notes.push(note);
-            }
-        }
-        notes
+        self.parts
+            .iter()
+            .flat_map(|(_, source)| source.notes())
+            .collect()
     }
 }
 

@@ -79,7 +79,8 @@ pub struct RecordedCurvature<M: Module> {
     loss: OutputLoss,
     hessian: HessianDiagonal,
     fallback_probes: usize,
-    hvp: FiniteDifferenceHvp<M>,
+    /// Products of the loss (HessMaxEV, and Hutchinson where nothing exact applies).
+    hvp: Arc<FiniteDifferenceHvp<M>>,
     rng: SplitMix,
     seed: u64,
     cache: Mutex<HashMap<DiagonalKind, Vec<Tensor<1>>>>,
@@ -112,7 +113,13 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         seed: u64,
     ) -> Self {
         let output_of: Arc<OutputFn<M>> = Arc::new(output_of);
-        let hvp = loss_products(model, &output_of, &loss);
+        let hvp = {
+            let (output_of, loss) = (output_of.clone(), loss.clone());
+            Arc::new(FiniteDifferenceHvp::new(model, move |m: &M| {
+                let value = loss_value(&loss, output_of(m));
+                Ok(GradientsParams::from_grads(value.backward(), m))
+            }))
+        };
         Self {
             model: model.clone(),
             output_of,
@@ -145,8 +152,9 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         self
     }
 
-    /// Probes of Hutchinson's estimate where the drop-ins do not cover the model (10 by
-    /// default).
+    /// Probes of Hutchinson's estimates where nothing declared applies: `diag_h` where the
+    /// drop-ins do not cover the model, and the residual where a piecewise-linear declaration
+    /// is overruled by a curved drop-in (10 by default).
     pub fn with_fallback_probes(mut self, probes: usize) -> Self {
         self.fallback_probes = probes.max(1);
         self
@@ -171,7 +179,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         let mut total: Option<Vec<Tensor<1>>> = None;
         let mut curved = Vec::new();
         let mut planned: Option<Vec<Tensor<2>>> = None;
-        let mut column = 0;
+        let (mut column, mut batch) = (0, 1);
         loop {
             let recorder = Recorder::start();
             let f = (self.output_of)(&self.model);
@@ -179,7 +187,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             let Some(s) = plan.get(column).cloned() else {
                 break;
             };
-            let batch = f.dims()[0];
+            batch = f.dims()[0];
             let pseudo = (f * s).sum().div_scalar(batch as f64);
             let grads = pseudo.backward();
             let factors = recorder.finish(&grads)?;
@@ -205,12 +213,11 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             });
             column += 1;
         }
-        let batch = factors_batch(&planned);
         Ok(Recorded::Covered {
             diagonal: total
                 .unwrap_or_default()
                 .into_iter()
-                .map(|t| t.div_scalar(batch))
+                .map(|t| t.div_scalar(batch as f64))
                 .collect(),
             curved,
         })
@@ -309,9 +316,12 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
              (not exact)",
             self.fallback_probes
         ));
-        let hvp = loss_products(&self.model, &self.output_of, &self.loss);
-        Hutchinson::new(hvp, self.fallback_probes, self.seed ^ 0x4855_5443)
-            .diagonal(params, DiagonalKind::Hessian)
+        Hutchinson::new(
+            self.hvp.clone(),
+            self.fallback_probes,
+            self.seed ^ 0x4855_5443,
+        )
+        .diagonal(params, DiagonalKind::Hessian)
     }
 
     /// The residual's products `R v = Σ_n Σ_k ḡ_{n,k} ∇²f_{n,k} v` (`H v` minus the
@@ -412,28 +422,6 @@ enum Recorded {
         curved: Vec<String>,
     },
     Uncovered(String),
-}
-
-/// The batch size of the planned columns (1 when none were planned).
-fn factors_batch(planned: &Option<Vec<Tensor<2>>>) -> f64 {
-    planned
-        .as_ref()
-        .and_then(|p| p.first())
-        .map_or(1.0, |s| s.dims()[0] as f64)
-}
-
-/// Hessian-vector products of the mean loss at `model`, by central differences of its
-/// gradients.
-fn loss_products<M: Module + Sync + 'static>(
-    model: &M,
-    output_of: &Arc<OutputFn<M>>,
-    loss: &OutputLoss,
-) -> FiniteDifferenceHvp<M> {
-    let (output_of, loss) = (output_of.clone(), loss.clone());
-    FiniteDifferenceHvp::new(model, move |m: &M| {
-        let value = loss_value(&loss, output_of(m));
-        Ok(GradientsParams::from_grads(value.backward(), m))
-    })
 }
 
 /// The mean loss at the output `f`.

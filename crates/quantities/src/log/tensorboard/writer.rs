@@ -226,7 +226,7 @@ fn gradient_marginal(h: &Histogram2d) -> Histogram1d {
 /// Cockpit's bins as TensorBoard buckets, exact: limits `e_0, …, e_K`, counts `0, c_0, …`
 /// (`None` for a histogram without a bin).
 fn histogram(tag: String, h: &Histogram1d) -> Option<SummaryValue> {
-    let counts: Vec<f64> = h.hist.clone();
+    let counts = &h.hist;
     let edges = &h.edges;
     let bins = counts.len().min(edges.len().saturating_sub(1));
     if bins == 0 {

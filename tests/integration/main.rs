@@ -16,6 +16,7 @@ mod fuzz;
 mod kill_writes;
 mod pathologies;
 mod per_sample;
+mod per_sample_models;
 mod read_ledger;
 mod recorded_curvature;
 mod replay_fixtures;

@@ -215,7 +215,7 @@ fn assert_fast_equals_exact(fast: &Cockpit, exact: &Cockpit, steps: usize, rel: 
 /// and from single-sample backward passes. The two are compared with
 /// [`assert_fast_equals_exact`]; the fast Cockpit is returned. `logits(model, step, samples)`
 /// runs the model on those samples of step `step`'s batch (labels from [`data`]).
-fn fast_path_against_single_sample_passes<M, F>(
+pub(crate) fn fast_path_against_single_sample_passes<M, F>(
     backend: &Backend,
     model: M,
     batch: usize,

@@ -52,9 +52,10 @@ pub use error::{ConsumerError, PerSampleError};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, LinearFactors};
 pub use layers::{
-    BatchNorm, Conv1d, Conv2d, Embedding, GateController, GroupNorm, Gru, InstanceNorm, LayerNorm,
-    Linear, Lstm, MhaInput, MultiHeadAttention, PRelu, PositionWiseFeedForward, RmsNorm, SwiGlu,
-    TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
+    BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Embedding, GateController, GroupNorm, Gru,
+    InstanceNorm, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, PRelu,
+    PositionWiseFeedForward, RmsNorm, Rnn, SwiGlu, TransformerEncoder, TransformerEncoderInput,
+    TransformerEncoderLayer,
 };
 pub use merged::MergedPerSample;
 pub use recorder::Recorder;

@@ -19,7 +19,7 @@ pub use embedding::Embedding;
 pub use linear::Linear;
 pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
-pub use rnn::{GateController, Gru, Lstm, SwiGlu};
+pub use rnn::{BiGru, BiLstm, BiRnn, GateController, Gru, Lstm, Rnn, SwiGlu};
 pub use transformer::{
     MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
     TransformerEncoderInput, TransformerEncoderLayer,

@@ -5,7 +5,7 @@ use burn::nn::GruConfig;
 use burn::nn::activation::Activation;
 use burn::tensor::{Device, Tensor};
 
-use super::GateController;
+use super::{GateController, time_order};
 use crate::recorder::mark_curved;
 
 /// `burn::nn::Gru` with per-sample statistics: the update, reset and new gates are
@@ -56,16 +56,42 @@ impl Gru {
         config.init(device).into()
     }
 
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::Gru {
+        burn::nn::Gru {
+            update_gate: self.update_gate.as_burn(),
+            reset_gate: self.reset_gate.as_burn(),
+            new_gate: self.new_gate.as_burn(),
+            d_hidden: self.d_hidden,
+            reset_after: self.reset_after,
+            gate_activation: self.gate_activation.clone(),
+            hidden_activation: self.hidden_activation.clone(),
+            clip: self.clip,
+        }
+    }
+
     /// The hidden states of every step `[B, T, d_hidden]` from inputs `[B, T, d_input]`, as
     /// burn's `Gru::forward`.
     pub fn forward(&self, input: Tensor<3>, state: Option<Tensor<2>>) -> Tensor<3> {
+        self.run(input, state, false).0
+    }
+
+    /// The recurrence over `input` `[B, T, d_input]`, from the last step to the first when
+    /// `reverse`: the hidden states `[B, T, d_hidden]` in the input's order and the final
+    /// hidden state. [`BiGru`](crate::BiGru) runs both directions through it.
+    pub(crate) fn run(
+        &self,
+        input: Tensor<3>,
+        state: Option<Tensor<2>>,
+        reverse: bool,
+    ) -> (Tensor<3>, Tensor<2>) {
         mark_curved("recurrent gates");
         let device = input.device();
         let [batch, length, _] = input.dims();
         let mut hidden = state
             .unwrap_or_else(|| Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())));
-        let mut steps = Vec::with_capacity(length);
-        for t in 0..length {
+        let mut steps: Vec<Option<Tensor<2>>> = vec![None; length];
+        for t in time_order(length, reverse) {
             let x = input
                 .clone()
                 .slice([0..batch, t..t + 1])
@@ -88,8 +114,11 @@ impl Gru {
             if let Some(clip) = self.clip {
                 hidden = hidden.clamp(-clip, clip);
             }
-            steps.push(hidden.clone());
+            steps[t] = Some(hidden.clone());
         }
-        Tensor::stack(steps, 1)
+        (
+            Tensor::stack(steps.into_iter().flatten().collect(), 1),
+            hidden,
+        )
     }
 }

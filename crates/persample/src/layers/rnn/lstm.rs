@@ -5,7 +5,7 @@ use burn::nn::activation::Activation;
 use burn::nn::{LstmConfig, LstmState};
 use burn::tensor::{Device, Tensor};
 
-use super::GateController;
+use super::{GateController, time_order};
 use crate::recorder::mark_curved;
 
 /// `burn::nn::Lstm` with per-sample statistics: the four gates are [`GateController`]s;
@@ -69,6 +69,24 @@ impl Lstm {
         config.init(device).into()
     }
 
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::Lstm {
+        burn::nn::Lstm {
+            input_gate: self.input_gate.as_burn(),
+            forget_gate: self.forget_gate.as_ref().map(GateController::as_burn),
+            output_gate: self.output_gate.as_burn(),
+            cell_gate: self.cell_gate.as_burn(),
+            d_hidden: self.d_hidden,
+            batch_first: self.batch_first,
+            reverse: self.reverse,
+            clip: self.clip,
+            input_forget: self.input_forget,
+            gate_activation: self.gate_activation.clone(),
+            cell_activation: self.cell_activation.clone(),
+            hidden_activation: self.hidden_activation.clone(),
+        }
+    }
+
     /// The hidden states of every step `[B, T, d_hidden]` (`[T, B, d_hidden]` unless
     /// batch-first) and the final state, as burn's `Lstm::forward`.
     pub fn forward(
@@ -76,12 +94,30 @@ impl Lstm {
         input: Tensor<3>,
         state: Option<LstmState<2>>,
     ) -> (Tensor<3>, LstmState<2>) {
-        mark_curved("recurrent gates");
         let input = if self.batch_first {
             input
         } else {
             input.swap_dims(0, 1)
         };
+        let (output, state) = self.run(input, state, self.reverse);
+        let output = if self.batch_first {
+            output
+        } else {
+            output.swap_dims(0, 1)
+        };
+        (output, state)
+    }
+
+    /// The recurrence over batch-first `input` `[B, T, d_input]`, from the last step to the
+    /// first when `reverse`: the hidden states `[B, T, d_hidden]` in the input's order and the
+    /// final state. [`BiLstm`](crate::BiLstm) runs its reverse direction through it.
+    pub(crate) fn run(
+        &self,
+        input: Tensor<3>,
+        state: Option<LstmState<2>>,
+        reverse: bool,
+    ) -> (Tensor<3>, LstmState<2>) {
+        mark_curved("recurrent gates");
         let device = input.device();
         let [batch, length, _] = input.dims();
         let (mut cell, mut hidden) = match state {
@@ -92,12 +128,7 @@ impl Lstm {
             ),
         };
         let mut steps: Vec<Option<Tensor<2>>> = vec![None; length];
-        let order: Vec<usize> = if self.reverse {
-            (0..length).rev().collect()
-        } else {
-            (0..length).collect()
-        };
-        for t in order {
+        for t in time_order(length, reverse) {
             let x = input
                 .clone()
                 .slice([0..batch, t..t + 1])
@@ -118,11 +149,6 @@ impl Lstm {
             steps[t] = Some(hidden.clone());
         }
         let output = Tensor::stack::<3>(steps.into_iter().flatten().collect(), 1);
-        let output = if self.batch_first {
-            output
-        } else {
-            output.swap_dims(0, 1)
-        };
         (output, LstmState::new(cell, hidden))
     }
 }

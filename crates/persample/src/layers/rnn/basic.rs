@@ -1,0 +1,121 @@
+//! Rnn.
+
+use burn::module::Module;
+use burn::nn::activation::Activation;
+use burn::nn::{RnnConfig, RnnState};
+use burn::tensor::{Device, Tensor};
+
+use super::{GateController, time_order};
+use crate::recorder::mark_curved;
+
+/// `burn::nn::Rnn` with per-sample statistics: `h_t = act(W x_t + U h_{t−1} + b)` through one
+/// [`GateController`]; same config, names, record and forward pass (batch-first or not,
+/// reversed, clipped, any hidden activation).
+///
+/// # Cost
+///
+/// Without an active recorder: two thread-local checks per time step. With one: the gate's
+/// inputs and output gradients over the sequence, `B·T·(d_input + 2·d_hidden)`.
+#[derive(Module, Debug)]
+pub struct Rnn {
+    /// The gate: `input_transform` `[d_input, d_hidden]`, `hidden_transform`
+    /// `[d_hidden, d_hidden]`.
+    pub gate: GateController,
+    /// Hidden size.
+    pub d_hidden: usize,
+    /// Inputs `[B, T, d]` (`true`) or `[T, B, d]`.
+    pub batch_first: bool,
+    /// Runs the sequence backwards.
+    pub reverse: bool,
+    /// Clips the hidden state to `[−clip, clip]`.
+    pub clip: Option<f64>,
+    /// Hidden activation (tanh by default).
+    pub hidden_activation: Activation,
+}
+
+impl From<burn::nn::Rnn> for Rnn {
+    fn from(rnn: burn::nn::Rnn) -> Self {
+        Self {
+            gate: rnn.gate.into(),
+            d_hidden: rnn.d_hidden,
+            batch_first: rnn.batch_first,
+            reverse: rnn.reverse,
+            clip: rnn.clip,
+            hidden_activation: rnn.hidden_activation,
+        }
+    }
+}
+
+impl Rnn {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &RnnConfig, device: &Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::Rnn {
+        burn::nn::Rnn {
+            gate: self.gate.as_burn(),
+            d_hidden: self.d_hidden,
+            batch_first: self.batch_first,
+            reverse: self.reverse,
+            clip: self.clip,
+            hidden_activation: self.hidden_activation.clone(),
+        }
+    }
+
+    /// The hidden states of every step `[B, T, d_hidden]` (`[T, B, d_hidden]` unless
+    /// batch-first) and the final state, as burn's `Rnn::forward`.
+    pub fn forward(
+        &self,
+        input: Tensor<3>,
+        state: Option<RnnState<2>>,
+    ) -> (Tensor<3>, RnnState<2>) {
+        let input = if self.batch_first {
+            input
+        } else {
+            input.swap_dims(0, 1)
+        };
+        let (output, hidden) = self.run(input, state.map(|s| s.hidden), self.reverse);
+        let output = if self.batch_first {
+            output
+        } else {
+            output.swap_dims(0, 1)
+        };
+        (output, RnnState::new(hidden))
+    }
+
+    /// The recurrence over batch-first `input` `[B, T, d_input]`, from the last step to the
+    /// first when `reverse`: the hidden states `[B, T, d_hidden]` in the input's order and the
+    /// final hidden state. [`BiRnn`](crate::BiRnn) runs its reverse direction through it.
+    pub(crate) fn run(
+        &self,
+        input: Tensor<3>,
+        state: Option<Tensor<2>>,
+        reverse: bool,
+    ) -> (Tensor<3>, Tensor<2>) {
+        mark_curved("recurrent gates");
+        let device = input.device();
+        let [batch, length, _] = input.dims();
+        let mut hidden = state
+            .unwrap_or_else(|| Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())));
+        let mut steps: Vec<Option<Tensor<2>>> = vec![None; length];
+        for t in time_order(length, reverse) {
+            let x = input
+                .clone()
+                .slice([0..batch, t..t + 1])
+                .squeeze_dim::<2>(1);
+            hidden = self
+                .hidden_activation
+                .forward(self.gate.gate_product(x, hidden));
+            if let Some(clip) = self.clip {
+                hidden = hidden.clamp(-clip, clip);
+            }
+            steps[t] = Some(hidden.clone());
+        }
+        (
+            Tensor::stack(steps.into_iter().flatten().collect(), 1),
+            hidden,
+        )
+    }
+}

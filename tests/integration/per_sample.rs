@@ -310,7 +310,7 @@ fn assert_host_equals_device(host: &Cockpit, device: &Cockpit, steps: usize, bac
 
 /// [`fast_path_against_single_sample_passes`] for a model on float inputs of `shape` (batch
 /// first), drawn by [`data`] for each step.
-fn on_float_inputs<M, const D: usize>(
+pub(crate) fn on_float_inputs<M, const D: usize>(
     backend: &Backend,
     model: M,
     shape: [usize; D],

@@ -4,11 +4,18 @@
 
 use crate::common;
 use crate::common::Backend;
-use crate::per_sample::fast_path_against_single_sample_passes;
+use crate::per_sample::{fast_path_against_single_sample_passes, on_float_inputs};
 use burn::module::Module;
 use burn::nn::LinearConfig;
+use burn::nn::conv::{
+    Conv2dConfig, Conv3dConfig, ConvTranspose1dConfig, ConvTranspose2dConfig, ConvTranspose3dConfig,
+};
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use burn_cockpit::persample::{BiGru, BiLstm, BiRnn, Embedding, Linear, Rnn};
+use burn_cockpit::persample::{
+    BiGru, BiLstm, BiRnn, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
+    Embedding, Linear, Rnn,
+};
 
 /// Tokens `[samples, length]` of step `step` (a fixed pattern over 9 tokens).
 fn tokens(
@@ -88,4 +95,133 @@ fn bidirectional_tagger_equals_single_sample_passes(backend: &Backend) {
     );
 }
 
-on_every_backend!(bidirectional_tagger_equals_single_sample_passes);
+/// A 3-d convolution classifier: Conv3d (stride, dilation, explicit padding), Conv3d with two
+/// groups, ConvTranspose3d back up, Linear head. Inputs `[B, 2, 4, 5, 5]`.
+#[derive(Module, Debug)]
+struct VolumeNet {
+    conv1: Conv3d,
+    conv2: Conv3d,
+    up: ConvTranspose3d,
+    head: Linear,
+}
+
+impl VolumeNet {
+    fn new(device: &Device) -> Self {
+        Self {
+            // [2, 4, 5, 5] → [4, 3, 3, 3]
+            conv1: Conv3d::new(
+                &Conv3dConfig::new([2, 4], [2, 3, 3])
+                    .with_stride([1, 2, 1])
+                    .with_dilation([1, 1, 2])
+                    .with_padding(burn::nn::PaddingConfig3d::Explicit(0, 1, 1)),
+                device,
+            ),
+            // → [6, 3, 2, 2]
+            conv2: Conv3d::new(&Conv3dConfig::new([4, 6], [1, 2, 2]).with_groups(2), device),
+            // → [2, 3, 3, 5]: stride, padding, output padding, dilation, groups
+            up: ConvTranspose3d::new(
+                &ConvTranspose3dConfig::new([6, 2], [1, 2, 2])
+                    .with_stride([1, 2, 2])
+                    .with_padding([0, 1, 0])
+                    .with_padding_out([0, 1, 0])
+                    .with_dilation([1, 1, 2])
+                    .with_groups(2),
+                device,
+            ),
+            head: LinearConfig::new(90, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<5>) -> Tensor<2> {
+        let h = relu(self.conv1.forward(x));
+        let h = relu(self.conv2.forward(h));
+        let h = self.up.forward(h);
+        let b = h.dims()[0];
+        self.head.forward(h.reshape([b, 90]))
+    }
+}
+
+/// Conv3d and ConvTranspose3d on the fast path.
+fn volume_model_equals_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    on_float_inputs(
+        backend,
+        VolumeNet::new(&device),
+        [5, 2, 4, 5, 5],
+        VolumeNet::forward,
+    );
+}
+
+/// A transposed-convolution autoencoder: Conv2d down, ConvTranspose2d up twice (stride,
+/// padding, output padding, groups; dilation), ConvTranspose1d over the flattened rows
+/// (output padding beyond the padding), Linear head on the reconstruction. Inputs
+/// `[B, 2, 6, 6]`.
+#[derive(Module, Debug)]
+struct Autoencoder {
+    down: Conv2d,
+    up1: ConvTranspose2d,
+    up2: ConvTranspose2d,
+    line: ConvTranspose1d,
+    head: Linear,
+}
+
+impl Autoencoder {
+    fn new(device: &Device) -> Self {
+        Self {
+            // [2, 6, 6] → [4, 3, 3]
+            down: Conv2dConfig::new([2, 4], [3, 3])
+                .with_stride([2, 2])
+                .with_padding(burn::nn::PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+                .into(),
+            // → [4, 6, 4]
+            up1: ConvTranspose2d::new(
+                &ConvTranspose2dConfig::new([4, 4], [3, 2])
+                    .with_stride([2, 1])
+                    .with_padding([1, 0])
+                    .with_padding_out([1, 0])
+                    .with_groups(2),
+                device,
+            ),
+            // → [2, 8, 6]
+            up2: ConvTranspose2d::new(
+                &ConvTranspose2dConfig::new([4, 2], [2, 2]).with_dilation([2, 2]),
+                device,
+            ),
+            // [2, 48] → [1, 98]
+            line: ConvTranspose1d::new(
+                &ConvTranspose1dConfig::new([2, 1], 3)
+                    .with_stride(2)
+                    .with_padding_out(1),
+                device,
+            ),
+            head: LinearConfig::new(98, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let h = relu(self.down.forward(x));
+        let h = relu(self.up1.forward(h));
+        let h = self.up2.forward(h);
+        let b = h.dims()[0];
+        let h = self.line.forward(h.reshape([b, 2, 48]));
+        self.head.forward(h.reshape([b, 98]))
+    }
+}
+
+/// ConvTranspose1d and ConvTranspose2d on the fast path.
+fn autoencoder_equals_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    on_float_inputs(
+        backend,
+        Autoencoder::new(&device),
+        [5, 2, 6, 6],
+        Autoencoder::forward,
+    );
+}
+
+on_every_backend!(
+    bidirectional_tagger_equals_single_sample_passes,
+    volume_model_equals_single_sample_passes,
+    autoencoder_equals_single_sample_passes,
+);

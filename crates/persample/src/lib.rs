@@ -52,10 +52,10 @@ pub use error::{ConsumerError, PerSampleError};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, LinearFactors};
 pub use layers::{
-    BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Embedding, GateController, GroupNorm, Gru,
-    InstanceNorm, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, PRelu,
-    PositionWiseFeedForward, RmsNorm, Rnn, SwiGlu, TransformerEncoder, TransformerEncoderInput,
-    TransformerEncoderLayer,
+    BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
+    ConvTranspose3d, Embedding, GateController, GroupNorm, Gru, InstanceNorm, LayerNorm, Linear,
+    Lstm, MhaInput, MultiHeadAttention, PRelu, PositionWiseFeedForward, RmsNorm, Rnn, SwiGlu,
+    TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
 };
 pub use merged::MergedPerSample;
 pub use recorder::Recorder;

@@ -32,15 +32,24 @@ enum TapKind {
         layout: Layout,
         input: Tensor<3>,
     },
-    /// A convolution: a Linear over the unfolded positions of `input` (already padded), unfolded
-    /// only after the backward pass, by the convolution's own deferred step (`rows`), so the
-    /// forward and backward passes hold the raw input instead of its `k_h·k_w`-times larger
-    /// unfolding.
+    /// A convolution: a Linear over the unfolded positions of its (padded) input, unfolded
+    /// only after the backward pass, by the convolution's own deferred step (`rows`, which
+    /// holds the input), so the forward and backward passes hold the raw input instead of its
+    /// `K`-times larger unfolding.
     Conv {
         weight: ParamId,
         bias: Option<ParamId>,
-        input: Tensor<4>,
         rows: Deferred,
+    },
+    /// A transposed convolution: a Linear (`[d_in, d_out]` layout) over the positions of
+    /// `input` `[B, T, C_in]`, whose output gradients are the unfolding of the layer's output
+    /// gradient, made after the backward pass by `rows`; the bias's per-sample gradient is the
+    /// output gradient summed over the output's positions.
+    Transposed {
+        weight: ParamId,
+        bias: Option<ParamId>,
+        input: Tensor<3>,
+        rows: DeferredGradient,
     },
     /// An elementwise affine map `y = x̂ ⊙ γ (+ β)` of a normalised input `x̂` `[B, T, d]`
     /// (LayerNorm, RmsNorm): `g_{n,γ} = Σ_t e_{n,t} ⊙ x̂_{n,t}`, `g_{n,β} = Σ_t e_{n,t}`.
@@ -55,9 +64,9 @@ impl TapKind {
     /// The parameters the tap records.
     fn params(&self) -> Vec<ParamId> {
         let (first, second) = match self {
-            TapKind::Linear { weight, bias, .. } | TapKind::Conv { weight, bias, .. } => {
-                (*weight, *bias)
-            }
+            TapKind::Linear { weight, bias, .. }
+            | TapKind::Conv { weight, bias, .. }
+            | TapKind::Transposed { weight, bias, .. } => (*weight, *bias),
             TapKind::Affine { gamma, beta, .. } => (*gamma, *beta),
         };
         std::iter::once(first).chain(second).collect()
@@ -127,9 +136,9 @@ pub(crate) fn tap(
     )
 }
 
-/// A convolution's deferred unfolding: its recorded input `[B, C_in, H, W]` to the rows
-/// `[B, T, d_in]` of its Linear, run after the backward pass.
-pub(crate) struct Deferred(Box<dyn FnOnce(Tensor<4>) -> Tensor<3>>);
+/// A convolution's deferred unfolding: the rows `[B, T, d_in]` of its Linear from the input
+/// it holds, made after the backward pass.
+pub(crate) struct Deferred(Box<dyn FnOnce() -> Tensor<3>>);
 
 impl std::fmt::Debug for Deferred {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,22 +146,53 @@ impl std::fmt::Debug for Deferred {
     }
 }
 
-/// Called by the convolution drop-ins: records the padded `input` `[B, C_in, H, W]` and how
-/// to unfold it into rows after the backward pass (`rows`), and returns the output rows
-/// `[B, T, C_out]` with a zero leaf added, when a recorder is active.
-pub(crate) fn tap_conv_input(
+/// A transposed convolution's deferred unfolding of its output gradient `[B, T_out, C_out]`
+/// into the output-gradient rows `[B, T, d_out]` of its Linear.
+pub(crate) struct DeferredGradient(Box<dyn FnOnce(Tensor<3>) -> Tensor<3>>);
+
+impl std::fmt::Debug for DeferredGradient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeferredGradient(unfolding)")
+    }
+}
+
+/// Called by the convolution drop-ins: records how to make the rows `[B, T, d_in]` of the
+/// convolution's Linear after the backward pass (`rows`, holding the detached padded input),
+/// and returns the output rows `[B, T, C_out]` with a zero leaf added, when a recorder is
+/// active.
+pub(crate) fn tap_deferred(
     weight: ParamId,
     bias: Option<ParamId>,
-    input: Tensor<4>,
-    rows: impl FnOnce(Tensor<4>) -> Tensor<3> + 'static,
+    rows: impl FnOnce() -> Tensor<3> + 'static,
     output: Tensor<3>,
 ) -> Tensor<3> {
     push(
         TapKind::Conv {
             weight,
             bias,
-            input: input.detach().without_autodiff(),
             rows: Deferred(Box::new(rows)),
+        },
+        output,
+    )
+}
+
+/// Called by the transposed-convolution drop-ins: records the input rows `[B, T, C_in]` and
+/// how to unfold the output gradient `[B, T_out, C_out]` into the Linear's output-gradient
+/// rows `[B, T, d_out]` after the backward pass, and returns the output `[B, T_out, C_out]`
+/// with a zero leaf added, when a recorder is active.
+pub(crate) fn tap_transposed(
+    weight: ParamId,
+    bias: Option<ParamId>,
+    input: Tensor<3>,
+    rows: impl FnOnce(Tensor<3>) -> Tensor<3> + 'static,
+    output: Tensor<3>,
+) -> Tensor<3> {
+    push(
+        TapKind::Transposed {
+            weight,
+            bias,
+            input: input.detach().without_autodiff(),
+            rows: DeferredGradient(Box::new(rows)),
         },
         output,
     )
@@ -324,14 +364,21 @@ impl Recorder {
                     layout,
                     input,
                 } => Uses::add(&mut uses, weight, bias, layout, input, e),
-                TapKind::Conv {
+                TapKind::Conv { weight, bias, rows } => {
+                    let input = (rows.0)();
+                    Uses::add(&mut uses, weight, bias, Layout::OutIn, input, e);
+                }
+                TapKind::Transposed {
                     weight,
                     bias,
                     input,
                     rows,
                 } => {
-                    let input = (rows.0)(input);
-                    Uses::add(&mut uses, weight, bias, Layout::OutIn, input, e);
+                    if let Some(bias) = bias {
+                        add_dense(&mut dense, bias, e.clone().sum_dim(1).reshape([b, d_out]));
+                    }
+                    let e = (rows.0)(e);
+                    Uses::add(&mut uses, weight, None, Layout::InOut, input, e);
                 }
                 TapKind::Affine {
                     gamma,

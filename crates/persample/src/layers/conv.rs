@@ -1,5 +1,6 @@
-//! What the convolution drop-ins share: burn's `Same` padding rule and the tap of a
-//! convolution with any number of groups.
+//! What the convolution drop-ins share: burn's `Same` padding rule, the unfolding of a
+//! recorded input into the rows of a Linear (1-d, 2-d and 3-d), and the taps of a convolution
+//! and of a transposed convolution with any number of groups.
 
 use burn::module::ParamId;
 use burn::tensor::Tensor;
@@ -7,17 +8,54 @@ use burn::tensor::Tensor;
 use burn::tensor::module::unfold4d;
 use burn::tensor::ops::UnfoldOptions;
 
-use crate::recorder::tap_conv_input;
+use crate::recorder::{tap_deferred, tap_transposed};
 
-/// How a convolution's recorded input becomes its per-sample factors: `unfold4d` with these
-/// settings (no padding: the input is recorded padded), then group-major rows
-/// ([`unfolded_rows`]).
+/// How a convolution's recorded input (already padded) becomes its per-sample factors:
+/// windows of `kernel` elements `dilation` apart, every `stride` positions, along each of
+/// the `N` spatial dimensions.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Unfolding {
-    pub(crate) kernel: [usize; 2],
-    pub(crate) stride: [usize; 2],
-    pub(crate) dilation: [usize; 2],
-    pub(crate) groups: usize,
+pub(crate) struct Unfolding<const N: usize> {
+    pub(crate) kernel: [usize; N],
+    pub(crate) stride: [usize; N],
+    pub(crate) dilation: [usize; N],
+}
+
+impl<const N: usize> Unfolding<N> {
+    /// The number of windows along each dimension of a (padded) input of `size` (what burn's
+    /// convolution gives with the same settings), `None` if a window does not fit.
+    pub(crate) fn windows(&self, size: [usize; N]) -> Option<[usize; N]> {
+        let mut windows = [0; N];
+        for i in 0..N {
+            let extent = self.dilation[i] * (self.kernel[i].max(1) - 1) + 1;
+            if size[i] < extent || self.stride[i] == 0 {
+                return None;
+            }
+            windows[i] = (size[i] - extent) / self.stride[i] + 1;
+        }
+        Some(windows)
+    }
+
+    /// The number of positions an unfolding of a padded input of `size` gives.
+    pub(crate) fn positions(&self, size: [usize; N]) -> Option<usize> {
+        self.windows(size).map(|w| w.iter().product())
+    }
+
+    /// The same unfolding over three dimensions, the leading ones of size 1 (a 1-d or 2-d
+    /// layer as a 3-d one of depth and height 1).
+    fn lifted(&self) -> Unfolding<3> {
+        Unfolding {
+            kernel: lift(self.kernel),
+            stride: lift(self.stride),
+            dilation: lift(self.dilation),
+        }
+    }
+}
+
+/// `[a_1, …, a_N]` as `[1, …, 1, a_1, …, a_N]` of length 3.
+fn lift<const N: usize>(a: [usize; N]) -> [usize; 3] {
+    let mut lifted = [1; 3];
+    lifted[3 - N.min(3)..].copy_from_slice(&a[..N.min(3)]);
+    lifted
 }
 
 /// burn's `Same` padding `(before, after)` along one dimension: the output keeps
@@ -33,10 +71,10 @@ pub(crate) fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize,
     (total / 2, total - total / 2)
 }
 
-/// Taps a convolution from its padded input `[B, C_in, H, W]` and its output
-/// `[B, C_out, P]` (`P` positions); returns the output `[B, C_out, P]` (with the recorder's
-/// zero leaf when one is active). The input is unfolded after the backward pass
-/// ([`unfolded_rows`]).
+/// Taps a convolution with `groups` groups from its output `[B, C_out, P]` (`P` positions);
+/// `unfold` gives its padded input's unfolding `[B, C_in·K, P]` (channel-major), run after
+/// the backward pass. Returns the output `[B, C_out, P]` (with the recorder's zero leaf when
+/// one is active).
 ///
 /// With `groups = 1` the weight `[C_out, C_in·K]` is a Linear over the `P` positions. With
 /// `g` groups, output channel `o` of group `r` sees only group `r`'s `C_in/g` input channels:
@@ -54,73 +92,161 @@ pub(crate) fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize,
 pub(crate) fn tap_conv(
     weight: ParamId,
     bias: Option<ParamId>,
-    input: Tensor<4>,
-    unfolding: Unfolding,
+    groups: usize,
+    unfold: impl FnOnce() -> Tensor<3> + 'static,
     output: Tensor<3>,
 ) -> Tensor<3> {
-    let [batch, c_out, positions] = output.dims();
-    let groups = unfolding.groups.max(1);
+    let groups = groups.max(1);
+    let rows = move || group_rows(unfold(), groups);
     if groups == 1 {
-        return tap_conv_input(
-            weight,
-            bias,
-            input,
-            move |input| unfolded_rows(input, unfolding),
-            output.swap_dims(1, 2),
-        )
-        .swap_dims(1, 2);
+        return tap_deferred(weight, bias, rows, output.swap_dims(1, 2)).swap_dims(1, 2);
     }
-    let c_per_group = c_out / groups;
     // [B, g·P, C_out]: the output once per group, positions group-major ((r, p) ↦ r·P + p),
     // built from concatenations only (no reshape of a permuted tensor).
     let copies = Tensor::cat(vec![output.swap_dims(1, 2); groups], 1);
-    let tapped = tap_conv_input(
-        weight,
-        bias,
-        input,
-        move |input| unfolded_rows(input, unfolding),
-        copies,
-    );
-    // Σ_r mask[r, o]·copy_r[p, o], mask[r, o] = 1 where output channel o belongs to group r.
-    let mask: Vec<f32> = (0..groups)
-        .flat_map(|r| (0..c_out).map(move |o| f32::from(u8::from(o / c_per_group == r))))
-        .collect();
-    let mask = Tensor::<1>::from_data(
-        burn::tensor::TensorData::new(mask, [groups * c_out]),
-        (&tapped.device(), tapped.dtype()),
-    );
-    let parts: Vec<Tensor<3>> = (0..groups)
-        .map(|r| {
-            let copy =
-                tapped
-                    .clone()
-                    .slice([0..batch, r * positions..(r + 1) * positions, 0..c_out]);
-            let mask = mask
-                .clone()
-                .slice(r * c_out..(r + 1) * c_out)
-                .reshape([1, 1, c_out]);
-            copy * mask
-        })
-        .collect();
-    parts
-        .into_iter()
-        .reduce(|a, b| a + b)
-        .unwrap_or(tapped)
-        .swap_dims(1, 2)
+    let tapped = tap_deferred(weight, bias, rows, copies);
+    sum_masked_copies(tapped, groups).swap_dims(1, 2)
 }
 
-/// The per-sample factor rows of a recorded convolution input: `unfold4d` (`[B, C_in·K, P]`,
-/// channel-major), then per group `r` its `C_in·K/g` rows at every position, group-major:
-/// `[B, g·P, C_in·K/g]`, the layout of [`tap_conv`]'s output copies.
-pub(crate) fn unfolded_rows(input: Tensor<4>, unfolding: Unfolding) -> Tensor<3> {
-    let unfolded = unfold4d(
-        input,
-        unfolding.kernel,
-        UnfoldOptions::new(unfolding.stride, [0, 0], unfolding.dilation),
+/// Σ_r mask_r ⊙ copy_r over the `g` group-major copies `[B, g·P, C]` of a tensor `[B, P, C]`,
+/// `mask_r[c] = 1` where channel `c` belongs to group `r`: the tensor again, with each
+/// copy's gradient masked to its group's channels.
+fn sum_masked_copies(copies: Tensor<3>, groups: usize) -> Tensor<3> {
+    let [batch, rows, channels] = copies.dims();
+    let positions = rows / groups;
+    let per_group = channels / groups;
+    let mask: Vec<f32> = (0..groups)
+        .flat_map(|r| (0..channels).map(move |c| f32::from(u8::from(c / per_group == r))))
+        .collect();
+    let mask = Tensor::<1>::from_data(
+        burn::tensor::TensorData::new(mask, [groups * channels]),
+        (&copies.device(), copies.dtype()),
     );
+    (0..groups)
+        .map(|r| {
+            let copy =
+                copies
+                    .clone()
+                    .slice([0..batch, r * positions..(r + 1) * positions, 0..channels]);
+            let mask = mask
+                .clone()
+                .slice(r * channels..(r + 1) * channels)
+                .reshape([1, 1, channels]);
+            copy * mask
+        })
+        .reduce(|a, b| a + b)
+        .unwrap_or(copies)
+}
+
+/// Taps a transposed convolution with `groups` groups from its input `[B, C_in, P_in]` and
+/// output `[B, C_out, P_out]`; `unfold` turns the output gradient `[B, C_out, P_out]` into
+/// its unfolding `[B, C_out·K, P_in]` (channel-major, the transposed convolution's windows
+/// over its uncropped output), run after the backward pass. Returns the output with the
+/// recorder's zero leaf when one is active.
+///
+/// A transposed convolution adds `x[c_in, p] · W[c_in, j, k]` to output `(r·C_out/g + j,
+/// p·stride + k·dilation − padding)` for `c_in` in group `r`, so its weight `[C_in,
+/// C_out/g·K]` has the per-sample gradient `G_n[c_in, (j, k)] = Σ_p x_n[c_in, p] ·
+/// U(E_n)[(r·C_out/g + j, k), p]`: a Linear (`[d_in, d_out]` layout) over the input's
+/// positions, whose output gradients are the unfolded output gradient. With `g` groups it
+/// runs over `g·P_in` positions: position `(r, p)` has input `x[·, p]` masked to group `r`'s
+/// channels and output gradient group `r`'s rows of the unfolding. The bias's per-sample
+/// gradient is `Σ_p E_n[·, p]` over the output's positions.
+///
+/// # Cost
+///
+/// During the forward and backward passes: the input (`g` masked copies). After them: the
+/// unfolded output gradient (`B·C_out·K·P_in`).
+pub(crate) fn tap_transposed_conv(
+    weight: ParamId,
+    bias: Option<ParamId>,
+    groups: usize,
+    input: Tensor<3>,
+    unfold: impl FnOnce(Tensor<3>) -> Tensor<3> + 'static,
+    output: Tensor<3>,
+) -> Tensor<3> {
+    let groups = groups.max(1);
+    let [batch, c_in, positions] = input.dims();
+    let rows = input.detach().swap_dims(1, 2);
+    let rows = if groups == 1 {
+        rows
+    } else {
+        // Group r's copy keeps its C_in/g channels: [B, g·P_in, C_in], group-major.
+        let per_group = c_in / groups;
+        Tensor::cat(
+            (0..groups)
+                .map(|r| {
+                    let mut mask = rows.zeros_like();
+                    let keep = rows.clone().slice([
+                        0..batch,
+                        0..positions,
+                        r * per_group..(r + 1) * per_group,
+                    ]);
+                    mask = mask.slice_assign(
+                        [0..batch, 0..positions, r * per_group..(r + 1) * per_group],
+                        keep,
+                    );
+                    mask
+                })
+                .collect(),
+            1,
+        )
+    };
+    let gradient_rows = move |e: Tensor<3>| group_rows(unfold(e.swap_dims(1, 2)), groups);
+    tap_transposed(weight, bias, rows, gradient_rows, output.swap_dims(1, 2)).swap_dims(1, 2)
+}
+
+/// What the transposed-convolution drop-ins record for an output `[B, C_out, O_1, …, O_N]`
+/// of an input `[B, C_in, P_1, …, P_N]` (`D = N + 2`): the tap of
+/// [`tap_transposed_conv`], its output gradient unfolded after the backward pass by
+/// [`unfold_3d`] over the uncropped output ([`uncropped_gradient`]). Returns the output with
+/// the recorder's zero leaf added.
+pub(crate) fn record_transposed<const D: usize, const N: usize>(
+    weight: ParamId,
+    bias: Option<ParamId>,
+    groups: usize,
+    input: Tensor<D>,
+    output: Tensor<D>,
+    padding: [usize; N],
+    unfolding: Unfolding<N>,
+) -> Tensor<D> {
+    let in_dims = input.dims();
+    let out_dims = output.dims();
+    let (batch, c_in, c_out) = (in_dims[0], in_dims[1], out_dims[1]);
+    let mut input_size = [0; N];
+    input_size.copy_from_slice(&in_dims[2..]);
+    let in_positions: usize = input_size.iter().product();
+    let out_positions: usize = out_dims[2..].iter().product();
+    let unfold = move |e: Tensor<3>| {
+        let full = uncropped_gradient(e.reshape(out_dims), input_size, padding, &unfolding);
+        let [_, _, d, h, w] = lift_dims(full.dims());
+        unfold_3d(full.reshape([batch, c_out, d, h, w]), &unfolding.lifted())
+    };
+    tap_transposed_conv(
+        weight,
+        bias,
+        groups,
+        input.reshape([batch, c_in, in_positions]),
+        unfold,
+        output.reshape([batch, c_out, out_positions]),
+    )
+    .reshape(out_dims)
+}
+
+/// The dimensions `[B, C, S_1, …, S_N]` of a tensor as `[B, C, 1, …, 1, S_1, …, S_N]` of
+/// rank 5.
+fn lift_dims<const D: usize>(dims: [usize; D]) -> [usize; 5] {
+    let mut spatial = [1; 3];
+    let n = D.saturating_sub(2).min(3);
+    spatial[3 - n..].copy_from_slice(&dims[2..2 + n]);
+    [dims[0], dims[1], spatial[0], spatial[1], spatial[2]]
+}
+
+/// An unfolding `[B, C·K, P]` (channel-major) as the rows of a Linear with `g` groups: per
+/// group `r` its `C·K/g` rows at every position, group-major: `[B, g·P, C·K/g]`.
+pub(crate) fn group_rows(unfolded: Tensor<3>, groups: usize) -> Tensor<3> {
     let [batch, width, positions] = unfolded.dims();
-    let groups = unfolding.groups.max(1);
-    if groups == 1 {
+    if groups <= 1 {
         return unfolded.swap_dims(1, 2);
     }
     let per_group = width / groups;
@@ -137,14 +263,101 @@ pub(crate) fn unfolded_rows(input: Tensor<4>, unfolding: Unfolding) -> Tensor<3>
     )
 }
 
-/// The number of positions an unfolding of a padded `[.., H, W]` input gives (what burn's
-/// convolution gives with the same settings).
-pub(crate) fn positions(size: [usize; 2], unfolding: &Unfolding) -> Option<usize> {
-    let along = |i: usize| {
-        let extent = unfolding.dilation[i] * (unfolding.kernel[i] - 1) + 1;
-        (size[i] >= extent).then(|| (size[i] - extent) / unfolding.stride[i] + 1)
+/// The unfolding `[B, C·k_h·k_w, P]` of a padded 2-d input `[B, C, H, W]` (burn's
+/// `unfold4d`; a 1-d input is one of height 1).
+pub(crate) fn unfold_2d(input: Tensor<4>, unfolding: &Unfolding<2>) -> Tensor<3> {
+    unfold4d(
+        input,
+        unfolding.kernel,
+        UnfoldOptions::new(unfolding.stride, [0, 0], unfolding.dilation),
+    )
+}
+
+/// The unfolding `[B, C·k_d·k_h·k_w, P]` of a padded 3-d input `[B, C, D, H, W]`
+/// (channel-major, then the kernel's offsets; positions row-major): burn has no 3-d unfold,
+/// so windows are cut along each dimension with `Tensor::unfold` (window extent
+/// `dilation·(k − 1) + 1`) and thinned to every `dilation`-th element.
+pub(crate) fn unfold_3d(input: Tensor<5>, unfolding: &Unfolding<3>) -> Tensor<3> {
+    let [batch, channels, ..] = input.dims();
+    let extent = |i: usize| unfolding.dilation[i] * (unfolding.kernel[i].max(1) - 1) + 1;
+    // [B, C, P_d, P_h, P_w, e_d, e_h, e_w]
+    let windows: Tensor<8> = input
+        .unfold::<6, _>(2, extent(0), unfolding.stride[0])
+        .unfold::<7, _>(3, extent(1), unfolding.stride[1])
+        .unfold::<8, _>(4, extent(2), unfolding.stride[2]);
+    let [_, _, pd, ph, pw, ..] = windows.dims();
+    let thinned = if unfolding.dilation.iter().all(|&d| d == 1) {
+        windows
+    } else {
+        let device = windows.device();
+        let taps = |i: usize| -> Tensor<1, burn::tensor::Int> {
+            let picks: Vec<i64> = (0..unfolding.kernel[i])
+                .map(|k| (k * unfolding.dilation[i]) as i64)
+                .collect();
+            Tensor::from_data(
+                burn::tensor::TensorData::new(picks, [unfolding.kernel[i]]),
+                &device,
+            )
+        };
+        windows
+            .select(5, taps(0))
+            .select(6, taps(1))
+            .select(7, taps(2))
     };
-    Some(along(0)? * along(1)?)
+    let kernel: usize = unfolding.kernel.iter().product();
+    // [B, C, k_d, k_h, k_w, P_d, P_h, P_w] → [B, C·K, P]
+    thinned
+        .permute([0, 1, 5, 6, 7, 2, 3, 4])
+        .reshape([batch, channels * kernel, pd * ph * pw])
+}
+
+/// A transposed convolution's output gradient `[B, C, O_1, …, O_N]` brought to the extent of
+/// its uncropped output, `(P_i − 1)·stride + dilation·(k − 1) + 1` along each dimension for an
+/// input of `P_i` positions: `padding` zeros before, and zeros after or a cut (by
+/// `output_padding`'s effect). Its unfolding with the layer's kernel, stride and dilation has
+/// one window per input position.
+pub(crate) fn uncropped_gradient<const D: usize, const N: usize>(
+    gradient: Tensor<D>,
+    input_size: [usize; N],
+    padding: [usize; N],
+    unfolding: &Unfolding<N>,
+) -> Tensor<D> {
+    let mut full = [0; N];
+    for i in 0..N {
+        full[i] = (input_size[i].max(1) - 1) * unfolding.stride[i]
+            + unfolding.dilation[i] * (unfolding.kernel[i].max(1) - 1)
+            + 1;
+    }
+    uncropped(gradient, padding, full)
+}
+
+/// `x` `[B, C, O_1, …, O_N]` placed at offset `before` in zeros `[B, C, F_1, …, F_N]` (what
+/// does not fit is cut).
+fn uncropped<const D: usize, const N: usize>(
+    x: Tensor<D>,
+    before: [usize; N],
+    full: [usize; N],
+) -> Tensor<D> {
+    let dims = x.dims();
+    let mut shape = dims;
+    let mut from = Vec::with_capacity(D);
+    let mut to = Vec::with_capacity(D);
+    from.push(0..dims[0]);
+    from.push(0..dims[1]);
+    to.push(0..dims[0]);
+    to.push(0..dims[1]);
+    for i in 0..N {
+        shape[2 + i] = full[i];
+        let kept = dims[2 + i].min(full[i].saturating_sub(before[i]));
+        from.push(0..kept);
+        to.push(before[i].min(full[i])..before[i].min(full[i]) + kept);
+    }
+    let zeros = Tensor::<D>::zeros(shape, (&x.device(), x.dtype()));
+    if from.iter().any(|r| r.is_empty()) {
+        return zeros;
+    }
+    let kept = x.slice(from.as_slice());
+    zeros.slice_assign(to.as_slice(), kept)
 }
 
 #[cfg(test)]

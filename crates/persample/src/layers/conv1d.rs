@@ -5,8 +5,7 @@ use burn::nn::PaddingConfig1d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use super::conv::Unfolding;
-use super::conv::{positions, same_padding, tap_conv};
+use super::conv::{Unfolding, same_padding, tap_conv, unfold_2d};
 use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv1d` with per-sample statistics: identical parameters, names, record and
@@ -95,18 +94,18 @@ impl Conv1d {
             kernel: [1, self.kernel_size],
             stride: [1, self.stride],
             dilation: [1, self.dilation],
-            groups: self.groups,
         };
         let padded = input.dims()[2];
-        if positions([1, padded], &unfolding) != Some(length) {
+        if unfolding.positions([1, padded]) != Some(length) {
             // Not the layout this tap assumes: record nothing (the step falls back).
             return output;
         }
+        let input = input.without_autodiff().unsqueeze_dim::<4>(2);
         tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
-            input.unsqueeze_dim::<4>(2),
-            unfolding,
+            self.groups,
+            move || unfold_2d(input, &unfolding),
             output,
         )
     }

@@ -5,8 +5,7 @@ use burn::nn::PaddingConfig2d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use super::conv::Unfolding;
-use super::conv::{positions, same_padding, tap_conv};
+use super::conv::{Unfolding, same_padding, tap_conv, unfold_2d};
 use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv2d` with per-sample statistics: identical parameters, names and
@@ -105,18 +104,18 @@ impl Conv2d {
             kernel: self.kernel_size,
             stride: self.stride,
             dilation: self.dilation,
-            groups: self.groups,
         };
         let [_, _, padded_h, padded_w] = input.dims();
-        if positions([padded_h, padded_w], &unfolding) != Some(h * w) {
+        if unfolding.positions([padded_h, padded_w]) != Some(h * w) {
             // Not the layout this tap assumes: record nothing (the step falls back).
             return output;
         }
+        let input = input.without_autodiff();
         tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
-            input,
-            unfolding,
+            self.groups,
+            move || unfold_2d(input, &unfolding),
             output.reshape([batch, c_out, h * w]),
         )
         .reshape([batch, c_out, h, w])

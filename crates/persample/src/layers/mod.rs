@@ -6,6 +6,10 @@
 mod conv;
 mod conv1d;
 mod conv2d;
+mod conv3d;
+mod conv_transpose1d;
+mod conv_transpose2d;
+mod conv_transpose3d;
 mod embedding;
 mod linear;
 mod norm;
@@ -13,8 +17,12 @@ mod prelu;
 mod rnn;
 mod transformer;
 
+pub use conv_transpose1d::ConvTranspose1d;
+pub use conv_transpose2d::ConvTranspose2d;
+pub use conv_transpose3d::ConvTranspose3d;
 pub use conv1d::Conv1d;
 pub use conv2d::Conv2d;
+pub use conv3d::Conv3d;
 pub use embedding::Embedding;
 pub use linear::Linear;
 pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};

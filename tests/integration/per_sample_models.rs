@@ -14,7 +14,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::persample::{
     BiGru, BiLstm, BiRnn, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
-    Embedding, Linear, Rnn,
+    CrossAttention, Embedding, Linear, Rnn, TransformerDecoder, TransformerDecoderInput,
+    TransformerEncoder, TransformerEncoderInput,
 };
 
 /// Tokens `[samples, length]` of step `step` (a fixed pattern over 9 tokens).
@@ -220,7 +221,109 @@ fn autoencoder_equals_single_sample_passes(backend: &Backend) {
     );
 }
 
+/// An encoder–decoder translation toy: source and target token Embeddings, a post-norm
+/// TransformerEncoder with a source padding mask, a pre-norm TransformerDecoder with a causal
+/// target mask and the memory's padding mask, a CrossAttention block (grouped key/value
+/// heads, a context of another width) from the decoded target to the source embeddings,
+/// Linear head on the mean over the target.
+#[derive(Module, Debug)]
+struct Translator {
+    source: Embedding,
+    target: Embedding,
+    encoder: TransformerEncoder,
+    decoder: TransformerDecoder,
+    context: Embedding,
+    cross: CrossAttention,
+    head: Linear,
+}
+
+impl Translator {
+    fn new(device: &Device) -> Self {
+        use burn::nn::EmbeddingConfig;
+        use burn::nn::attention::CrossAttentionConfig;
+        use burn::nn::transformer::{TransformerDecoderConfig, TransformerEncoderConfig};
+        Self {
+            source: EmbeddingConfig::new(9, 8).init(device).into(),
+            target: EmbeddingConfig::new(9, 8).init(device).into(),
+            encoder: TransformerEncoder::new(
+                &TransformerEncoderConfig::new(8, 12, 2, 1).with_dropout(0.0),
+                device,
+            ),
+            decoder: TransformerDecoder::new(
+                &TransformerDecoderConfig::new(8, 12, 2, 2)
+                    .with_dropout(0.0)
+                    .with_norm_first(true),
+                device,
+            ),
+            context: EmbeddingConfig::new(9, 6).init(device).into(),
+            cross: CrossAttention::new(
+                &CrossAttentionConfig::new(8, 6, 4, 2, 3).with_dropout(0.0),
+                device,
+            ),
+            head: LinearConfig::new(8, 3).init(device).into(),
+        }
+    }
+
+    /// Source tokens `[B, S]` (token 0 is padding) and target tokens `[B, T]`.
+    fn forward(&self, source: Tensor<2, Int>, target: Tensor<2, Int>) -> Tensor<2> {
+        let [batch, length] = target.dims();
+        let pad = source.clone().equal_elem(0);
+        let memory = self.encoder.forward(
+            TransformerEncoderInput::new(self.source.forward(source.clone())).mask_pad(pad.clone()),
+        );
+        let causal =
+            burn::nn::attention::generate_autoregressive_mask(batch, length, &memory.device());
+        let decoded = self.decoder.forward(
+            TransformerDecoderInput::new(self.target.forward(target), memory)
+                .target_mask_attn(causal)
+                .memory_mask_pad(pad.clone()),
+        );
+        let attended = self
+            .cross
+            .forward(decoded.clone(), self.context.forward(source), Some(pad));
+        let h = decoded + attended;
+        self.head.forward(h.mean_dim(1).squeeze_dim::<2>(1))
+    }
+}
+
+/// TransformerDecoder (its layers, masks) and CrossAttention on the fast path.
+fn encoder_decoder_equals_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let (batch, source_length, target_length) = (5, 5, 4);
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        backend,
+        Translator::new(&device),
+        batch,
+        move |model: &Translator, step, samples| {
+            // Source tokens 1..=8; samples 1 and 3 end in one and two padding tokens (0).
+            let source: Vec<i64> = (0..batch * source_length)
+                .map(|i| {
+                    let (n, t) = (i / source_length, i % source_length);
+                    let padded = match n % 4 {
+                        1 => t + 1 >= source_length,
+                        3 => t + 2 >= source_length,
+                        _ => false,
+                    };
+                    if padded {
+                        0
+                    } else {
+                        (1 + (i * 3 + step) % 8) as i64
+                    }
+                })
+                .collect();
+            let picked = &source[samples.start * source_length..samples.end * source_length];
+            let source = Tensor::<2, Int>::from_data(
+                TensorData::new(picked.to_vec(), [samples.len(), source_length]),
+                &dev,
+            );
+            model.forward(source, tokens(&dev, batch, target_length, step, samples))
+        },
+    );
+}
+
 on_every_backend!(
+    encoder_decoder_equals_single_sample_passes,
     bidirectional_tagger_equals_single_sample_passes,
     volume_model_equals_single_sample_passes,
     autoencoder_equals_single_sample_passes,

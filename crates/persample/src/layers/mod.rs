@@ -29,6 +29,7 @@ pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
 pub use prelu::PRelu;
 pub use rnn::{BiGru, BiLstm, BiRnn, GateController, Gru, Lstm, Rnn, SwiGlu};
 pub use transformer::{
-    MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerEncoder,
-    TransformerEncoderInput, TransformerEncoderLayer,
+    CrossAttention, MhaInput, MultiHeadAttention, PositionWiseFeedForward, TransformerDecoder,
+    TransformerDecoderInput, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderInput,
+    TransformerEncoderLayer,
 };

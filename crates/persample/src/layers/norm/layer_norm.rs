@@ -46,6 +46,16 @@ impl LayerNorm {
         }
     }
 
+    /// burn's layer with these parameters and ε.
+    pub fn as_burn(&self) -> burn::nn::LayerNorm {
+        let mut layer = LayerNormConfig::new(self.gamma.dims()[0])
+            .with_epsilon(self.epsilon)
+            .init(&self.gamma.device());
+        layer.gamma = self.gamma.clone();
+        layer.beta = self.beta.clone();
+        layer
+    }
+
     /// The forward pass, normalising over the last dimension.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let output = burn::tensor::module::layer_norm(

@@ -10,10 +10,14 @@
 //! positions within a sample, never samples, so every parameter's per-sample gradient is
 //! exactly what its Linear or LayerNorm records.
 
+mod cross_attention;
+mod decoder;
 mod encoder;
 mod mha;
 mod pwff;
 
+pub use cross_attention::CrossAttention;
+pub use decoder::{TransformerDecoder, TransformerDecoderInput, TransformerDecoderLayer};
 pub use encoder::{TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer};
 pub use mha::{MhaInput, MultiHeadAttention};
 pub use pwff::PositionWiseFeedForward;
@@ -81,6 +85,143 @@ mod tests {
             burn_pwff.forward(x),
             "feed-forward",
         );
+    }
+
+    /// The decoder computes what burn's does — post-norm and pre-norm, with a causal target
+    /// mask and a memory padding mask, outside a recording and inside one; its autoregressive
+    /// inference with burn's cache is burn's; `as_burn` gives burn's decoder back.
+    #[test]
+    fn decoder_and_cross_attention_equal_burns() {
+        use crate::{CrossAttention, TransformerDecoder, TransformerDecoderInput};
+        use burn::nn::attention::{
+            CrossAttentionCache, CrossAttentionConfig, generate_autoregressive_mask,
+        };
+        use burn::nn::transformer::{
+            TransformerDecoderConfig, TransformerDecoderInput as BurnDecoderInput,
+        };
+        let device = Device::default().autodiff();
+        let target = Tensor::<3>::random([3, 4, 8], Distribution::Normal(0.0, 1.0), &device);
+        let memory = Tensor::<3>::random([3, 5, 8], Distribution::Normal(0.0, 1.0), &device);
+        let causal = generate_autoregressive_mask(3, 4, &device);
+        let pad = Tensor::<2, Bool>::from_data(
+            TensorData::new(
+                (0..15).map(|i| i % 5 == 4 && i >= 5).collect::<Vec<_>>(),
+                [3, 5],
+            ),
+            &device,
+        );
+        for norm_first in [false, true] {
+            let config = TransformerDecoderConfig::new(8, 12, 2, 2)
+                .with_dropout(0.0)
+                .with_norm_first(norm_first)
+                .with_layer_norm_eps(1e-3);
+            let burn_decoder = config.init(&device);
+            let ours = TransformerDecoder::from_burn(burn_decoder.clone(), 1e-3);
+            let what = format!("decoder (norm_first {norm_first})");
+            for recording in [false, true] {
+                let recorder = recording.then(crate::Recorder::start);
+                close(
+                    ours.forward(
+                        TransformerDecoderInput::new(target.clone(), memory.clone())
+                            .target_mask_attn(causal.clone())
+                            .memory_mask_pad(pad.clone()),
+                    ),
+                    burn_decoder.forward(
+                        BurnDecoderInput::new(target.clone(), memory.clone())
+                            .target_mask_attn(causal.clone())
+                            .memory_mask_pad(pad.clone()),
+                    ),
+                    &format!("{what}, recording {recording}"),
+                );
+                drop(recorder);
+            }
+            close(
+                ours.as_burn()
+                    .forward(BurnDecoderInput::new(target.clone(), memory.clone())),
+                burn_decoder.forward(BurnDecoderInput::new(target.clone(), memory.clone())),
+                &format!("{what} as_burn"),
+            );
+            // Autoregressive inference, one position at a time, with each one's cache.
+            let (mut ours_cache, mut burn_cache) = (
+                ours.new_autoregressive_cache(),
+                burn_decoder.new_autoregressive_cache(),
+            );
+            for t in 1..=4 {
+                let prefix = target.clone().slice([0..3, 0..t]);
+                let mask = generate_autoregressive_mask(3, t, &device);
+                close(
+                    ours.forward_autoregressive_inference(
+                        TransformerDecoderInput::new(prefix.clone(), memory.clone())
+                            .target_mask_attn(mask.clone()),
+                        &mut ours_cache,
+                    ),
+                    burn_decoder.forward_autoregressive_inference(
+                        BurnDecoderInput::new(prefix, memory.clone()).target_mask_attn(mask),
+                        &mut burn_cache,
+                    ),
+                    &format!("{what} autoregressive at {t}"),
+                );
+            }
+        }
+        let config = CrossAttentionConfig::new(8, 6, 4, 2, 3).with_dropout(0.0);
+        let burn_cross = config.init(&device);
+        let ours = CrossAttention::from_burn(burn_cross.clone(), &config);
+        let context = Tensor::<3>::random([3, 5, 6], Distribution::Normal(0.0, 1.0), &device);
+        for recording in [false, true] {
+            let recorder = recording.then(crate::Recorder::start);
+            close(
+                ours.forward(target.clone(), context.clone(), Some(pad.clone())),
+                burn_cross.forward(target.clone(), context.clone(), Some(pad.clone())),
+                &format!("cross attention, recording {recording}"),
+            );
+            drop(recorder);
+        }
+        close(
+            ours.forward_cache(
+                target.clone(),
+                context.clone(),
+                None,
+                &mut CrossAttentionCache::new(),
+            ),
+            burn_cross.forward(target.clone(), context.clone(), None),
+            "cross attention with a cache",
+        );
+        close(
+            ours.as_burn()
+                .forward(target.clone(), context.clone(), None),
+            burn_cross.forward(target, context, None),
+            "cross attention as_burn",
+        );
+    }
+
+    /// Records of burn's decoder and cross-attention load into the drop-ins with the same
+    /// dotted names and values.
+    #[test]
+    fn decoder_records_load_into_the_drop_ins() {
+        use crate::{CrossAttention, TransformerDecoder};
+        use burn::nn::attention::CrossAttentionConfig;
+        use burn::nn::transformer::TransformerDecoderConfig;
+        let device = Device::default();
+        let named = |snapshot: Snapshot| -> (Vec<String>, Vec<Vec<f32>>) {
+            let values = snapshot
+                .entries()
+                .iter()
+                .map(|e| values(e.value.clone()))
+                .collect();
+            (snapshot.names(), values)
+        };
+        let config = TransformerDecoderConfig::new(8, 12, 2, 2);
+        let original = config.init(&device);
+        let expected = named(Snapshot::of_params(&original));
+        let ours = TransformerDecoder::new(&config, &device).load_record(saved(original));
+        assert_eq!(named(Snapshot::of_params(&ours)), expected);
+        let back = config.init(&device).load_record(saved(ours));
+        assert_eq!(named(Snapshot::of_params(&back)), expected);
+        let config = CrossAttentionConfig::new(8, 6, 4, 2, 3);
+        let original = config.init(&device);
+        let expected = named(Snapshot::of_params(&original));
+        let ours = CrossAttention::new(&config, &device).load_record(saved(original));
+        assert_eq!(named(Snapshot::of_params(&ours)), expected);
     }
 
     /// A record saved from burn's encoder loads into the drop-in, with the same dotted

@@ -14,8 +14,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::persample::{
     BiGru, BiLstm, BiRnn, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d,
-    CrossAttention, Embedding, Linear, Rnn, TransformerDecoder, TransformerDecoderInput,
-    TransformerEncoder, TransformerEncoderInput,
+    CrossAttention, DeformConv2d, Embedding, Linear, Rnn, TransformerDecoder,
+    TransformerDecoderInput, TransformerEncoder, TransformerEncoderInput,
 };
 
 /// Tokens `[samples, length]` of step `step` (a fixed pattern over 9 tokens).
@@ -322,7 +322,68 @@ fn encoder_decoder_equals_single_sample_passes(backend: &Backend) {
     );
 }
 
+/// A deformable convolution whose offsets and mask come from two Conv2d of the input (as in
+/// deformable ConvNets), with two weight groups and two offset groups, Linear head. Inputs
+/// `[B, 4, 5, 5]`.
+#[derive(Module, Debug)]
+struct DeformNet {
+    offsets: Conv2d,
+    mask: Conv2d,
+    deform: DeformConv2d,
+    head: Linear,
+}
+
+impl DeformNet {
+    fn new(device: &Device) -> Self {
+        use burn::nn::PaddingConfig2d;
+        use burn::nn::conv::DeformConv2dConfig;
+        let same = |channels: [usize; 2]| -> Conv2d {
+            Conv2dConfig::new(channels, [3, 3])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+                .into()
+        };
+        Self {
+            // 2 offset groups · 9 taps · (dy, dx)
+            offsets: same([4, 36]),
+            mask: same([4, 18]),
+            deform: DeformNet::deform(device, DeformConv2dConfig::new([4, 6], [3, 3])),
+            head: LinearConfig::new(150, 3).init(device).into(),
+        }
+    }
+
+    fn deform(device: &Device, config: burn::nn::conv::DeformConv2dConfig) -> DeformConv2d {
+        DeformConv2d::new(
+            &config
+                .with_padding(burn::nn::PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .with_weight_groups(2)
+                .with_offset_groups(2),
+            device,
+        )
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let offsets = self.offsets.forward(x.clone());
+        let mask = burn::tensor::activation::sigmoid(self.mask.forward(x.clone()));
+        let h = relu(self.deform.forward(x, offsets, Some(mask)));
+        let b = h.dims()[0];
+        self.head.forward(h.reshape([b, 150]))
+    }
+}
+
+/// DeformConv2d on the fast path: its deformed unfolding by an identity kernel.
+fn deformable_model_equals_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    on_float_inputs(
+        backend,
+        DeformNet::new(&device),
+        [5, 4, 5, 5],
+        DeformNet::forward,
+    );
+}
+
 on_every_backend!(
+    deformable_model_equals_single_sample_passes,
     encoder_decoder_equals_single_sample_passes,
     bidirectional_tagger_equals_single_sample_passes,
     volume_model_equals_single_sample_passes,

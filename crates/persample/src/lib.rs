@@ -53,10 +53,10 @@ pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, LinearFactors};
 pub use layers::{
     BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
-    ConvTranspose3d, CrossAttention, Embedding, GateController, GroupNorm, Gru, InstanceNorm,
-    LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, PRelu, PositionWiseFeedForward, RmsNorm,
-    Rnn, SwiGlu, TransformerDecoder, TransformerDecoderInput, TransformerDecoderLayer,
-    TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
+    ConvTranspose3d, CrossAttention, DeformConv2d, Embedding, GateController, GroupNorm, Gru,
+    InstanceNorm, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, PRelu,
+    PositionWiseFeedForward, RmsNorm, Rnn, SwiGlu, TransformerDecoder, TransformerDecoderInput,
+    TransformerDecoderLayer, TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
 };
 pub use merged::MergedPerSample;
 pub use recorder::Recorder;

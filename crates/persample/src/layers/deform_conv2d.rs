@@ -1,0 +1,151 @@
+//! An instrumented drop-in for `burn::nn::conv::DeformConv2d`.
+
+use burn::module::{Module, Param};
+use burn::nn::PaddingConfig2d;
+use burn::nn::conv::DeformConv2dConfig;
+use burn::tensor::module::deform_conv2d;
+use burn::tensor::ops::DeformConvOptions;
+use burn::tensor::{Device, Tensor, TensorData};
+
+use super::conv::{same_padding, tap_conv};
+use crate::recorder::is_recording;
+
+/// `burn::nn::conv::DeformConv2d` with per-sample statistics: identical parameters, names and
+/// forward pass. The deformable convolution samples its input bilinearly at offset
+/// positions, `y[o, p] = Σ_{c, k} W[o, c, k] · m_k(p) · x_c(p + p_k + Δp_k(p))`, so the
+/// per-sample weight gradient is `G_n = E_n U_nᵀ` with `U_n` `[C_in·K, P]` the *deformed*
+/// unfolding of the input (the sampled, masked values). After the backward pass it is computed
+/// exactly by burn's own `deform_conv2d` with the same offsets and mask and an identity
+/// kernel (output channel `(c, k)` picks input channel `c` at kernel tap `k`). Offsets and
+/// mask are inputs: the layer that produced them gets its per-sample gradients from its own
+/// tap (the gradient that reaches it through them is in the backward pass).
+///
+/// # Cost
+///
+/// Without an active recorder: one thread-local check per forward. With one: input, offsets
+/// and mask through the forward and backward passes; after them one deformable convolution
+/// with a `[C_in·K, C_in, k_h, k_w]` identity kernel and its output (`B·C_in·K·P`).
+#[derive(Module, Debug)]
+pub struct DeformConv2d {
+    /// `[channels_out, channels_in / weight_groups, k_h, k_w]`.
+    pub weight: Param<Tensor<4>>,
+    /// `[channels_out]`.
+    pub bias: Option<Param<Tensor<1>>>,
+    /// Stride of the convolution.
+    pub stride: [usize; 2],
+    /// Size of the kernel.
+    pub kernel_size: [usize; 2],
+    /// Spacing between kernel elements.
+    pub dilation: [usize; 2],
+    /// Connections between input and output channels.
+    pub weight_groups: usize,
+    /// Groups of input channels sharing one set of offsets.
+    pub offset_groups: usize,
+    /// The padding configuration (symmetric, as burn requires here).
+    #[module(skip)]
+    pub padding: PaddingConfig2d,
+}
+
+impl From<burn::nn::conv::DeformConv2d> for DeformConv2d {
+    fn from(layer: burn::nn::conv::DeformConv2d) -> Self {
+        Self {
+            weight: layer.weight,
+            bias: layer.bias,
+            stride: layer.stride,
+            kernel_size: layer.kernel_size,
+            dilation: layer.dilation,
+            weight_groups: layer.weight_groups,
+            offset_groups: layer.offset_groups,
+            padding: layer.padding,
+        }
+    }
+}
+
+impl DeformConv2d {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &DeformConv2dConfig, device: &Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::conv::DeformConv2d {
+        burn::nn::conv::DeformConv2d {
+            weight: self.weight.clone(),
+            bias: self.bias.clone(),
+            stride: self.stride,
+            kernel_size: self.kernel_size,
+            dilation: self.dilation,
+            weight_groups: self.weight_groups,
+            offset_groups: self.offset_groups,
+            padding: self.padding.clone(),
+        }
+    }
+
+    /// The padding burn applies on each side of an input of `height × width` (burn refuses
+    /// asymmetric padding for this layer before this is reached).
+    fn padding(&self, height: usize, width: usize) -> [usize; 2] {
+        match self.padding {
+            PaddingConfig2d::Valid => [0, 0],
+            PaddingConfig2d::Explicit(top, left, _, _) => [top, left],
+            PaddingConfig2d::Same => [
+                same_padding(self.kernel_size[0], self.stride[0], height).0,
+                same_padding(self.kernel_size[1], self.stride[1], width).0,
+            ],
+        }
+    }
+
+    /// The forward pass: input `[B, C_in, H, W]`, offsets `[B, 2·offset_groups·K, H', W']`,
+    /// optional mask `[B, offset_groups·K, H', W']`; output `[B, C_out, H', W']`.
+    pub fn forward(
+        &self,
+        input: Tensor<4>,
+        offset: Tensor<4>,
+        mask: Option<Tensor<4>>,
+    ) -> Tensor<4> {
+        let output = self
+            .as_burn()
+            .forward(input.clone(), offset.clone(), mask.clone());
+        if !is_recording() {
+            return output;
+        }
+        let [batch, c_out, h, w] = output.dims();
+        let [_, c_in, height, width] = input.dims();
+        let detached = |t: Tensor<4>| t.detach().without_autodiff();
+        let (input, offset, mask) = (detached(input), detached(offset), mask.map(detached));
+        let options = DeformConvOptions::new(
+            self.stride,
+            self.padding(height, width),
+            self.dilation,
+            1,
+            self.offset_groups,
+        );
+        let kernel = self.kernel_size;
+        let unfold = move || {
+            let taps = kernel[0] * kernel[1];
+            // Output channel (c, k) = c·K + k reads input channel c at kernel tap k.
+            let mut identity = vec![0.0f32; c_in * taps * c_in * taps];
+            for c in 0..c_in {
+                for k in 0..taps {
+                    identity[(c * taps + k) * c_in * taps + c * taps + k] = 1.0;
+                }
+            }
+            let identity = Tensor::<4>::from_data(
+                TensorData::new(identity, [c_in * taps, c_in, kernel[0], kernel[1]]),
+                (&input.device(), input.dtype()),
+            );
+            deform_conv2d(input, offset, identity, mask, None, options).reshape([
+                batch,
+                c_in * taps,
+                h * w,
+            ])
+        };
+        tap_conv(
+            self.weight.id,
+            self.bias.as_ref().map(|b| b.id),
+            self.weight_groups,
+            unfold,
+            output.reshape([batch, c_out, h * w]),
+        )
+        .reshape([batch, c_out, h, w])
+    }
+}

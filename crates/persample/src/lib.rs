@@ -54,7 +54,7 @@ pub use factors::{Coverage, LinearFactors};
 pub use layers::{
     BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
     ConvTranspose3d, CrossAttention, DeformConv2d, Embedding, GateController, GroupNorm, Gru,
-    InstanceNorm, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, PRelu,
+    InstanceNorm, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, Normalization, PRelu,
     PositionWiseFeedForward, RmsNorm, Rnn, SwiGlu, TransformerDecoder, TransformerDecoderInput,
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
 };

@@ -27,7 +27,7 @@ pub use conv3d::Conv3d;
 pub use deform_conv2d::DeformConv2d;
 pub use embedding::Embedding;
 pub use linear::Linear;
-pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RmsNorm};
+pub use norm::{BatchNorm, GroupNorm, InstanceNorm, LayerNorm, Normalization, RmsNorm};
 pub use prelu::PRelu;
 pub use rnn::{BiGru, BiLstm, BiRnn, GateController, Gru, Lstm, Rnn, SwiGlu};
 pub use transformer::{

@@ -68,6 +68,11 @@ const BATCH_STATISTICS: &str = "BatchNorm in training mode: its batch statistics
     flag off), or GroupNorm / LayerNorm";
 
 impl BatchNorm {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::BatchNormConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
     /// burn's layer with these parameters and the same running statistics (shared: burn's
     /// forward pass updates them).
     pub fn as_burn(&self) -> burn::nn::BatchNorm {

@@ -44,6 +44,11 @@ impl From<burn::nn::GroupNorm> for GroupNorm {
 }
 
 impl GroupNorm {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::GroupNormConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
     /// The forward pass over `[B, num_channels, ...]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         group_norm(

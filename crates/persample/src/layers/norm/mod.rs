@@ -1,5 +1,5 @@
 //! Instrumented drop-ins for burn's normalisation layers: `LayerNorm`, `RmsNorm`,
-//! `GroupNorm`, `InstanceNorm`, `BatchNorm`.
+//! `GroupNorm`, `InstanceNorm`, `BatchNorm`, and burn's enum of them, `Normalization`.
 //!
 //! One file per layer; this file holds what they share (recording `x̂ ⊙ γ (+ β)`, and group
 //! normalisation as burn computes it).
@@ -13,12 +13,14 @@ mod batch_norm;
 mod group_norm;
 mod instance_norm;
 mod layer_norm;
+mod normalization;
 mod rms_norm;
 
 pub use batch_norm::BatchNorm;
 pub use group_norm::GroupNorm;
 pub use instance_norm::InstanceNorm;
 pub use layer_norm::LayerNorm;
+pub use normalization::Normalization;
 pub use rms_norm::RmsNorm;
 
 /// Records `y = x̂ ⊙ γ (+ β)` for a normalised `x̂` computed like the layer does, when a
@@ -182,6 +184,42 @@ mod tests {
             .init(&device)
             .load_record(saved(ours));
         assert_eq!(values(back.weight.val()), weight);
+    }
+
+    /// burn's `Normalization` enum and the drop-in compute the same for every variant, and
+    /// burn's record loads into the drop-in with the same names and values.
+    #[test]
+    fn normalization_enum_equals_burns() {
+        use burn::nn::norm::NormalizationConfig;
+        use burn::nn::{BatchNormConfig, GroupNormConfig, InstanceNormConfig};
+        use burn::tensor::Distribution;
+        let device = Device::default().autodiff();
+        let x = Tensor::<3>::random([3, 4, 6], Distribution::Normal(0.0, 1.0), &device);
+        let configs: Vec<NormalizationConfig> = vec![
+            NormalizationConfig::Identity,
+            BatchNormConfig::new(4).into(),
+            GroupNormConfig::new(2, 4).into(),
+            InstanceNormConfig::new(4).with_affine(true).into(),
+            LayerNormConfig::new(6).with_epsilon(1e-3).into(),
+            RmsNormConfig::new(6).into(),
+        ];
+        for config in configs {
+            let burn_layer = config.init(&device);
+            let ours = Normalization::new(&config, &device)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .load_record(saved(burn_layer.clone()));
+            let what = format!("{config:?}");
+            assert_eq!(
+                crate::testing::params(&ours),
+                crate::testing::params(&burn_layer),
+                "{what}"
+            );
+            close(
+                ours.forward(x.clone()),
+                burn_layer.forward(x.clone()),
+                &what,
+            );
+        }
     }
 
     /// The drop-ins compute what burn's layers compute (outside a recording and inside one).

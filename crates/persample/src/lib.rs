@@ -6,12 +6,16 @@
 //! burn has no backward hooks and no gradients of intermediate tensors, and its autodiff is
 //! first-order only. Two engines produce per-sample statistics anyway:
 //!
-//! - **fast path** ([`LinearFactors`]): build the model from [`Linear`], [`Conv1d`], [`Conv2d`],
-//!   [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`GroupNorm`], [`InstanceNorm`], [`PRelu`]
-//!   the recurrent layers [`Lstm`] and [`Gru`] (through [`GateController`]), [`SwiGlu`] and the
-//!   transformer blocks [`MultiHeadAttention`], [`PositionWiseFeedForward`],
-//!   [`TransformerEncoderLayer`] and [`TransformerEncoder`] (drop-ins for burn's layers, with
-//!   burn's configs, parameter names and records), wrap the forward and backward pass of a tracked step in a
+//! - **fast path** ([`LinearFactors`]): build the model from the drop-ins for burn's layers,
+//!   with burn's configs, parameter names and records — [`Linear`], [`Embedding`], the
+//!   convolutions [`Conv1d`], [`Conv2d`], [`Conv3d`], [`ConvTranspose1d`], [`ConvTranspose2d`],
+//!   [`ConvTranspose3d`], [`DeformConv2d`], the norms [`LayerNorm`], [`RmsNorm`],
+//!   [`GroupNorm`], [`InstanceNorm`], [`BatchNorm`], [`Normalization`], [`PRelu`], the
+//!   recurrent layers [`Rnn`], [`Lstm`], [`Gru`], [`BiRnn`], [`BiLstm`], [`BiGru`] (through
+//!   [`GateController`]), [`SwiGlu`], and the attention and transformer blocks
+//!   [`MultiHeadAttention`], [`CrossAttention`], [`PositionWiseFeedForward`],
+//!   [`TransformerEncoderLayer`], [`TransformerEncoder`], [`TransformerDecoderLayer`],
+//!   [`TransformerDecoder`] — and wrap the forward and backward pass of a tracked step in a
 //!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
 //!   the leaf's gradient, from the ordinary backward pass, is `∂L/∂output`. Per-sample norms,
 //!   dot products and sums of squares follow in closed form, layer by layer.

@@ -8,7 +8,7 @@ use burn::tensor::ops::DeformConvOptions;
 use burn::tensor::{Device, Tensor, TensorData};
 
 use super::conv::{same_padding, tap_conv};
-use crate::recorder::is_recording;
+use crate::recorder::{is_recording, mark_curved};
 
 /// `burn::nn::conv::DeformConv2d` with per-sample statistics: identical parameters, names and
 /// forward pass. The deformable convolution samples its input bilinearly at offset
@@ -108,6 +108,9 @@ impl DeformConv2d {
         if !is_recording() {
             return output;
         }
+        // Bilinear sampling multiplies the two offset coordinates: curved in whatever
+        // produced them.
+        mark_curved("deformable sampling");
         let [batch, c_out, h, w] = output.dims();
         let [_, c_in, height, width] = input.dims();
         let detached = |t: Tensor<4>| t.detach().without_autodiff();

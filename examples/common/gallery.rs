@@ -37,6 +37,10 @@ pub enum Pathology {
     DeepSigmoid,
     /// Inputs left on a 0–255 pixel scale instead of standardised.
     UnscaledInputs,
+    /// Inputs on a 0–255 pixel scale, a first hidden layer of 8 units and lr 0.5: the first step
+    /// pushes every first-layer unit below zero on every (positive) input, and the first layer
+    /// has no gradient from step 1 on.
+    UnscaledInputsDeadLayer,
     /// Batches of two samples.
     BatchOfTwo,
     /// Every weight initialised 30× too large.
@@ -45,13 +49,14 @@ pub enum Pathology {
 
 impl Pathology {
     /// Every run of the gallery.
-    pub const ALL: [Pathology; 8] = [
+    pub const ALL: [Pathology; 9] = [
         Self::Healthy,
         Self::LearningRateTooLarge,
         Self::LearningRateTooSmall,
         Self::DeadRelus,
         Self::DeepSigmoid,
         Self::UnscaledInputs,
+        Self::UnscaledInputsDeadLayer,
         Self::BatchOfTwo,
         Self::LargeInitialisation,
     ];
@@ -65,6 +70,7 @@ impl Pathology {
             Self::DeadRelus => "dead-relus",
             Self::DeepSigmoid => "deep-sigmoid",
             Self::UnscaledInputs => "unscaled-inputs",
+            Self::UnscaledInputsDeadLayer => "unscaled-inputs-dead-layer",
             Self::BatchOfTwo => "batch-of-two",
             Self::LargeInitialisation => "large-init",
         }
@@ -74,7 +80,7 @@ impl Pathology {
         match self {
             Self::LearningRateTooLarge => 8.0,
             Self::LearningRateTooSmall => 1e-4,
-            Self::DeepSigmoid => 0.5,
+            Self::DeepSigmoid | Self::UnscaledInputsDeadLayer => 0.5,
             _ => 0.1,
         }
     }
@@ -237,7 +243,13 @@ pub fn train(
 ) -> Result<Run, Box<dyn std::error::Error>> {
     let device = device.clone().autodiff();
     let mut rng = Rng(0x00C0_FFEE);
-    let (inputs, targets) = data(&mut rng, pathology == Pathology::UnscaledInputs);
+    let (inputs, targets) = data(
+        &mut rng,
+        matches!(
+            pathology,
+            Pathology::UnscaledInputs | Pathology::UnscaledInputsDeadLayer
+        ),
+    );
     let (widths, sigmoid): (Vec<usize>, bool) = match pathology {
         Pathology::DeepSigmoid => (
             std::iter::once(INPUTS)
@@ -246,7 +258,9 @@ pub fn train(
                 .collect(),
             true,
         ),
-        _ => (vec![INPUTS, 32, 32, CLASSES], false),
+        // A narrow first layer: the first step leaves none of its units alive.
+        Pathology::UnscaledInputsDeadLayer => (vec![INPUTS, 8, 32, CLASSES], false),
+        _ => (vec![INPUTS, 8, 32, CLASSES], false),
     };
     let gain = if pathology == Pathology::LargeInitialisation {
         30.0

@@ -37,6 +37,7 @@ fn each_pathology_is_named_and_the_healthy_run_is_clean() {
         (Pathology::DeadRelus, Code::FrozenLayer),
         (Pathology::DeepSigmoid, Code::GradientImbalance),
         (Pathology::UnscaledInputs, Code::MisscaledInputs),
+        (Pathology::UnscaledInputsDeadLayer, Code::MisscaledInputs),
         (Pathology::BatchOfTwo, Code::SmallBatch),
         (Pathology::LargeInitialisation, Code::ExplodingStart),
     ];
@@ -58,6 +59,31 @@ fn each_pathology_is_named_and_the_healthy_run_is_clean() {
         assert!(summary.contains("first sign at step"), "{summary}");
         assert!(!d.report().contains("parameter #"), "{}", d.report());
     }
+}
+
+/// A first layer that dies after a bad start: the input-scale evidence is read from the step
+/// where it still had a gradient, and the death is named.
+#[test]
+fn misscaled_inputs_are_read_before_the_first_layer_dies() {
+    let (d, run) = diagnose(Pathology::UnscaledInputsDeadLayer);
+    let top = &d.findings[0];
+    assert_eq!(top.code, Code::MisscaledInputs, "{}", d.report());
+    assert!(top.evidence.contains("at step 0:"), "{}", top.evidence);
+    assert!(
+        top.evidence.contains("no gradient from step 1 on"),
+        "{}",
+        top.evidence
+    );
+    assert_eq!(
+        top.parameters,
+        vec![run.names[0].clone(), run.names[1].clone()]
+    );
+    // What the start looks like otherwise is explained by it, not a rival cause.
+    assert!(
+        !d.findings.iter().skip(1).any(|f| f.code.is_cause()),
+        "{}",
+        d.report()
+    );
 }
 
 #[test]

@@ -77,26 +77,54 @@ pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
 }
 
 /// The first layer's weight and bias gradients say its inputs are far from standardised:
-/// `‖∇W‖/‖∇b‖` (the input norm) of [`INPUT_NORM`] or more on the first steps. Needs the
+/// `‖∇W‖/‖∇b‖` (the input norm) of [`INPUT_NORM`] or more on the first steps where the layer
+/// still has a gradient (a layer that dies after a bad start keeps the evidence of its first
+/// steps: later ones, where both gradients are zero, say nothing of the inputs). Needs the
 /// parameter names (to find the first layer's weight and bias).
 pub(crate) fn misscaled_inputs(run: &Run) -> Option<Finding> {
     let (w, b) = run.first_layer()?;
-    let ratios: Vec<(usize, f64)> = run
+    let pairs: Vec<(usize, Option<(f64, f64)>)> = run
         .grad_norm
         .iter()
+        .map(|(s, l)| (*s, l.get(w).copied().zip(l.get(b).copied())))
+        .collect();
+    let has_gradient =
+        |(gw, gb): (f64, f64)| gw.is_finite() && gb.is_finite() && gw > 0.0 && gb > 0.0;
+    // The first steps where the layer has a gradient, among the run's first quarter.
+    let early = (pairs.len() / 4).max(START);
+    let ratios: Vec<(usize, f64)> = pairs
+        .iter()
+        .take(early)
+        .filter_map(|(s, g)| g.filter(|g| has_gradient(*g)).map(|(gw, gb)| (*s, gw / gb)))
         .take(START)
-        .filter_map(|(s, l)| Some((*s, l.get(w)? / l.get(b)?)))
         .collect();
     let ratio = median(values(&ratios));
     if ratios.is_empty() || ratio.is_nan() || ratio < INPUT_NORM {
         return None;
     }
+    let steps = match ratios.as_slice() {
+        [(only, _)] => format!("at step {only}"),
+        _ => format!("over the first {} steps with a gradient", ratios.len()),
+    };
     let mut evidence = vec![format!(
-        "‖∇{}‖/‖∇{}‖ = {ratio:.0} over the first {} steps: the first layer sees inputs of norm ~{ratio:.0}",
+        "‖∇{}‖/‖∇{}‖ = {ratio:.0} {steps}: the first layer sees inputs of norm ~{ratio:.0}",
         run.name(w),
         run.name(b),
-        ratios.len()
     )];
+    // A layer without a gradient from some early step on: it died (after the evidence).
+    let last = ratios.last().map_or(0, |(s, _)| *s);
+    if let Some((died, _)) = pairs
+        .iter()
+        .find(|(s, g)| *s > last && g.is_some_and(|(gw, gb)| gw == 0.0 && gb == 0.0))
+        && pairs
+            .iter()
+            .filter(|(s, _)| s >= died)
+            .all(|(_, g)| g.is_none_or(|g| !has_gradient(g)))
+    {
+        evidence.push(format!(
+            "the first layer has no gradient from step {died} on (its units died)"
+        ));
+    }
     evidence.extend(edge_evidence(run));
     Some(
         Finding::new(

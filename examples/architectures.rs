@@ -6,7 +6,7 @@
 //! cargo run --release --example architectures                 # train both, economy every step
 //! cargo run --release --example architectures -- --steps 300 --check-every 50
 //! cargo run --release --example architectures -- --bench --steps 20 --repeats 3
-//!     [--model cnn|transformer --only economy,GradHist1d --no-exact]
+//!     [--model cnn|transformer|autoencoder|encoder-decoder|both|all --only economy,GradHist1d --no-exact]
 //! ```
 //!
 //! **Training** (default): each model trains `--steps` SGD steps on generated data (images
@@ -25,6 +25,9 @@
 //! transformer with `d_model` 128, 2 layers, 4 heads, sequences of 64 tokens, batch 32. Prints
 //! `overhead <model>/<config>/<engine> <ratio>`, `peak_memory …`, `reads_per_step …` and
 //! `values_read_per_step …` lines (device→host reads per tracked step, from the read ledger).
+//! `--model autoencoder` and `--model encoder-decoder` (or `all`) add the convolutional
+//! autoencoder (batch 64, transposed convolutions) and the encoder–decoder transformer
+//! (`d_model` 128, 2 + 2 layers, 4 heads, sources and targets of 32 tokens, batch 32).
 //! `--histograms auto|host|device` picks where GradHist1d counts (default `auto`: the host on
 //! CPU backends, the device elsewhere).
 
@@ -48,7 +51,7 @@ mod architectures;
 #[path = "common/bench.rs"]
 mod bench;
 
-use architectures::{GuideCnn, PAD, TextClassifier};
+use architectures::{ConvAutoencoder, GuideCnn, PAD, TextClassifier, Translator};
 use bench::{arg, median};
 
 /// The host heap, now and at its peak (flex keeps every tensor there).
@@ -134,23 +137,7 @@ impl Task for Images {
     }
 
     fn batch(&self, device: &Device, seed: u64) -> (Tensor<3>, Tensor<1, Int>) {
-        let mut rng = Rng(seed.wrapping_mul(2654435761).wrapping_add(1));
-        let mut pixels = vec![0.0f32; self.batch * 28 * 28];
-        let mut labels = Vec::with_capacity(self.batch);
-        for n in 0..self.batch {
-            let c = rng.below(10);
-            labels.push(c as i64);
-            let (top, left) = (2 + (c / 5) * 12, 1 + (c % 5) * 5);
-            for i in top..top + 6 {
-                for j in left..left + 6 {
-                    pixels[n * 784 + i * 28 + j] = 1.0;
-                }
-            }
-        }
-        let clean = Tensor::<3>::from_data(TensorData::new(pixels, [self.batch, 28, 28]), device);
-        let noise = Tensor::random([self.batch, 28, 28], Distribution::Normal(0.0, 0.3), device);
-        let labels = Tensor::from_data(TensorData::new(labels, [self.batch]), device);
-        (clean + noise, labels)
+        image_batch(self.batch, device, seed)
     }
 
     fn cast(input: Tensor<3>, dtype: DType) -> Tensor<3> {
@@ -167,6 +154,179 @@ impl Task for Images {
 
     fn size(input: &Tensor<3>) -> usize {
         input.dims()[0]
+    }
+}
+
+/// Images `[batch, 28, 28]` of 10 classes: class `c` lights a 6×6 square at a class-dependent
+/// place, under Gaussian noise.
+fn image_batch(batch: usize, device: &Device, seed: u64) -> (Tensor<3>, Tensor<1, Int>) {
+    let mut rng = Rng(seed.wrapping_mul(2654435761).wrapping_add(1));
+    let mut pixels = vec![0.0f32; batch * 28 * 28];
+    let mut labels = Vec::with_capacity(batch);
+    for n in 0..batch {
+        let c = rng.below(10);
+        labels.push(c as i64);
+        let (top, left) = (2 + (c / 5) * 12, 1 + (c % 5) * 5);
+        for i in top..top + 6 {
+            for j in left..left + 6 {
+                pixels[n * 784 + i * 28 + j] = 1.0;
+            }
+        }
+    }
+    let clean = Tensor::<3>::from_data(TensorData::new(pixels, [batch, 28, 28]), device);
+    let noise = Tensor::random([batch, 28, 28], Distribution::Normal(0.0, 0.3), device);
+    let labels = Tensor::from_data(TensorData::new(labels, [batch]), device);
+    (clean + noise, labels)
+}
+
+/// The convolutional autoencoder (transposed convolutions) on the images of [`Images`].
+struct Autoencoder {
+    batch: usize,
+}
+
+impl Task for Autoencoder {
+    const PIECEWISE_LINEAR: bool = true;
+    const CLASSES: usize = 10;
+    type Model = ConvAutoencoder;
+    type Input = Tensor<3>;
+
+    fn name(&self) -> &'static str {
+        "conv_autoencoder"
+    }
+
+    fn model(&self, device: &Device) -> ConvAutoencoder {
+        ConvAutoencoder::new(device, 10)
+    }
+
+    fn without_dropout(model: ConvAutoencoder) -> ConvAutoencoder {
+        model
+    }
+
+    fn batch(&self, device: &Device, seed: u64) -> (Tensor<3>, Tensor<1, Int>) {
+        image_batch(self.batch, device, seed)
+    }
+
+    fn cast(input: Tensor<3>, dtype: DType) -> Tensor<3> {
+        input.cast(dtype)
+    }
+
+    fn logits(model: &ConvAutoencoder, input: Tensor<3>) -> Tensor<2> {
+        model.forward(input)
+    }
+
+    fn rows(input: &Tensor<3>, from: usize, to: usize) -> Tensor<3> {
+        input.clone().slice(from..to)
+    }
+
+    fn size(input: &Tensor<3>) -> usize {
+        input.dims()[0]
+    }
+}
+
+/// Token sequences of 3 classes (as [`Text`]), padded to random lengths.
+fn token_batch(
+    batch: usize,
+    length: usize,
+    vocabulary: usize,
+    device: &Device,
+    seed: u64,
+) -> (Tensor<2, Int>, Tensor<1, Int>) {
+    let mut rng = Rng(seed.wrapping_mul(6364136223846793005).wrapping_add(7));
+    let mut tokens = vec![PAD; batch * length];
+    let mut labels = Vec::with_capacity(batch);
+    for n in 0..batch {
+        let c = rng.below(3);
+        labels.push(c as i64);
+        let used = length / 2 + rng.below(length / 2 + 1);
+        for t in 0..used {
+            let token = if rng.below(4) == 0 {
+                1 + c
+            } else {
+                4 + rng.below(vocabulary - 4)
+            };
+            tokens[n * length + t] = token as i64;
+        }
+    }
+    (
+        Tensor::from_data(TensorData::new(tokens, [batch, length]), device),
+        Tensor::from_data(TensorData::new(labels, [batch]), device),
+    )
+}
+
+/// The encoder–decoder on the sequences of [`Text`] as sources, each one's reversal as its
+/// target, classified by the source's keyword.
+struct Translation {
+    batch: usize,
+    length: usize,
+    vocabulary: usize,
+    d_model: usize,
+    layers: usize,
+    heads: usize,
+    dropout: f64,
+}
+
+impl Task for Translation {
+    const PIECEWISE_LINEAR: bool = false;
+    const CLASSES: usize = 3;
+    type Model = Translator;
+    type Input = (Tensor<2, Int>, Tensor<2, Int>);
+
+    fn name(&self) -> &'static str {
+        "encoder_decoder"
+    }
+
+    fn model(&self, device: &Device) -> Translator {
+        Translator::new(
+            device,
+            self.vocabulary,
+            self.length,
+            3,
+            self.d_model,
+            self.layers,
+            self.heads,
+            self.dropout,
+        )
+    }
+
+    fn without_dropout(mut model: Translator) -> Translator {
+        let off = || DropoutConfig::new(0.0).init();
+        for layer in &mut model.encoder.layers {
+            layer.dropout = off();
+            layer.mha.dropout = off();
+            layer.pwff.dropout = off();
+        }
+        for layer in &mut model.decoder.layers {
+            layer.dropout = off();
+            layer.self_attn.dropout = off();
+            layer.cross_attn.dropout = off();
+            layer.pwff.dropout = off();
+        }
+        model
+    }
+
+    fn batch(&self, device: &Device, seed: u64) -> (Self::Input, Tensor<1, Int>) {
+        let (source, labels) = token_batch(self.batch, self.length, self.vocabulary, device, seed);
+        let target = source.clone().flip([1]);
+        ((source, target), labels)
+    }
+
+    fn cast(input: Self::Input, _dtype: DType) -> Self::Input {
+        input
+    }
+
+    fn logits(model: &Translator, (source, target): Self::Input) -> Tensor<2> {
+        model.forward(source, target)
+    }
+
+    fn rows((source, target): &Self::Input, from: usize, to: usize) -> Self::Input {
+        (
+            source.clone().slice(from..to),
+            target.clone().slice(from..to),
+        )
+    }
+
+    fn size((source, _): &Self::Input) -> usize {
+        source.dims()[0]
     }
 }
 
@@ -215,26 +375,7 @@ impl Task for Text {
     }
 
     fn batch(&self, device: &Device, seed: u64) -> (Tensor<2, Int>, Tensor<1, Int>) {
-        let mut rng = Rng(seed.wrapping_mul(6364136223846793005).wrapping_add(7));
-        let mut tokens = vec![PAD; self.batch * self.length];
-        let mut labels = Vec::with_capacity(self.batch);
-        for n in 0..self.batch {
-            let c = rng.below(3);
-            labels.push(c as i64);
-            let used = self.length / 2 + rng.below(self.length / 2 + 1);
-            for t in 0..used {
-                let token = if rng.below(4) == 0 {
-                    1 + c
-                } else {
-                    4 + rng.below(self.vocabulary - 4)
-                };
-                tokens[n * self.length + t] = token as i64;
-            }
-        }
-        (
-            Tensor::from_data(TensorData::new(tokens, [self.batch, self.length]), device),
-            Tensor::from_data(TensorData::new(labels, [self.batch]), device),
-        )
+        token_batch(self.batch, self.length, self.vocabulary, device, seed)
     }
 
     fn cast(input: Tensor<2, Int>, _dtype: DType) -> Tensor<2, Int> {
@@ -599,6 +740,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (backend_name, device) = backend::device()?;
     let device = device.autodiff();
     let only: String = arg("--model", "both".to_string());
+    // `both`: the guide CNN and the transformer; `all`: every model.
+    let wanted = |name: &str| {
+        only == name
+            || only == "all"
+            || (only == "both" && (name == "cnn" || name == "transformer"))
+    };
     let benchmark = std::env::args().any(|a| a == "--bench");
     println!("backend {backend_name}");
     if benchmark {
@@ -616,24 +763,51 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             heads: 4,
             dropout: 0.1,
         };
-        if only != "transformer" {
+        let autoencoder = Autoencoder { batch: 64 };
+        let translation = Translation {
+            batch: 32,
+            length: 32,
+            vocabulary: 1000,
+            d_model: 128,
+            layers: 2,
+            heads: 4,
+            dropout: 0.1,
+        };
+        if wanted("cnn") {
             bench(&cnn, &device)?;
         }
-        if only != "cnn" {
+        if wanted("transformer") {
             bench(&text, &device)?;
+        }
+        if wanted("autoencoder") {
+            bench(&autoencoder, &device)?;
+        }
+        if wanted("encoder-decoder") {
+            bench(&translation, &device)?;
         }
         return Ok(());
     }
+    let batch = arg("--batch", 30);
     let cnn = Images {
-        batch: arg("--batch", 30),
+        batch,
         hidden: 128,
         dropout: 0.5,
     };
     let text = Text {
-        batch: arg("--batch", 30),
+        batch,
         length: 32,
         vocabulary: 200,
         d_model: 64,
+        layers: 2,
+        heads: 4,
+        dropout: 0.1,
+    };
+    let autoencoder = Autoencoder { batch };
+    let translation = Translation {
+        batch,
+        length: 16,
+        vocabulary: 200,
+        d_model: 32,
         layers: 2,
         heads: 4,
         dropout: 0.1,
@@ -644,11 +818,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         DType::F64
     };
-    if only != "transformer" {
+    if wanted("cnn") {
         train(&cnn, &device, dtype)?;
     }
-    if only != "cnn" {
+    if wanted("transformer") {
         train(&text, &device, dtype)?;
+    }
+    if wanted("autoencoder") {
+        train(&autoencoder, &device, dtype)?;
+    }
+    if wanted("encoder-decoder") {
+        train(&translation, &device, dtype)?;
     }
     Ok(())
 }

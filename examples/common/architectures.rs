@@ -7,18 +7,27 @@
 //!   averaged, a pre-norm TransformerEncoder with quiet softmax under a padding mask, a Linear
 //!   on every position, the first position's output as class scores).
 //!
+//! And two of the layers added later, in the shapes burn users build them:
+//!
+//! - [`ConvAutoencoder`]: a convolutional autoencoder on 28×28 images (two strided Conv2d
+//!   down, two ConvTranspose2d back up) whose reconstruction feeds a small classifier head;
+//! - [`Translator`]: an encoder–decoder transformer (TransformerEncoder over the source,
+//!   TransformerDecoder over the target with a causal mask and the source's padding mask),
+//!   classifying the pair from the decoded target's mean.
+//!
 //! Used by the `architectures` example (training and benchmark) and the per-sample tests.
 
 #![allow(dead_code)] // each user takes what it needs
 
 use burn::module::Module;
-use burn::nn::conv::Conv2dConfig;
+use burn::nn::conv::{Conv2dConfig, ConvTranspose2dConfig};
 use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
-use burn::nn::transformer::TransformerEncoderConfig;
-use burn::nn::{Dropout, DropoutConfig, EmbeddingConfig, LinearConfig, Relu};
+use burn::nn::transformer::{TransformerDecoderConfig, TransformerEncoderConfig};
+use burn::nn::{Dropout, DropoutConfig, EmbeddingConfig, LinearConfig, PaddingConfig2d, Relu};
 use burn::tensor::{Device, Int, Tensor};
 use burn_cockpit::persample::{
-    Conv2d, Embedding, Linear, TransformerEncoder, TransformerEncoderInput,
+    Conv2d, ConvTranspose2d, Embedding, Linear, TransformerDecoder, TransformerDecoderInput,
+    TransformerEncoder, TransformerEncoderInput,
 };
 
 /// The burn book guide's model.
@@ -138,5 +147,152 @@ impl TextClassifier {
             .forward(encoded)
             .slice([0..batch, 0..1])
             .reshape([batch, self.n_classes])
+    }
+}
+
+/// A convolutional autoencoder on `[B, 28, 28]` images: Conv2d 1→16 and 16→32 (3×3, stride
+/// 2, padding 1) down to 7×7, ConvTranspose2d 32→16 and 16→8 (3×3, stride 2, padding 1,
+/// output padding 1) back to 28×28, ReLU between; the reconstruction is pooled to 4×4 and
+/// classified by a Linear head.
+#[derive(Module, Debug)]
+pub struct ConvAutoencoder {
+    down1: Conv2d,
+    down2: Conv2d,
+    up1: ConvTranspose2d,
+    up2: ConvTranspose2d,
+    pool: AdaptiveAvgPool2d,
+    head: Linear,
+    activation: Relu,
+}
+
+impl ConvAutoencoder {
+    /// The autoencoder with a head of `num_classes`.
+    pub fn new(device: &Device, num_classes: usize) -> Self {
+        let down = |channels: [usize; 2]| -> Conv2d {
+            Conv2dConfig::new(channels, [3, 3])
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(device)
+                .into()
+        };
+        let up = |channels: [usize; 2]| -> ConvTranspose2d {
+            ConvTranspose2d::new(
+                &ConvTranspose2dConfig::new(channels, [3, 3])
+                    .with_stride([2, 2])
+                    .with_padding([1, 1])
+                    .with_padding_out([1, 1]),
+                device,
+            )
+        };
+        Self {
+            down1: down([1, 16]),
+            down2: down([16, 32]),
+            up1: up([32, 16]),
+            up2: up([16, 8]),
+            pool: AdaptiveAvgPool2dConfig::new([4, 4]).init(),
+            head: LinearConfig::new(8 * 4 * 4, num_classes)
+                .init(device)
+                .into(),
+            activation: Relu::new(),
+        }
+    }
+
+    /// Class scores `[B, num_classes]` of images `[B, 28, 28]`.
+    pub fn forward(&self, images: Tensor<3>) -> Tensor<2> {
+        let [batch, height, width] = images.dims();
+        let x = images.reshape([batch, 1, height, width]);
+        let x = self.activation.forward(self.down1.forward(x));
+        let x = self.activation.forward(self.down2.forward(x));
+        let x = self.activation.forward(self.up1.forward(x));
+        let x = self.activation.forward(self.up2.forward(x));
+        let x = self.pool.forward(x);
+        self.head.forward(x.reshape([batch, 8 * 4 * 4]))
+    }
+}
+
+/// An encoder–decoder transformer: source and target token Embeddings plus position
+/// Embeddings, a post-norm TransformerEncoder over the source (its padding masked), a
+/// TransformerDecoder over the target (causal mask, the source's padding mask on the memory),
+/// a Linear head on the decoded target's mean.
+#[derive(Module, Debug)]
+pub struct Translator {
+    /// The encoder.
+    pub encoder: TransformerEncoder,
+    /// The decoder.
+    pub decoder: TransformerDecoder,
+    source: Embedding,
+    target: Embedding,
+    positions: Embedding,
+    head: Linear,
+}
+
+impl Translator {
+    /// A translator for sequences of at most `max_length` tokens from a vocabulary of
+    /// `vocabulary`, `n_layers` encoder and decoder layers of width `d_model` (feed-forward
+    /// `4·d_model`), `n_heads` heads, dropout `dropout`, a head of `num_classes`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        device: &Device,
+        vocabulary: usize,
+        max_length: usize,
+        num_classes: usize,
+        d_model: usize,
+        n_layers: usize,
+        n_heads: usize,
+        dropout: f64,
+    ) -> Self {
+        Self {
+            encoder: TransformerEncoder::new(
+                &TransformerEncoderConfig::new(d_model, 4 * d_model, n_heads, n_layers)
+                    .with_dropout(dropout),
+                device,
+            ),
+            decoder: TransformerDecoder::new(
+                &TransformerDecoderConfig::new(d_model, 4 * d_model, n_heads, n_layers)
+                    .with_dropout(dropout),
+                device,
+            ),
+            source: EmbeddingConfig::new(vocabulary, d_model)
+                .init(device)
+                .into(),
+            target: EmbeddingConfig::new(vocabulary, d_model)
+                .init(device)
+                .into(),
+            positions: EmbeddingConfig::new(max_length, d_model)
+                .init(device)
+                .into(),
+            head: LinearConfig::new(d_model, num_classes).init(device).into(),
+        }
+    }
+
+    /// Class scores `[B, num_classes]` of source tokens `[B, S]` (token [`PAD`] masked) and
+    /// target tokens `[B, T]`.
+    pub fn forward(&self, source: Tensor<2, Int>, target: Tensor<2, Int>) -> Tensor<2> {
+        let [batch, source_length] = source.dims();
+        let [_, target_length] = target.dims();
+        let device = source.device();
+        let positions = |length: usize| {
+            Tensor::<1, Int>::arange(0..length as i64, &device)
+                .reshape([1, length])
+                .repeat_dim(0, batch)
+        };
+        let pad = source.clone().equal_elem(PAD);
+        let memory = self.encoder.forward(
+            TransformerEncoderInput::new(
+                self.source.forward(source) + self.positions.forward(positions(source_length)),
+            )
+            .mask_pad(pad.clone()),
+        );
+        let causal =
+            burn::nn::attention::generate_autoregressive_mask(batch, target_length, &device);
+        let decoded = self.decoder.forward(
+            TransformerDecoderInput::new(
+                self.target.forward(target) + self.positions.forward(positions(target_length)),
+                memory,
+            )
+            .target_mask_attn(causal)
+            .memory_mask_pad(pad),
+        );
+        self.head.forward(decoded.mean_dim(1).squeeze_dim::<2>(1))
     }
 }

@@ -55,7 +55,13 @@ impl From<burn::nn::conv::Conv1d> for Conv1d {
 }
 
 impl Conv1d {
-    fn as_burn(&self) -> burn::nn::conv::Conv1d {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::conv::Conv1dConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::conv::Conv1d {
         burn::nn::conv::Conv1d {
             weight: self.weight.clone(),
             bias: self.bias.clone(),

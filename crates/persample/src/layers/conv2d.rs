@@ -60,7 +60,13 @@ impl From<burn::nn::conv::Conv2d> for Conv2d {
 }
 
 impl Conv2d {
-    fn as_burn(&self) -> burn::nn::conv::Conv2d {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::conv::Conv2dConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::conv::Conv2d {
         burn::nn::conv::Conv2d {
             weight: self.weight.clone(),
             bias: self.bias.clone(),

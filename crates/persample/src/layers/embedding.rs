@@ -34,15 +34,19 @@ impl From<burn::nn::Embedding> for Embedding {
     }
 }
 
-impl From<Embedding> for burn::nn::Embedding {
-    fn from(layer: Embedding) -> Self {
-        Self {
-            weight: layer.weight,
+impl Embedding {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::EmbeddingConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// burn's layer with these parameters.
+    pub fn as_burn(&self) -> burn::nn::Embedding {
+        burn::nn::Embedding {
+            weight: self.weight.clone(),
         }
     }
-}
 
-impl Embedding {
     /// The lookup `[B, T]` indices → `[B, T, d_model]`.
     pub fn forward(&self, indices: Tensor<2, Int>) -> Tensor<3> {
         let output = embedding(self.weight.val(), indices.clone());

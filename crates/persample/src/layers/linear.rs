@@ -36,6 +36,11 @@ impl From<burn::nn::Linear> for Linear {
 }
 
 impl Linear {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::LinearConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
     /// burn's layer with these parameters.
     pub fn as_burn(&self) -> burn::nn::Linear {
         burn::nn::Linear {

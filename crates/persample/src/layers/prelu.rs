@@ -33,6 +33,19 @@ impl From<burn::nn::PRelu> for PRelu {
 }
 
 impl PRelu {
+    /// The layer `config` describes, initialised as burn initialises it.
+    pub fn new(config: &burn::nn::PReluConfig, device: &burn::tensor::Device) -> Self {
+        config.init(device).into()
+    }
+
+    /// burn's layer with these parameters.
+    pub fn as_burn(&self) -> burn::nn::PRelu {
+        burn::nn::PRelu {
+            alpha: self.alpha.clone(),
+            alpha_value: self.alpha_value,
+        }
+    }
+
     /// The forward pass; `α` with several entries runs along axis 1.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let output = prelu(input.clone(), self.alpha.val());

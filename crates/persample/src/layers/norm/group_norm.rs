@@ -49,6 +49,18 @@ impl GroupNorm {
         config.init(device).into()
     }
 
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::GroupNorm {
+        burn::nn::GroupNorm {
+            gamma: self.gamma.clone(),
+            beta: self.beta.clone(),
+            num_groups: self.num_groups,
+            num_channels: self.num_channels,
+            epsilon: self.epsilon,
+            affine: self.affine,
+        }
+    }
+
     /// The forward pass over `[B, num_channels, ...]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         group_norm(

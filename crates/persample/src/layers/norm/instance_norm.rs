@@ -39,6 +39,17 @@ impl InstanceNorm {
         config.init(device).into()
     }
 
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::InstanceNorm {
+        burn::nn::InstanceNorm {
+            gamma: self.gamma.clone(),
+            beta: self.beta.clone(),
+            num_channels: self.num_channels,
+            epsilon: self.epsilon,
+            affine: self.affine,
+        }
+    }
+
     /// The forward pass over `[B, num_channels, ...]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         group_norm(

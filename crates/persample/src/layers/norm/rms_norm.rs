@@ -36,6 +36,14 @@ impl RmsNorm {
         config.init(device).into()
     }
 
+    /// burn's layer with these parameters and ε.
+    pub fn as_burn(&self) -> burn::nn::RmsNorm {
+        burn::nn::RmsNorm {
+            gamma: self.gamma.clone(),
+            epsilon: self.epsilon,
+        }
+    }
+
     /// The forward pass, normalising over the last dimension (as burn: the mean square in
     /// `f32`).
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {

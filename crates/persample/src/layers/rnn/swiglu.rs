@@ -33,6 +33,14 @@ impl SwiGlu {
         config.init(device).into()
     }
 
+    /// burn's layer with these parameters.
+    pub fn as_burn(&self) -> burn::nn::SwiGlu {
+        burn::nn::SwiGlu {
+            linear_inner: self.linear_inner.as_burn(),
+            linear_outer: self.linear_outer.as_burn(),
+        }
+    }
+
     /// `silu(linear_inner(x)) ⊙ linear_outer(x)` on `[..., d_input]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         mark_curved("smooth activation");

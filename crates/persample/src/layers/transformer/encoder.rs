@@ -51,6 +51,18 @@ impl TransformerEncoderLayer {
         }
     }
 
+    /// burn's layer with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::transformer::TransformerEncoderLayer {
+        burn::nn::transformer::TransformerEncoderLayer {
+            mha: self.mha.as_burn(),
+            pwff: self.pwff.as_burn(),
+            norm_1: self.norm_1.as_burn(),
+            norm_2: self.norm_2.as_burn(),
+            dropout: self.dropout.clone(),
+            norm_first: self.norm_first,
+        }
+    }
+
     /// The layer's forward pass on `[B, T, d_model]`, as burn's (note burn's naming: with
     /// `norm_first`, `norm_2` precedes attention and `norm_1` the feed-forward block).
     pub fn forward(
@@ -166,6 +178,24 @@ impl TransformerEncoder {
             dropout: encoder.dropout,
             norm_first: encoder.norm_first,
             quiet_softmax: encoder.quiet_softmax,
+        }
+    }
+
+    /// burn's encoder with these parameters and settings.
+    pub fn as_burn(&self) -> burn::nn::transformer::TransformerEncoder {
+        burn::nn::transformer::TransformerEncoder {
+            layers: self
+                .layers
+                .iter()
+                .map(TransformerEncoderLayer::as_burn)
+                .collect(),
+            d_model: self.d_model,
+            d_ff: self.d_ff,
+            n_heads: self.n_heads,
+            n_layers: self.n_layers,
+            dropout: self.dropout,
+            norm_first: self.norm_first,
+            quiet_softmax: self.quiet_softmax,
         }
     }
 

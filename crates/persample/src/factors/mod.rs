@@ -4,8 +4,15 @@
 use burn::module::ParamId;
 use burn::tensor::{Device, Tensor};
 
-use super::base::{Elements, PerSampleSource, PerSampleStats, Request};
+use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use crate::{ParamEntry, PerSampleError, Snapshot};
+
+mod accumulator;
+mod coverage;
+
+pub(crate) use accumulator::Accumulator;
+pub use coverage::Coverage;
+pub(crate) use coverage::{Refusal, refusal_of};
 
 /// How a layer stores its weight relative to the per-sample gradient `Σ_t a_t e_tᵀ`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,14 +21,6 @@ pub(crate) enum Layout {
     InOut,
     /// `[d_out, d_in]` (convolutions: `[C_out, C_in·k_h·k_w]`).
     OutIn,
-}
-
-/// A layer that cannot give per-sample gradients in its current mode (training-mode
-/// BatchNorm): its parameters and why.
-#[derive(Debug, Clone)]
-pub(crate) struct Refusal {
-    pub(crate) params: Vec<ParamId>,
-    pub(crate) reason: String,
 }
 
 /// The recorded factors of one Linear layer: inputs `a` `[B, T, d_in]` and true per-sample
@@ -38,68 +37,6 @@ pub(crate) struct LayerFactors {
     pub a: Tensor<3>,
     /// True per-sample output gradients.
     pub e: Tensor<3>,
-}
-
-/// One error for every layer that refused (each named once, each distinct reason once), or
-/// `None` when none of them holds a parameter of `params`.
-pub(crate) fn refusal_of(refused: &[Refusal], params: &Snapshot) -> Option<PerSampleError> {
-    let mut layers: Vec<&str> = Vec::new();
-    let mut reasons: Vec<&str> = Vec::new();
-    for refusal in refused {
-        let Some(entry) = params
-            .entries()
-            .iter()
-            .find(|e| refusal.params.contains(&e.id))
-        else {
-            continue;
-        };
-        if !layers.contains(&entry.name.as_str()) {
-            layers.push(&entry.name);
-        }
-        if !reasons.contains(&refusal.reason.as_str()) {
-            reasons.push(&refusal.reason);
-        }
-    }
-    (!layers.is_empty()).then(|| PerSampleError::SamplesCoupled {
-        layer: layers.join(", "),
-        reason: reasons.join("; "),
-    })
-}
-
-/// What the fast path covers for a model ([`LinearFactors::coverage`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Coverage {
-    /// Dotted names of the parameters on the fast path.
-    pub covered: Vec<String>,
-    /// Dotted names of the others, with the reason.
-    pub uncovered: Vec<(String, String)>,
-}
-
-impl Coverage {
-    /// Whether every parameter is on the fast path.
-    pub fn is_complete(&self) -> bool {
-        self.uncovered.is_empty()
-    }
-}
-
-impl std::fmt::Display for Coverage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let total = self.covered.len() + self.uncovered.len();
-        writeln!(f, "fast path: {} of {total} parameters", self.covered.len())?;
-        for name in &self.covered {
-            writeln!(f, "  covered      {name}")?;
-        }
-        let mut previous: Option<&str> = None;
-        for (name, reason) in &self.uncovered {
-            if previous == Some(reason.as_str()) {
-                writeln!(f, "  not covered  {name}: as above")?;
-            } else {
-                writeln!(f, "  not covered  {name}: {reason}")?;
-            }
-            previous = Some(reason);
-        }
-        Ok(())
-    }
 }
 
 /// Per-sample gradients of one parameter, materialised `[B, numel]` (normalisation layers'
@@ -412,15 +349,15 @@ pub(crate) fn chunk_samples(max_elements: usize, numel: usize, batch: usize) -> 
 
 pub(crate) fn not_covered(entry: &ParamEntry) -> PerSampleError {
     PerSampleError::Unsupported(format!(
-        "parameter `{}` is not in an instrumented layer (persample::Linear, Conv1d, Conv2d, \
-         Embedding, LayerNorm, RmsNorm, GroupNorm, InstanceNorm, PRelu); use ExactPerSample or PerSample::auto for other layers",
+        "parameter `{}` is not in an instrumented layer (a `persample` drop-in for a burn-nn \
+         layer); use ExactPerSample or PerSample::auto for other layers",
         entry.name
     ))
 }
 
 /// The direction's values for `entry`, on `device` (the per-sample gradients' device: with
 /// several devices the direction may live on another one).
-fn direction_of(
+pub(super) fn direction_of(
     direction: &Snapshot,
     entry: &ParamEntry,
     device: &Device,
@@ -431,144 +368,6 @@ fn direction_of(
         .ok_or_else(|| {
             PerSampleError::Shape(format!("no direction for parameter `{}`", entry.name))
         })
-}
-
-/// Collects per-parameter statistics, from factored formulas or from materialised per-sample
-/// gradients `[b, numel]`, possibly arriving in several sample chunks.
-pub(crate) struct Accumulator {
-    batch: usize,
-    sq_norms: Vec<Vec<Tensor<1>>>,
-    dots: Vec<Vec<Vec<Tensor<1>>>>,
-    sum_sq: Vec<Option<Tensor<1>>>,
-    abs_max: Vec<Vec<Tensor<1>>>,
-    want: (bool, bool, bool),
-}
-
-impl Accumulator {
-    pub(crate) fn new(batch: usize, request: &Request<'_>) -> Self {
-        Self {
-            batch,
-            sq_norms: Vec::new(),
-            dots: vec![Vec::new(); request.directions.len()],
-            sum_sq: Vec::new(),
-            abs_max: Vec::new(),
-            want: (request.sq_norms, request.sum_sq, request.abs_max),
-        }
-    }
-
-    /// Makes room for parameter `index`.
-    pub(crate) fn slot(&mut self, index: usize) {
-        if self.sq_norms.len() <= index {
-            self.sq_norms.resize(index + 1, Vec::new());
-            self.sum_sq.resize(index + 1, None);
-            self.abs_max.resize(index + 1, Vec::new());
-            for d in &mut self.dots {
-                d.resize(index + 1, Vec::new());
-            }
-        }
-    }
-
-    pub(crate) fn push_sq_norms(&mut self, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.sq_norms[index].push(part);
-    }
-
-    pub(crate) fn push_dots(&mut self, direction: usize, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.dots[direction][index].push(part);
-    }
-
-    pub(crate) fn add_sum_sq(&mut self, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.sum_sq[index] = Some(match self.sum_sq[index].take() {
-            Some(acc) => acc + part,
-            None => part,
-        });
-    }
-
-    pub(crate) fn push_abs_max(&mut self, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.abs_max[index].push(part);
-    }
-
-    /// Statistics of one parameter from per-sample gradients `g` `[b, numel]` of some of the
-    /// samples (chunks arrive in sample order).
-    pub(crate) fn add_partial(
-        &mut self,
-        index: usize,
-        entry: &ParamEntry,
-        g: Tensor<2>,
-        request: &mut Request<'_>,
-    ) -> Result<(), PerSampleError> {
-        self.slot(index);
-        let numel = entry.numel();
-        let b = g.dims()[0];
-        let (want_sq, want_sum_sq, want_max) = self.want;
-        if want_sq {
-            self.push_sq_norms(index, g.clone().square().sum_dim(1).reshape([b]));
-        }
-        for (k, direction) in request.directions.iter().enumerate() {
-            let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
-            self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
-        }
-        if want_sum_sq {
-            self.add_sum_sq(index, g.clone().square().sum_dim(0).reshape([numel]));
-        }
-        if want_max {
-            self.push_abs_max(index, g.clone().abs().max());
-        }
-        if let Some(sink) = request.elements.as_mut() {
-            sink(index, Elements::Dense(g))?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn finish(self) -> Result<PerSampleStats, PerSampleError> {
-        let (want_sq, want_sum_sq, want_max) = self.want;
-        let cat = |v: Vec<Vec<Tensor<1>>>| -> Result<Vec<Tensor<1>>, PerSampleError> {
-            v.into_iter()
-                .map(|parts| {
-                    if parts.is_empty() {
-                        Err(PerSampleError::Shape("a parameter has no statistic".into()))
-                    } else {
-                        Ok(Tensor::cat(parts, 0))
-                    }
-                })
-                .collect()
-        };
-        let sum_sq = if want_sum_sq {
-            Some(
-                self.sum_sq
-                    .into_iter()
-                    .map(|t| {
-                        t.ok_or_else(|| {
-                            PerSampleError::Shape("a parameter has no statistic".into())
-                        })
-                    })
-                    .collect::<Result<_, _>>()?,
-            )
-        } else {
-            None
-        };
-        Ok(PerSampleStats {
-            batch_size: self.batch,
-            sq_norms: if want_sq {
-                Some(cat(self.sq_norms)?)
-            } else {
-                None
-            },
-            dots: self.dots.into_iter().map(cat).collect::<Result<_, _>>()?,
-            dots_with_grad: None,
-            dots_with_previous_grad: None,
-            notes: Vec::new(),
-            sum_sq,
-            abs_max: if want_max {
-                Some(cat(self.abs_max)?.into_iter().map(|m| m.max()).collect())
-            } else {
-                None
-            },
-        })
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,145 @@
+//! Collecting per-parameter statistics over sample chunks.
+
+use burn::tensor::Tensor;
+
+use super::direction_of;
+use crate::base::{Elements, PerSampleStats, Request};
+use crate::{ParamEntry, PerSampleError};
+
+/// Collects per-parameter statistics, from factored formulas or from materialised per-sample
+/// gradients `[b, numel]`, possibly arriving in several sample chunks.
+pub(crate) struct Accumulator {
+    batch: usize,
+    sq_norms: Vec<Vec<Tensor<1>>>,
+    dots: Vec<Vec<Vec<Tensor<1>>>>,
+    sum_sq: Vec<Option<Tensor<1>>>,
+    abs_max: Vec<Vec<Tensor<1>>>,
+    want: (bool, bool, bool),
+}
+
+impl Accumulator {
+    pub(crate) fn new(batch: usize, request: &Request<'_>) -> Self {
+        Self {
+            batch,
+            sq_norms: Vec::new(),
+            dots: vec![Vec::new(); request.directions.len()],
+            sum_sq: Vec::new(),
+            abs_max: Vec::new(),
+            want: (request.sq_norms, request.sum_sq, request.abs_max),
+        }
+    }
+
+    /// Makes room for parameter `index`.
+    pub(crate) fn slot(&mut self, index: usize) {
+        if self.sq_norms.len() <= index {
+            self.sq_norms.resize(index + 1, Vec::new());
+            self.sum_sq.resize(index + 1, None);
+            self.abs_max.resize(index + 1, Vec::new());
+            for d in &mut self.dots {
+                d.resize(index + 1, Vec::new());
+            }
+        }
+    }
+
+    pub(crate) fn push_sq_norms(&mut self, index: usize, part: Tensor<1>) {
+        self.slot(index);
+        self.sq_norms[index].push(part);
+    }
+
+    pub(crate) fn push_dots(&mut self, direction: usize, index: usize, part: Tensor<1>) {
+        self.slot(index);
+        self.dots[direction][index].push(part);
+    }
+
+    pub(crate) fn add_sum_sq(&mut self, index: usize, part: Tensor<1>) {
+        self.slot(index);
+        self.sum_sq[index] = Some(match self.sum_sq[index].take() {
+            Some(acc) => acc + part,
+            None => part,
+        });
+    }
+
+    pub(crate) fn push_abs_max(&mut self, index: usize, part: Tensor<1>) {
+        self.slot(index);
+        self.abs_max[index].push(part);
+    }
+
+    /// Statistics of one parameter from per-sample gradients `g` `[b, numel]` of some of the
+    /// samples (chunks arrive in sample order).
+    pub(crate) fn add_partial(
+        &mut self,
+        index: usize,
+        entry: &ParamEntry,
+        g: Tensor<2>,
+        request: &mut Request<'_>,
+    ) -> Result<(), PerSampleError> {
+        self.slot(index);
+        let numel = entry.numel();
+        let b = g.dims()[0];
+        let (want_sq, want_sum_sq, want_max) = self.want;
+        if want_sq {
+            self.push_sq_norms(index, g.clone().square().sum_dim(1).reshape([b]));
+        }
+        for (k, direction) in request.directions.iter().enumerate() {
+            let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
+            self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
+        }
+        if want_sum_sq {
+            self.add_sum_sq(index, g.clone().square().sum_dim(0).reshape([numel]));
+        }
+        if want_max {
+            self.push_abs_max(index, g.clone().abs().max());
+        }
+        if let Some(sink) = request.elements.as_mut() {
+            sink(index, Elements::Dense(g))?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> Result<PerSampleStats, PerSampleError> {
+        let (want_sq, want_sum_sq, want_max) = self.want;
+        let cat = |v: Vec<Vec<Tensor<1>>>| -> Result<Vec<Tensor<1>>, PerSampleError> {
+            v.into_iter()
+                .map(|parts| {
+                    if parts.is_empty() {
+                        Err(PerSampleError::Shape("a parameter has no statistic".into()))
+                    } else {
+                        Ok(Tensor::cat(parts, 0))
+                    }
+                })
+                .collect()
+        };
+        let sum_sq = if want_sum_sq {
+            Some(
+                self.sum_sq
+                    .into_iter()
+                    .map(|t| {
+                        t.ok_or_else(|| {
+                            PerSampleError::Shape("a parameter has no statistic".into())
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            )
+        } else {
+            None
+        };
+        Ok(PerSampleStats {
+            batch_size: self.batch,
+            sq_norms: if want_sq {
+                Some(cat(self.sq_norms)?)
+            } else {
+                None
+            },
+            dots: self.dots.into_iter().map(cat).collect::<Result<_, _>>()?,
+            dots_with_grad: None,
+            dots_with_previous_grad: None,
+            notes: Vec::new(),
+            sum_sq,
+            abs_max: if want_max {
+                Some(cat(self.abs_max)?.into_iter().map(|m| m.max()).collect())
+            } else {
+                None
+            },
+        })
+    }
+}

@@ -6,7 +6,15 @@
 use std::path::PathBuf;
 
 use burn_cockpit::log::read_log;
-use burn_cockpit::plot::style::{BLUE, GREEN, GREY, ORANGE, PAGE, PANEL};
+
+// Cockpit's palette (its plotting code: the three column colours, seaborn's "dark" panel
+// on a white page), written here independently of the plot crate's.
+const BLUE: (u8, u8, u8) = (0x4a, 0x73, 0xad);
+const ORANGE: (u8, u8, u8) = (0xf2, 0x80, 0x33);
+const GREEN: (u8, u8, u8) = (0x33, 0x99, 0x66);
+const GREY: (u8, u8, u8) = (0x59, 0x59, 0x59);
+const PAGE: (u8, u8, u8) = (0xff, 0xff, 0xff);
+const PANEL: (u8, u8, u8) = (0xea, 0xea, 0xf2);
 use burn_cockpit::plot::{
     PlotError, PlotOptions, Rect, Rendered, Screen, WatchEvent, WatchOptions, render_rgb,
     render_svg, save, watch,
@@ -72,7 +80,7 @@ impl Image<'_> {
 
     /// Pixels that are neither page nor plot background: marks, axes, text.
     fn marks(&self, r: Rect) -> usize {
-        let (page, panel) = ((PAGE.0, PAGE.1, PAGE.2), (PANEL.0, PANEL.1, PANEL.2));
+        let (page, panel) = (PAGE, PANEL);
         self.count(r, |p| p != page && p != panel)
     }
 }
@@ -92,10 +100,6 @@ fn assert_drawn(image: &Image<'_>, rendered: &Rendered, names: &[&str], min: usi
         let marks = image.marks(panel.rect);
         assert!(marks > min, "{name}: only {marks} marked pixels");
     }
-}
-
-fn c(k: burn_cockpit::plot::style::Colour) -> (u8, u8, u8) {
-    (k.0, k.1, k.2)
 }
 
 fn check_headers(image: &Image<'_>, rendered: &Rendered, expected: &[(&str, (u8, u8, u8))]) {
@@ -128,11 +132,11 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
         &image,
         &rendered,
         &[
-            ("STEP SIZE", c(BLUE)),
-            ("GRADIENTS", c(ORANGE)),
-            ("CURVATURE", c(GREEN)),
-            ("HYPERPARAMETERS", c(GREY)),
-            ("PERFORMANCE", c(GREY)),
+            ("STEP SIZE", BLUE),
+            ("GRADIENTS", ORANGE),
+            ("CURVATURE", GREEN),
+            ("HYPERPARAMETERS", GREY),
+            ("PERFORMANCE", GREY),
         ],
     );
     // Every instrument, the learning rate included (the replay logs its pass).
@@ -140,10 +144,10 @@ fn a_full_replay_log_draws_every_instrument_in_its_column_colours() {
     // Column colours in the marks: blue "last 10 %" bars in the Alpha gauge, orange bars in the
     // 1d histogram.
     let alpha = rendered.panel("alpha_gauge").unwrap().rect;
-    assert!(image.count(alpha, |p| near(p, c(BLUE))) > 20, "blue α bars");
+    assert!(image.count(alpha, |p| near(p, BLUE)) > 20, "blue α bars");
     let hist = rendered.panel("histogram_1d_gauge").unwrap().rect;
     assert!(
-        image.count(hist, |p| p == c(ORANGE)) > 200,
+        image.count(hist, |p| p == ORANGE) > 200,
         "orange histogram bars"
     );
 }

@@ -129,7 +129,7 @@ pub struct DashboardData {
     /// Steps in the log.
     pub steps: usize,
     /// Every quantity with a number per step, network-wide ([`QuantityKind::network_value`]),
-    /// for the gauges drawn by kind ([`quantity_gauge`](crate::instrument::quantity_gauge)).
+    /// for the gauges drawn by kind (the quantity gauge).
     pub quantities: std::collections::BTreeMap<QuantityKind, Series>,
 }
 

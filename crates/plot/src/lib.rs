@@ -22,8 +22,8 @@ pub mod dashboard;
 pub mod data;
 mod error;
 mod font;
-pub mod instrument;
-pub mod style;
+mod instrument;
+mod style;
 mod watch;
 
 use std::path::Path;

@@ -3,9 +3,6 @@
 
 use plotters::style::RGBColor;
 
-/// The colour type of the constants (plotters' RGB colour).
-pub type Colour = RGBColor;
-
 /// STEP SIZE column (Cockpit's blue `#4a73ad`).
 pub const BLUE: RGBColor = RGBColor(0x4a, 0x73, 0xad);
 /// GRADIENTS column (Cockpit's orange `#f28033`).

@@ -18,8 +18,7 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_cockpit::curvature::{
-    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, Target, lanczos_with_vector,
-    power_iteration,
+    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, lanczos, power_iteration,
 };
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Linear, Recorder};
@@ -324,15 +323,7 @@ fn eigen_solvers_read_once_per_product(backend: &Backend) {
     for (params, source) in &sources {
         let start = params.clone();
         let before = reads_on_this_thread();
-        let (estimate, _) = lanczos_with_vector(
-            source.as_ref(),
-            params,
-            &start,
-            1e-6,
-            30,
-            Target::LargestMagnitude,
-        )
-        .unwrap();
+        let estimate = lanczos(source.as_ref(), params, &start, 1e-6, 30).unwrap();
         let reads = (reads_on_this_thread() - before).reads;
         println!(
             "Lanczos on {} tensors: {estimate:?}, {reads} reads",

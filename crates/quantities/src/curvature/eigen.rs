@@ -133,7 +133,7 @@ pub fn lanczos(
     tol: f64,
     max_products: usize,
 ) -> Result<EigenEstimate, QuantityError> {
-    lanczos_for(
+    lanczos_with_vector(
         source,
         params,
         start,
@@ -141,6 +141,7 @@ pub fn lanczos(
         max_products,
         Target::LargestMagnitude,
     )
+    .map(|(estimate, _)| estimate)
 }
 
 /// Which Ritz value Lanczos converges.
@@ -153,24 +154,8 @@ pub enum Target {
     LargestAlgebraic,
 }
 
-/// [`lanczos`] converging the Ritz value chosen by `target`.
-///
-/// # Errors
-///
-/// As [`lanczos`].
-pub fn lanczos_for(
-    source: &dyn CurvatureSource,
-    params: &Snapshot,
-    start: &Snapshot,
-    tol: f64,
-    max_products: usize,
-    target: Target,
-) -> Result<EigenEstimate, QuantityError> {
-    lanczos_with_vector(source, params, start, tol, max_products, target).map(|(e, _)| e)
-}
-
-/// [`lanczos_for`], also returning the Ritz vector (unit norm, aligned with `params`) of the
-/// returned value: the start of the next step's run (a warm start, as the dominant eigenvector
+/// [`lanczos`] converging the Ritz value chosen by `target`, also returning the Ritz vector
+/// (unit norm, aligned with `params`) of the returned value: the start of the next step's run (a warm start, as the dominant eigenvector
 /// drifts slowly between steps).
 ///
 /// # Cost
@@ -184,7 +169,7 @@ pub fn lanczos_for(
 /// # Errors
 ///
 /// As [`lanczos`].
-pub fn lanczos_with_vector(
+pub(crate) fn lanczos_with_vector(
     source: &dyn CurvatureSource,
     params: &Snapshot,
     start: &Snapshot,

@@ -12,9 +12,8 @@ pub(crate) mod random;
 mod recorded;
 
 pub use base::{CurvatureSource, DiagonalKind, OutputLoss};
-pub use eigen::{
-    EigenEstimate, Target, lanczos, lanczos_for, lanczos_with_vector, power_iteration,
-};
+pub(crate) use eigen::lanczos_with_vector;
+pub use eigen::{EigenEstimate, Target, lanczos, power_iteration};
 pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::Hutchinson;
 pub use merged::MergedCurvature;

@@ -119,16 +119,6 @@ impl Cockpit {
         Ok(cockpit)
     }
 
-    /// A Cockpit as a TOML or JSON config file describes it ([`CockpitConfig`](crate::CockpitConfig)).
-    ///
-    /// # Errors
-    ///
-    /// [`CockpitError::ConfigFile`] if the file cannot be read or parsed,
-    /// [`CockpitError::InvalidSettings`] for settings that cannot work.
-    pub fn from_config_file(path: impl AsRef<Path>) -> Result<Self, CockpitError> {
-        crate::CockpitConfig::from_file(path)?.build()
-    }
-
     /// A Cockpit with one of Cockpit's configurations, every quantity on `schedule`.
     ///
     /// # Errors

@@ -27,11 +27,9 @@ mod board;
 mod error;
 mod learner;
 pub mod metric;
-mod model;
 mod step;
 
 pub use error::TrainError;
-pub use learner::{CockpitLearner, LOG_FILE, STREAM_FILE, Transport};
+pub use learner::{CockpitLearner, Instrumented, LOG_FILE, STREAM_FILE, Transport, Watch};
 pub use metric::{CockpitMetric, CockpitTextMetric};
-pub use model::{Instrumented, Watch};
 pub use step::{train_output, train_output_per_sample};

@@ -105,6 +105,20 @@ impl QuantityConfig {
     }
 }
 
+/// The constructor from a config file lives beside the config it reads, so the Cockpit does not
+/// import its own configuration (the config builds the Cockpit, one way).
+impl Cockpit {
+    /// A Cockpit as a TOML or JSON config file describes it ([`CockpitConfig`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::ConfigFile`] if the file cannot be read or parsed,
+    /// [`CockpitError::InvalidSettings`] for settings that cannot work.
+    pub fn from_config_file(path: impl AsRef<std::path::Path>) -> Result<Self, CockpitError> {
+        CockpitConfig::from_file(path)?.build()
+    }
+}
+
 impl CockpitConfig {
     /// Reads a config from `path`: TOML for `.toml`, JSON for `.json`.
     ///

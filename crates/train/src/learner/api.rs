@@ -1,7 +1,7 @@
-//! The public API of [`CockpitLearner`], and the hooks the instrumented model calls.
+//! The public API of [`CockpitLearner`].
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
@@ -16,15 +16,14 @@ use cockpit_quantities::{
     Cockpit, CockpitConfig, Configuration, OptimizerInfo, QuantityKind, Schedule,
 };
 
-use super::ddp;
 use super::epoch::EpochWriter;
 use super::group::{Ddp, Transport};
+use super::instrumented::{Instrumented, Replay};
 use super::state::State;
+use super::tracker::Tracker;
 use super::{LOG_FILE, STREAM_FILE};
 use crate::TrainError;
 use crate::metric::{CockpitMetric, CockpitTextMetric, MetricForm};
-use crate::model::{Instrumented, Replay};
-use crate::step::Pending;
 
 /// A Cockpit for a burn-train run: it instruments the model
 /// ([`CockpitLearner::instrument`]), registers one metric per quantity on the training split
@@ -58,10 +57,7 @@ use crate::step::Pending;
 /// Cloning gives another handle to the same Cockpit.
 #[derive(Clone)]
 pub struct CockpitLearner {
-    state: Arc<Mutex<State>>,
-    /// Signalled when a data-parallel worker hands over its part of a step.
-    pub(crate) arrived: Arc<Condvar>,
-    kinds: Vec<QuantityKind>,
+    tracker: Tracker,
     /// Output key and kind of each quantity: one metric each.
     keys: Vec<(String, QuantityKind)>,
 }
@@ -69,7 +65,7 @@ pub struct CockpitLearner {
 impl std::fmt::Debug for CockpitLearner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CockpitLearner")
-            .field("quantities", &self.kinds)
+            .field("quantities", &self.tracker.kinds())
             .field("steps", &self.steps())
             .finish_non_exhaustive()
     }
@@ -146,10 +142,9 @@ impl CockpitLearner {
             }
         }
         let cockpit = build()?;
+        let kinds = keys.iter().map(|(_, kind)| *kind).collect();
         Ok(Self {
-            state: Arc::new(Mutex::new(State::new(cockpit, optimizer))),
-            arrived: Arc::new(Condvar::new()),
-            kinds: keys.iter().map(|(_, kind)| *kind).collect(),
+            tracker: Tracker::new(State::new(cockpit, optimizer), kinds),
             keys,
         })
     }
@@ -274,7 +269,7 @@ impl CockpitLearner {
 
     /// The configured quantities.
     pub fn kinds(&self) -> &[QuantityKind] {
-        &self.kinds
+        self.tracker.kinds()
     }
 
     /// Wraps `model` so the Cockpit sees every training step (see [`Instrumented`]).
@@ -288,7 +283,8 @@ impl CockpitLearner {
         model: M,
     ) -> Result<Instrumented<M>, TrainError> {
         let curvature: Vec<String> = self
-            .kinds
+            .tracker
+            .kinds()
             .iter()
             .filter(|k| k.spec().needs.curvature)
             .map(|k| k.name().to_string())
@@ -298,7 +294,7 @@ impl CockpitLearner {
                 quantities: curvature,
             });
         }
-        Ok(Instrumented::new(model, self.clone(), None))
+        Ok(Instrumented::new(model, self.tracker.clone(), None))
     }
 
     /// Like [`CockpitLearner::instrument`], and lets curvature quantities replay the step's
@@ -326,7 +322,7 @@ impl CockpitLearner {
                 hvp, probes, 0x5eed,
             )) as Box<dyn CurvatureSource>
         });
-        Instrumented::new(model, self.clone(), Some(replay))
+        Instrumented::new(model, self.tracker.clone(), Some(replay))
     }
 
     /// Like [`CockpitLearner::instrument_with_curvature`], with curvature diagonals (HessTrace,
@@ -368,7 +364,7 @@ impl CockpitLearner {
                 .with_hessian(hessian),
             ) as Box<dyn CurvatureSource>
         });
-        Instrumented::new(model, self.clone(), Some(replay))
+        Instrumented::new(model, self.tracker.clone(), Some(replay))
     }
 
     /// Registers one metric per configured quantity on the training split of `training`:
@@ -382,7 +378,7 @@ impl CockpitLearner {
         training: SupervisedTraining<M>,
     ) -> SupervisedTraining<M> {
         let board = self.lock().board.clone();
-        let mut epoch_writer = Some(EpochWriter(self.state.clone()));
+        let mut epoch_writer = Some(EpochWriter(self.tracker.state().clone()));
         let mut training = training;
         for (key, kind) in &self.keys {
             board.add_reader();
@@ -435,34 +431,6 @@ impl CockpitLearner {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        State::lock(&self.state)
-    }
-
-    pub(crate) fn wants_per_sample(&self) -> bool {
-        let mut state = self.lock();
-        let step = state.next_step();
-        state.cockpit.needs_per_sample(step)
-    }
-
-    pub(crate) fn wants_curvature(&self) -> bool {
-        let mut state = self.lock();
-        let step = state.next_step();
-        state.cockpit.needs_curvature(step)
-    }
-
-    /// A training step's forward and backward pass ran.
-    pub(crate) fn push_step(&self, pending: Pending) {
-        self.lock().push(pending);
-    }
-
-    /// The optimizer is about to apply `grads` to `model`: track the step.
-    pub(crate) fn track<M: Module>(&self, model: &M, grads: &GradientsParams, lr: f64) {
-        let mut state = self.lock();
-        if state.ddp.is_some() {
-            drop(state);
-            ddp::track(&self.state, &self.arrived, model, grads, lr);
-        } else {
-            state.track(model, grads, lr);
-        }
+        self.tracker.lock()
     }
 }

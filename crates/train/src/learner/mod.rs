@@ -10,10 +10,13 @@ mod api;
 mod ddp;
 mod epoch;
 mod group;
+mod instrumented;
 mod state;
+mod tracker;
 
 pub use api::CockpitLearner;
 pub use group::Transport;
+pub use instrumented::{Instrumented, Watch};
 
 /// File names the adapter writes in its artifact directory.
 pub const LOG_FILE: &str = "cockpit.json";

@@ -11,7 +11,7 @@ use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use cockpit_quantities::curvature::CurvatureSource;
 use cockpit_quantities::persample::Recorder;
 
-use crate::CockpitLearner;
+use super::tracker::Tracker;
 use crate::step;
 use crate::step::Pending;
 
@@ -29,7 +29,7 @@ pub(crate) type Replay<M> =
 /// - `optimize` tracks the step on θ_t and the gradient the optimizer applies, then runs the
 ///   optimizer.
 ///
-/// Made by [`CockpitLearner::instrument`]; [`Instrumented::into_inner`] gives the model back.
+/// Made by [`CockpitLearner::instrument`](crate::CockpitLearner::instrument); [`Instrumented::into_inner`] gives the model back.
 #[derive(Module, Debug)]
 pub struct Instrumented<M: Module> {
     inner: M,
@@ -37,29 +37,29 @@ pub struct Instrumented<M: Module> {
     watch: Watch,
 }
 
-/// The non-module part of [`Instrumented`]: the Cockpit handle and, type-erased (a module's
+/// The non-module part of [`Instrumented`]: the Cockpit's handle and, type-erased (a module's
 /// skipped field cannot name the module's generic), the curvature replay.
 #[derive(Clone)]
 pub struct Watch {
-    cockpit: CockpitLearner,
+    tracker: Tracker,
     replay: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cockpit")
-            .field("quantities", &self.cockpit.kinds())
+            .field("quantities", &self.tracker.kinds())
             .field("curvature", &self.replay.is_some())
             .finish()
     }
 }
 
 impl<M: Module + TrainStep + 'static> Instrumented<M> {
-    pub(crate) fn new(inner: M, cockpit: CockpitLearner, replay: Option<Replay<M>>) -> Self {
+    pub(crate) fn new(inner: M, tracker: Tracker, replay: Option<Replay<M>>) -> Self {
         Self {
             inner,
             watch: Watch {
-                cockpit,
+                tracker,
                 replay: replay.map(|r| Arc::new(r) as Arc<dyn Any + Send + Sync>),
             },
         }
@@ -75,11 +75,6 @@ impl<M: Module + TrainStep + 'static> Instrumented<M> {
         self.inner
     }
 
-    /// The Cockpit watching this model.
-    pub fn cockpit(&self) -> &CockpitLearner {
-        &self.watch.cockpit
-    }
-
     fn replay(&self) -> Option<&Replay<M>> {
         self.watch.replay.as_ref()?.downcast_ref::<Replay<M>>()
     }
@@ -93,16 +88,16 @@ where
     type Output = M::Output;
 
     fn step(&self, item: Self::Input) -> TrainOutput<Self::Output> {
-        let cockpit = &self.watch.cockpit;
-        let recorder = cockpit.wants_per_sample().then(Recorder::start);
+        let tracker = &self.watch.tracker;
+        let recorder = tracker.wants_per_sample().then(Recorder::start);
         let curvature = match self.replay() {
-            Some(replay) if cockpit.wants_curvature() => Some(replay(&self.inner, &item)),
+            Some(replay) if tracker.wants_curvature() => Some(replay(&self.inner, &item)),
             _ => None,
         };
         step::begin(recorder);
         let output = self.inner.step(item);
         let capture = step::end();
-        cockpit.push_step(Pending { capture, curvature });
+        tracker.push_step(Pending { capture, curvature });
         output
     }
 
@@ -112,7 +107,7 @@ where
         lr: ModuleLearningRate,
         grads: GradientsParams,
     ) -> Self {
-        self.watch.cockpit.track(&self.inner, &grads, lr.base());
+        self.watch.tracker.track(&self.inner, &grads, lr.base());
         let Self { inner, watch } = self;
         Self {
             inner: inner.optimize(optim, lr, grads),
@@ -127,7 +122,7 @@ where
         grads: MultiGradientsParams,
     ) -> Self {
         let summed = sum_gradients(&self.inner, &grads);
-        self.watch.cockpit.track(&self.inner, &summed, lr.base());
+        self.watch.tracker.track(&self.inner, &summed, lr.base());
         let Self { inner, watch } = self;
         Self {
             inner: inner.optimize_multi(optim, lr, grads),

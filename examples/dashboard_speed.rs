@@ -9,8 +9,9 @@
 
 use std::time::Instant;
 
+use burn_cockpit::log::read_any;
 use burn_cockpit::log::write_log;
-use burn_cockpit::plot::{PlotOptions, Screen, plot_file, read_any, render_rgb};
+use burn_cockpit::plot::{PlotOptions, Screen, plot_file, render_rgb};
 use burn_cockpit::{Histogram1d, Histogram2d, Output, Value};
 
 #[path = "common/bench.rs"]

@@ -268,11 +268,7 @@ fn needs(kind: cockpit_quantities::QuantityKind) -> String {
 }
 
 fn read(log: &Path) -> Result<Output, CliError> {
-    let output = if log.extension().is_some_and(|e| e == "jsonl") {
-        cockpit_quantities::log::read_stream(log)
-    } else {
-        cockpit_quantities::log::read_log(log)
-    }?;
+    let output = cockpit_quantities::log::read_any(log)?;
     if output.is_empty() {
         return Err(CliError::EmptyLog(log.to_path_buf()));
     }

@@ -23,8 +23,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use cockpit_diagnose::Diagnoser;
-use cockpit_plot::{PlotOptions, Screen, read_any, render_png};
+use cockpit_plot::{PlotOptions, Screen, render_png};
 use cockpit_quantities::Output;
+use cockpit_quantities::log::read_any;
 use tokio::sync::watch;
 
 /// How `cockpit serve` runs.

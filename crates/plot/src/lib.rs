@@ -29,7 +29,7 @@ mod watch;
 use std::path::Path;
 
 use cockpit_quantities::Output;
-use cockpit_quantities::log::{read_log, read_stream, write_atomic};
+use cockpit_quantities::log::{read_any, write_atomic};
 use image::ImageEncoder;
 use plotters::prelude::*;
 use std::io::Write;
@@ -215,20 +215,6 @@ pub fn plot_file(
     out: impl AsRef<Path>,
     options: &PlotOptions,
 ) -> Result<Rendered, PlotError> {
-    let output = read_any(log)?;
+    let output = read_any(log).map_err(PlotError::from)?;
     save(&output, out, options)
-}
-
-/// Reads a Cockpit JSON log, or a JSON-lines stream when the name ends in `.jsonl`.
-///
-/// # Errors
-///
-/// [`PlotError::Log`] if the file cannot be read or parsed.
-pub fn read_any(log: impl AsRef<Path>) -> Result<Output, PlotError> {
-    let log = log.as_ref();
-    Ok(if log.extension().is_some_and(|e| e == "jsonl") {
-        read_stream(log)?
-    } else {
-        read_log(log)?
-    })
 }

@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::{PlotError, PlotOptions, Rendered, read_any, save};
+use cockpit_quantities::log::read_any;
+
+use crate::{PlotError, PlotOptions, Rendered, save};
 
 /// How [`watch`] polls.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +66,7 @@ pub fn watch(
         if stamp.is_some() && stamp != seen {
             seen = stamp;
             last_change = Instant::now();
-            match read_any(log).and_then(|output| {
+            match read_any(log).map_err(PlotError::from).and_then(|output| {
                 let steps = output.steps().count();
                 save(&output, out, options).map(|r| (steps, r))
             }) {

@@ -43,6 +43,20 @@ impl StepContext<'_> {
         })
     }
 
+    /// The learning rate of plain SGD (no momentum, dampening or weight decay), which CABS and
+    /// EarlyStopping's formulas assume; otherwise why `quantity` is refused.
+    pub(crate) fn plain_sgd_lr(&self, quantity: &str) -> Result<f64, QuantityError> {
+        match self.info.optimizer() {
+            None => Err(QuantityError::MissingInfo("optimizer")),
+            Some(optimizer @ crate::OptimizerInfo::Sgd { lr, .. }) if optimizer.is_plain_sgd() => {
+                Ok(*lr)
+            }
+            Some(other) => Err(QuantityError::Unsupported(format!(
+                "{quantity} only supports zero-momentum SGD (Cockpit raises ValueError), got {other:?}"
+            ))),
+        }
+    }
+
     /// The reduced per-sample statistics of this step.
     ///
     /// # Errors

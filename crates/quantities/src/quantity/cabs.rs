@@ -36,17 +36,6 @@ impl CABS {
     }
 }
 
-/// The learning rate of plain SGD, or why the quantity is refused.
-pub(crate) fn plain_sgd_lr(ctx: &StepContext<'_>, quantity: &str) -> Result<f64, QuantityError> {
-    match ctx.info.optimizer() {
-        None => Err(QuantityError::MissingInfo("optimizer")),
-        Some(optimizer @ OptimizerInfo::Sgd { lr, .. }) if optimizer.is_plain_sgd() => Ok(*lr),
-        Some(other) => Err(QuantityError::Unsupported(format!(
-            "{quantity} only supports zero-momentum SGD (Cockpit raises ValueError), got {other:?}"
-        ))),
-    }
-}
-
 impl QuantityType for CABS {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "CABS",
@@ -85,7 +74,7 @@ impl Quantity for CABS {
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        self.lr = plain_sgd_lr(ctx, "CABS")?;
+        self.lr = ctx.plain_sgd_lr("CABS")?;
         let stats = ctx.per_sample_stats()?;
         let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
         let totals: Vec<_> = sum_sq.iter().map(|s| s.clone().sum()).collect();

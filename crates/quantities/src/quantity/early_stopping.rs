@@ -6,7 +6,6 @@ use serde::Deserialize;
 use super::base::{
     Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now, needs_two,
 };
-use super::cabs::plain_sgd_lr;
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{CockpitError, QuantityError, Schedule, Value};
@@ -102,7 +101,7 @@ impl Quantity for EarlyStopping {
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        plain_sgd_lr(ctx, "EarlyStopping")?;
+        ctx.plain_sgd_lr("EarlyStopping")?;
         let stats = ctx.per_sample_stats()?;
         let b = stats.batch_size as f64;
         let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();

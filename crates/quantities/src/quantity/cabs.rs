@@ -3,7 +3,7 @@
 use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::persample::PerSampleNeeds;
-use crate::{OptimizerInfo, QuantityError, Schedule, Value};
+use crate::{QuantityError, Schedule, Value};
 
 /// The batch size CABS suggests (Balles et al., 2017, eq. 22), Cockpit's `CABS`:
 ///

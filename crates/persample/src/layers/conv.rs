@@ -220,7 +220,18 @@ pub(crate) fn record_transposed<const D: usize, const N: usize>(
     let unfold = move |e: Tensor<3>| {
         let full = uncropped_gradient(e.reshape(out_dims), input_size, padding, &unfolding);
         let [_, _, d, h, w] = lift_dims(full.dims());
-        unfold_3d(full.reshape([batch, c_out, d, h, w]), &unfolding.lifted())
+        let lifted = unfolding.lifted();
+        if d == 1 && lifted.kernel[0] == 1 {
+            // 1-d and 2-d: burn's own unfolding (faster than cutting windows).
+            let flat = Unfolding {
+                kernel: [lifted.kernel[1], lifted.kernel[2]],
+                stride: [lifted.stride[1], lifted.stride[2]],
+                dilation: [lifted.dilation[1], lifted.dilation[2]],
+            };
+            unfold_2d(full.reshape([batch, c_out, h, w]), &flat)
+        } else {
+            unfold_3d(full.reshape([batch, c_out, d, h, w]), &lifted)
+        }
     };
     tap_transposed_conv(
         weight,

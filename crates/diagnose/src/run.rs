@@ -39,22 +39,9 @@ pub struct Run {
 impl Run {
     /// The series of `output`, with `names` for the per-parameter lists (may be empty).
     pub fn new(output: &Output, names: &[String]) -> Self {
-        let scalars = |key: &str| -> Scalars {
-            output
-                .series(key)
-                .into_iter()
-                .filter_map(|(s, v)| v.as_f64().map(|x| (s, x)))
-                .collect()
-        };
-        let lists = |key: &str| -> Lists {
-            output
-                .series(key)
-                .into_iter()
-                .filter_map(|(s, v)| v.as_list().map(|l| (s, l.to_vec())))
-                .collect()
-        };
-        let param_norm = output
-            .series("Parameters")
+        use QuantityKind as K;
+        let param_norm = K::Parameters
+            .series(output)
             .into_iter()
             .filter_map(|(s, v)| match v {
                 Value::Arrays(arrays) => Some((
@@ -67,8 +54,8 @@ impl Run {
                 _ => None,
             })
             .collect();
-        let hist1d = output
-            .series("GradHist1d")
+        let hist1d = K::GradHist1d
+            .series(output)
             .into_iter()
             .filter_map(|(s, v)| match v {
                 Value::Hist1d(h) => Some((s, h.clone())),
@@ -76,22 +63,23 @@ impl Run {
             })
             .collect();
         Self {
-            loss: scalars("Loss"),
-            alpha: scalars("Alpha"),
-            grad_norm: lists("GradNorm"),
-            update_size: lists("UpdateSize"),
+            loss: K::Loss.numbers(output),
+            alpha: K::Alpha.numbers(output),
+            grad_norm: K::GradNorm.lists(output),
+            update_size: K::UpdateSize.lists(output),
             param_norm,
-            grad_param_ratio: lists(QuantityKind::GradParamRatio.name()),
-            max_ev: scalars("HessMaxEV"),
-            trace: output
-                .series("HessTrace")
+            grad_param_ratio: K::GradParamRatio.lists(output),
+            max_ev: K::HessMaxEV.numbers(output),
+            trace: K::HessTrace.numbers(output),
+            // Not a quantity: what the epoch log recorded.
+            learning_rate: output
+                .series("learning_rate")
                 .into_iter()
-                .filter_map(|(s, v)| QuantityKind::HessTrace.network_value(v).map(|t| (s, t)))
+                .filter_map(|(s, v)| v.as_f64().map(|x| (s, x)))
                 .collect(),
-            learning_rate: scalars("learning_rate"),
-            tests: ["NormTest", "InnerTest", "OrthoTest"]
+            tests: [K::NormTest, K::InnerTest, K::OrthoTest]
                 .into_iter()
-                .map(|k| (k, scalars(k)))
+                .map(|k| (k.name(), k.numbers(output)))
                 .collect(),
             hist1d,
             names: names.to_vec(),

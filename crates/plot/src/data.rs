@@ -30,13 +30,23 @@ impl Series {
     /// A quantity's series, per-parameter lists reduced as Cockpit's instruments do
     /// ([`QuantityKind::network_value`]).
     fn quantity(output: &Output, kind: QuantityKind) -> Self {
-        Self::of(output, kind.name(), |v| kind.network_value(v))
+        Self::of(kind.numbers(output))
     }
 
-    fn of(output: &Output, name: &str, reduce: impl Fn(&Value) -> Option<f64>) -> Self {
+    /// An epoch-log series (not a quantity: the learning rate, accuracies).
+    fn epoch(output: &Output, key: &str) -> Self {
+        Self::of(
+            output
+                .series(key)
+                .into_iter()
+                .filter_map(|(step, value)| value.as_f64().map(|v| (step, v))),
+        )
+    }
+
+    fn of(points: impl IntoIterator<Item = (usize, f64)>) -> Self {
         let mut series = Self::default();
-        for (step, value) in output.series(name) {
-            if let Some(v) = reduce(value).filter(|v| v.is_finite()) {
+        for (step, v) in points {
+            if v.is_finite() {
                 series.steps.push(drawable(step as f64));
                 series.values.push(drawable(v));
             }
@@ -77,10 +87,6 @@ fn drawable_hist2d(mut h: Histogram2d) -> Histogram2d {
     h.y_edges.iter_mut().for_each(|v| *v = drawable(*v));
     h.individual = h.individual.into_iter().map(drawable_hist2d).collect();
     h
-}
-
-fn scalar(value: &Value) -> Option<f64> {
-    value.as_f64()
 }
 
 /// Everything the primary and secondary screens draw.
@@ -136,15 +142,18 @@ pub struct DashboardData {
 impl DashboardData {
     /// Reads every instrument's data from `output` (a log of ours or of the Python Cockpit).
     pub fn from_output(output: &Output) -> Self {
-        let last = |name: &str| output.series(name).into_iter().next_back();
-        let hist1d = last("GradHist1d").and_then(|(step, v)| match v {
-            Value::Hist1d(h) => Some((step, h.clone())),
-            _ => None,
-        });
-        let mut hist2d = last("GradHist2d").and_then(|(step, v)| match v {
-            Value::Hist2d(h) => Some((step, h.clone())),
-            _ => None,
-        });
+        let hist1d = QuantityKind::GradHist1d
+            .last(output)
+            .and_then(|(step, v)| match v {
+                Value::Hist1d(h) => Some((step, h.clone())),
+                _ => None,
+            });
+        let mut hist2d = QuantityKind::GradHist2d
+            .last(output)
+            .and_then(|(step, v)| match v {
+                Value::Hist2d(h) => Some((step, h.clone())),
+                _ => None,
+            });
         // Per-layer histograms may come from a variant (`GradHist2d[keep_individual=True]`).
         if hist2d.as_ref().is_none_or(|(_, h)| h.individual.is_empty())
             && let Some((step, h)) = output
@@ -161,26 +170,26 @@ impl DashboardData {
         let hist1d = hist1d.map(|(step, h)| (step, drawable_hist1d(h)));
         let hist2d = hist2d.map(|(step, h)| (step, drawable_hist2d(h)));
         Self {
-            alpha: Series::of(output, "Alpha", scalar),
+            alpha: Series::quantity(output, QuantityKind::Alpha),
             distance: Series::quantity(output, QuantityKind::Distance),
             update_size: Series::quantity(output, QuantityKind::UpdateSize),
             grad_norm: Series::quantity(output, QuantityKind::GradNorm),
-            norm_test: Series::of(output, "NormTest", scalar),
-            inner_test: Series::of(output, "InnerTest", scalar),
-            ortho_test: Series::of(output, "OrthoTest", scalar),
+            norm_test: Series::quantity(output, QuantityKind::NormTest),
+            inner_test: Series::quantity(output, QuantityKind::InnerTest),
+            ortho_test: Series::quantity(output, QuantityKind::OrthoTest),
             hist1d,
             hist2d,
-            max_ev: Series::of(output, "HessMaxEV", scalar),
+            max_ev: Series::quantity(output, QuantityKind::HessMaxEV),
             trace: Series::quantity(output, QuantityKind::HessTrace),
-            tic_diag: Series::of(output, "TICDiag", scalar),
-            tic_trace: Series::of(output, "TICTrace", scalar),
-            learning_rate: Series::of(output, "learning_rate", scalar),
-            loss: Series::of(output, "Loss", scalar),
-            train_accuracy: Series::of(output, "train_accuracy", scalar),
-            valid_accuracy: Series::of(output, "valid_accuracy", scalar),
-            mean_gsnr: Series::of(output, "MeanGSNR", scalar),
-            cabs: Series::of(output, "CABS", scalar),
-            early_stopping: Series::of(output, "EarlyStopping", scalar),
+            tic_diag: Series::quantity(output, QuantityKind::TICDiag),
+            tic_trace: Series::quantity(output, QuantityKind::TICTrace),
+            learning_rate: Series::epoch(output, "learning_rate"),
+            loss: Series::quantity(output, QuantityKind::Loss),
+            train_accuracy: Series::epoch(output, "train_accuracy"),
+            valid_accuracy: Series::epoch(output, "valid_accuracy"),
+            mean_gsnr: Series::quantity(output, QuantityKind::MeanGSNR),
+            cabs: Series::quantity(output, QuantityKind::CABS),
+            early_stopping: Series::quantity(output, QuantityKind::EarlyStopping),
             steps: output.steps().count(),
             quantities: QuantityKind::ALL
                 .into_iter()

@@ -104,6 +104,7 @@ mod tests {
     use burn::module::ParamId;
 
     use super::*;
+    use crate::OptimizerInfo;
     use crate::quantity::testing::{close, two_samples};
 
     /// Σ_j (Σ_n g²_{n,j} − B·g_j²) = (10 − 8) + (4 − 2) = 4; lr·4/(B·L) = 0.1·4/4.

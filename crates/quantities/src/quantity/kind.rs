@@ -11,7 +11,7 @@ use std::str::FromStr;
 use super::QuantityKind;
 use super::base::Quantity;
 use super::spec::{QuantityType, Reduction, ValueShape};
-use crate::{CockpitError, Schedule, Value};
+use crate::{CockpitError, Output, Schedule, Value};
 
 /// Generates, from `file => Kind, …;` lines, each file's `mod` and `pub use file::*`, and
 /// [`QuantityKind`]: the variants (each the name of its type), `ALL` in the lines' order, and
@@ -126,6 +126,35 @@ impl QuantityKind {
             ),
             other => other.as_f64(),
         }
+    }
+
+    /// This quantity's values in `output`, under its own name, in step order: the typed way
+    /// to read a log (the dashboard, `diagnose` and the metrics read through it).
+    pub fn series(self, output: &Output) -> Vec<(usize, &Value)> {
+        output.series(self.name())
+    }
+
+    /// This quantity's network-wide number at each step that has one
+    /// ([`QuantityKind::network_value`]).
+    pub fn numbers(self, output: &Output) -> Vec<(usize, f64)> {
+        self.series(output)
+            .into_iter()
+            .filter_map(|(step, value)| self.network_value(value).map(|v| (step, v)))
+            .collect()
+    }
+
+    /// This quantity's per-parameter list at each step that has one (GradNorm, UpdateSize,
+    /// a layer-wise HessTrace, …).
+    pub fn lists(self, output: &Output) -> Vec<(usize, Vec<f64>)> {
+        self.series(output)
+            .into_iter()
+            .filter_map(|(step, value)| value.as_list().map(|l| (step, l.to_vec())))
+            .collect()
+    }
+
+    /// The last step's value of this quantity in `output`.
+    pub fn last(self, output: &Output) -> Option<(usize, &Value)> {
+        self.series(output).into_iter().next_back()
     }
 }
 

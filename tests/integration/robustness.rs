@@ -234,7 +234,7 @@ fn recorded_step(
 ) -> (
     Tensor<1>,
     Tensor<1>,
-    burn_cockpit::persample::LinearFactors,
+    burn_cockpit::persample::Recording,
     GradientsParams,
 ) {
     let device = model.head.weight.device();
@@ -288,7 +288,7 @@ fn broadcast_lookup_is_named_and_falls_back(backend: &Backend) {
             Ok(GradientsParams::from_grads(loss.mean().backward(), &frozen))
         })
     };
-    let track = |fast: Option<&burn_cockpit::persample::LinearFactors>| {
+    let track = |fast: Option<&burn_cockpit::persample::Recording>| {
         let mut cockpit = Cockpit::from_kinds(PER_SAMPLE, &Schedule::every_step()).unwrap();
         for step in 0..2 {
             let info = StepInfo::new(loss.clone().detach())

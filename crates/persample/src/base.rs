@@ -172,7 +172,7 @@ impl Default for Request<'_> {
 
 /// Per-sample gradients of one step, as BackPACK provides them to Cockpit.
 ///
-/// Two implementations ship: [`LinearFactors`](super::LinearFactors), the fast path that
+/// Two implementations ship: [`Recording`](super::Recording), the fast path that
 /// instrumented layers record during the ordinary backward pass, and
 /// [`ExactPerSample`](super::ExactPerSample), the exact fallback for any model, from
 /// single-sample backward passes.

@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
-use super::factors::{Accumulator, Coverage, LinearFactors, chunk_samples, refusal_of};
+use super::factors::{Accumulator, Coverage, Recording, chunk_samples, refusal_of};
 use super::recorder::single_sample_pass;
 use crate::{PerSampleError, Snapshot};
 
@@ -147,13 +147,13 @@ impl PerSampleSource for ExactPerSample {
 /// it refuse instead of falling back.
 #[derive(Debug)]
 pub struct PerSample {
-    fast: Option<LinearFactors>,
+    fast: Option<Recording>,
     exact: Option<ExactPerSample>,
 }
 
 impl PerSample {
     /// Fast path if it covers the model, else `exact`.
-    pub fn auto(fast: Option<LinearFactors>, exact: ExactPerSample) -> Self {
+    pub fn auto(fast: Option<Recording>, exact: ExactPerSample) -> Self {
         Self {
             fast,
             exact: Some(exact),

@@ -6,7 +6,7 @@
 //! burn has no backward hooks and no gradients of intermediate tensors, and its autodiff is
 //! first-order only. Two engines produce per-sample statistics anyway:
 //!
-//! - **fast path** ([`LinearFactors`]): build the model from the drop-ins for burn's layers,
+//! - **fast path** ([`Recording`]): build the model from the drop-ins for burn's layers,
 //!   with burn's configs, parameter names and records — [`Linear`], [`Embedding`], the
 //!   convolutions [`Conv1d`], [`Conv2d`], [`Conv3d`], [`ConvTranspose1d`], [`ConvTranspose2d`],
 //!   [`ConvTranspose3d`], [`DeformConv2d`], the norms [`LayerNorm`], [`RmsNorm`],
@@ -54,7 +54,7 @@ pub use distributed::{
 };
 pub use error::{ConsumerError, PerSampleError};
 pub use exact::{ExactPerSample, PerSample};
-pub use factors::{Coverage, LinearFactors};
+pub use factors::{Coverage, Recording};
 pub use layers::{
     BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
     ConvTranspose3d, CrossAttention, DeformConv2d, Embedding, GateController, GroupNorm, Gru,

@@ -29,7 +29,7 @@ use crate::{PerSampleError, Snapshot};
 ///
 /// # Cost
 ///
-/// Each part's own cost (see [`LinearFactors`](super::LinearFactors) and
+/// Each part's own cost (see [`Recording`](super::Recording) and
 /// [`ExactPerSample`](super::ExactPerSample)). What crosses between parts (devices): per
 /// parameter `b_k` numbers per per-sample statistic, `numel` for `Σ_n g_n^{⊙2}`, one for the
 /// maximum; the histograms' counts stay with the quantities. All merged tensors are moved to
@@ -192,7 +192,7 @@ fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, PerSamp
 mod tests {
     use super::*;
     use crate::testing::{linear_source as source, tensor, values64 as values};
-    use crate::{Elements, LinearFactors, ParamEntry};
+    use crate::{Elements, ParamEntry, Recording};
     use burn::module::ParamId;
 
     /// Three samples split 1 + 2 give the statistics of the three together, and the gradient
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn no_part_with_a_sample_is_an_error() {
         assert!(MergedPerSample::new(Vec::new()).is_err());
-        let empty = LinearFactors::new(0, Vec::new());
+        let empty = Recording::new(0, Vec::new());
         assert!(MergedPerSample::new(vec![Arc::new(empty)]).is_err());
     }
 }

@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use burn::module::ParamId;
 use burn::tensor::{Gradients, Tensor};
 
-use super::factors::{DenseGradients, LayerFactors, Layout, LinearFactors, Refusal};
+use super::factors::{DenseGradients, LayerFactors, Layout, Recording, Refusal};
 use crate::PerSampleError;
 
 /// One tap: what a layer recorded, and the zero leaf added to its output `[B, T, d_out]`.
@@ -76,14 +76,14 @@ impl TapKind {
 /// What a recording holds: the taps, the layers that refused to tap, and the curved layers
 /// that ran.
 #[derive(Debug, Default)]
-struct Recording {
+struct Taps {
     taps: Vec<Tap>,
     refused: Vec<Refusal>,
     curved: Vec<&'static str>,
 }
 
 thread_local! {
-    static ACTIVE: RefCell<Option<Recording>> = const { RefCell::new(None) };
+    static ACTIVE: RefCell<Option<Taps>> = const { RefCell::new(None) };
     /// The refusals of the single-sample passes running on this thread
     /// ([`single_sample_pass`]), when one is.
     static SINGLE_SAMPLE: RefCell<Option<Vec<Refusal>>> = const { RefCell::new(None) };
@@ -222,7 +222,7 @@ pub(crate) fn tap_affine(
 /// Called by drop-ins whose output is curved in their input or their parameters beyond a
 /// piecewise-linear map (normalisation, attention's softmax, recurrent gates, smooth
 /// activations inside a block): the recording then names `layer` in
-/// [`LinearFactors::curved_layers`], so curvature sources know the Hessian's diagonal is not
+/// [`Recording::curved_layers`], so curvature sources know the Hessian's diagonal is not
 /// the Gauss–Newton matrix's.
 pub(crate) fn mark_curved(layer: &'static str) {
     ACTIVE.with(|active| {
@@ -288,7 +288,7 @@ pub struct Recorder {
 impl Recorder {
     /// Starts recording on this thread (a recording already active is discarded).
     pub fn start() -> Self {
-        ACTIVE.with(|active| *active.borrow_mut() = Some(Recording::default()));
+        ACTIVE.with(|active| *active.borrow_mut() = Some(Taps::default()));
         Self {
             _not_send: std::marker::PhantomData,
         }
@@ -301,11 +301,11 @@ impl Recorder {
     ///
     /// [`PerSampleError::Shape`] if a tap's gradient is missing. What cannot be recorded is
     /// not an error here but left uncovered, with its reason in the factors'
-    /// [`coverage`](LinearFactors::coverage) report (and in the error of reducing them): no
+    /// [`coverage`](Recording::coverage) report (and in the error of reducing them): no
     /// instrumented layer ran (0 of N), or a layer ran on fewer rows than the batch (a lookup
     /// of one row broadcast over the batch), named with the fix.
-    pub fn finish(self, grads: &Gradients) -> Result<LinearFactors, PerSampleError> {
-        let Recording {
+    pub fn finish(self, grads: &Gradients) -> Result<Recording, PerSampleError> {
+        let Taps {
             taps,
             refused,
             curved,
@@ -317,7 +317,7 @@ impl Recorder {
             // Nothing recorded: factors that cover no parameter, so the coverage report
             // (0 of N, each parameter with its reason) says what happened, and
             // PerSample::auto falls back.
-            return Ok(LinearFactors::new(0, Vec::new())
+            return Ok(Recording::new(0, Vec::new())
                 .with_refused(refused)
                 .with_curved(curved));
         }
@@ -406,7 +406,7 @@ impl Recorder {
                 e: joined(used.e),
             })
             .collect();
-        Ok(LinearFactors::new(batch, layers)
+        Ok(Recording::new(batch, layers)
             .with_dense(dense)
             .with_refused(refused)
             .with_unsplit(unsplit)

@@ -63,13 +63,9 @@ pub(crate) fn values64(t: Tensor<1>) -> Vec<f64> {
 
 /// A Linear layer `[2, 3]` (no bias) of parameter `id` with per-sample inputs `a` (two per
 /// sample) and output gradients `e` (three per sample), one position each.
-pub(crate) fn linear_source(
-    id: burn::module::ParamId,
-    a: &[f64],
-    e: &[f64],
-) -> crate::LinearFactors {
+pub(crate) fn linear_source(id: burn::module::ParamId, a: &[f64], e: &[f64]) -> crate::Recording {
     let b = a.len() / 2;
-    crate::LinearFactors::new(
+    crate::Recording::new(
         b,
         vec![crate::factors::LayerFactors {
             weight: id,

@@ -178,7 +178,7 @@ impl StepInfo {
     }
 
     /// The step's per-sample gradients (BackPACK's role): a
-    /// [`LinearFactors`](crate::persample::LinearFactors) from a
+    /// [`Recording`](crate::persample::Recording) from a
     /// [`Recorder`](crate::persample::Recorder), an
     /// [`ExactPerSample`](crate::persample::ExactPerSample), or a
     /// [`PerSample::auto`](crate::persample::PerSample::auto) of both. Needed by GradHist1d/2d,

@@ -13,7 +13,7 @@ use burn::tensor::Tensor;
 use burn::train::TrainOutput;
 use cockpit_quantities::curvature::CurvatureSource;
 use cockpit_quantities::persample::PerSampleError;
-use cockpit_quantities::persample::{LinearFactors, Recorder};
+use cockpit_quantities::persample::{Recorder, Recording};
 
 /// The thread-local capture of one call of the user's `TrainStep::step`.
 #[derive(Debug, Default)]
@@ -33,7 +33,7 @@ pub(crate) struct Captured {
     /// The per-sample losses `[B]` (detached), when given.
     pub(crate) losses: Option<Tensor<1>>,
     /// The per-sample factors of the instrumented layers.
-    pub(crate) factors: Option<Result<LinearFactors, PerSampleError>>,
+    pub(crate) factors: Option<Result<Recording, PerSampleError>>,
 }
 
 thread_local! {

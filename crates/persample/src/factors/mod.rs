@@ -1,5 +1,6 @@
-//! The fast path: per-sample statistics of Linear layers from their inputs and output
-//! gradients, without materialising `[B, parameters]` where the statistic does not need it.
+//! The fast path: per-sample statistics of a [`Recording`] — layers linear in their weight
+//! from their inputs and output gradients, without materialising `[B, parameters]` where the
+//! statistic does not need it.
 
 use burn::module::ParamId;
 use burn::tensor::{Device, Tensor};
@@ -49,9 +50,13 @@ pub(crate) struct DenseGradients {
     pub g: Tensor<2>,
 }
 
-/// Per-sample gradients of Linear layers in factored form (the fast path): the per-sample
-/// weight gradient is `g_n = Σ_t a_{n,t} e_{n,t}ᵀ` (burn layout `[d_in, d_out]`), the bias
-/// gradient `Σ_t e_{n,t}`.
+/// What one recorded step holds ([`Recorder::finish`](crate::Recorder::finish)): the
+/// per-sample gradients of every drop-in that ran, in factored form where the layer is
+/// linear in its weight (Linear, Embedding, the convolutions and transposed convolutions,
+/// attention's and the recurrent gates' projections: `g_n = Σ_t a_{n,t} e_{n,t}ᵀ`, the bias
+/// `Σ_t e_{n,t}`) and materialised `[B, numel]` for the norms' and PRelu's small parameters;
+/// the layers that refused or could not split the batch, with their reasons
+/// ([`Recording::coverage`]); and the curved layers that ran ([`Recording::curved_layers`]).
 ///
 /// With `T = 1`:
 /// - `‖g_n‖² = ‖a_n‖²‖e_n‖²`, `⟨g_n, V⟩ = a_nᵀ V e_n`: `O(B(d_in + d_out))` resp. one matmul;
@@ -66,7 +71,7 @@ pub(crate) struct DenseGradients {
 /// Memory: the recorded inputs and output gradients, `B·T·(d_in + d_out)` per layer; while
 /// materialising, one chunk of at most `Request::chunk_elements` elements.
 #[derive(Debug, Clone)]
-pub struct LinearFactors {
+pub struct Recording {
     batch: usize,
     layers: Vec<LayerFactors>,
     dense: Vec<DenseGradients>,
@@ -75,7 +80,7 @@ pub struct LinearFactors {
     curved: Vec<String>,
 }
 
-impl LinearFactors {
+impl Recording {
     /// Factors of a batch of `batch` samples.
     pub(crate) fn new(batch: usize, layers: Vec<LayerFactors>) -> Self {
         Self {
@@ -185,7 +190,7 @@ impl LinearFactors {
     }
 }
 
-impl PerSampleSource for LinearFactors {
+impl PerSampleSource for Recording {
     fn batch_size(&self) -> usize {
         self.batch
     }
@@ -403,7 +408,7 @@ mod tests {
                     value: tensor(&v, [d_in * d_out]),
                     ..entry
                 }]);
-                let factors = LinearFactors::new(
+                let factors = Recording::new(
                     b,
                     vec![LayerFactors {
                         weight: id,

@@ -29,7 +29,7 @@ pub enum HessianDiagonal {
     /// Hessian's diagonal is the Gauss–Newton diagonal, exactly. The source holds the
     /// statement against what it recorded: when a curved drop-in ran (a normalisation,
     /// attention, a recurrent layer, a smooth activation inside a block; see
-    /// [`LinearFactors::curved_layers`](cockpit_persample::LinearFactors::curved_layers)), it
+    /// [`Recording::curved_layers`](cockpit_persample::Recording::curved_layers)), it
     /// says so in a note and uses [`HessianDiagonal::GgnPlusResidual`] instead.
     PiecewiseLinear,
     /// The exact Gauss–Newton diagonal plus Hutchinson's estimate of the residual

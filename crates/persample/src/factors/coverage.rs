@@ -38,7 +38,7 @@ pub(crate) fn refusal_of(refused: &[Refusal], params: &Snapshot) -> Option<PerSa
     })
 }
 
-/// What the fast path covers for a model ([`Recording::coverage`]).
+/// What the fast path covers for a model ([`Recording::coverage`](crate::Recording::coverage)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Coverage {
     /// Dotted names of the parameters on the fast path.

@@ -83,7 +83,7 @@ impl Rendered {
 type Instrument<DB> = fn(&Area<DB>, Scale, &DashboardData) -> Result<bool, PlotError>;
 
 /// The quantities the secondary screen draws below Cockpit's auxiliary instruments, each by
-/// its kind ([`quantity_gauge`]): a new quantity shows there by its line here.
+/// its kind (the quantity gauge): a new quantity shows there by its line here.
 pub const SECONDARY_QUANTITIES: &[QuantityKind] = &[QuantityKind::GradParamRatio];
 
 /// A column: its header, colour and three named instruments.

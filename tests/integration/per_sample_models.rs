@@ -96,10 +96,12 @@ fn bidirectional_tagger_equals_single_sample_passes(backend: &Backend) {
     );
 }
 
-/// A 3-d convolution classifier: Conv3d (stride, dilation, explicit padding), Conv3d with two
-/// groups, ConvTranspose3d back up, Linear head. Inputs `[B, 2, 4, 5, 5]`.
+/// A 3-d convolution classifier: Conv3d (`Same` padding), Conv3d (stride, dilation, explicit
+/// padding), Conv3d with two groups, ConvTranspose3d back up, Linear head. Inputs
+/// `[B, 2, 4, 5, 5]`.
 #[derive(Module, Debug)]
 struct VolumeNet {
+    conv0: Conv3d,
     conv1: Conv3d,
     conv2: Conv3d,
     up: ConvTranspose3d,
@@ -109,6 +111,11 @@ struct VolumeNet {
 impl VolumeNet {
     fn new(device: &Device) -> Self {
         Self {
+            // [2, 4, 5, 5] → [2, 4, 5, 5]
+            conv0: Conv3d::new(
+                &Conv3dConfig::new([2, 2], [3, 3, 3]).with_padding(burn::nn::PaddingConfig3d::Same),
+                device,
+            ),
             // [2, 4, 5, 5] → [4, 3, 3, 3]
             conv1: Conv3d::new(
                 &Conv3dConfig::new([2, 4], [2, 3, 3])
@@ -134,7 +141,8 @@ impl VolumeNet {
     }
 
     fn forward(&self, x: Tensor<5>) -> Tensor<2> {
-        let h = relu(self.conv1.forward(x));
+        let h = relu(self.conv0.forward(x));
+        let h = relu(self.conv1.forward(h));
         let h = relu(self.conv2.forward(h));
         let h = self.up.forward(h);
         let b = h.dims()[0];

@@ -7,6 +7,7 @@ mod conv;
 mod conv1d;
 mod conv2d;
 mod conv3d;
+mod conv_transpose;
 mod conv_transpose1d;
 mod conv_transpose2d;
 mod conv_transpose3d;

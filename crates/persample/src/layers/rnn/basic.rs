@@ -5,8 +5,7 @@ use burn::nn::activation::Activation;
 use burn::nn::{RnnConfig, RnnState};
 use burn::tensor::{Device, Tensor};
 
-use super::{GateController, time_order};
-use crate::recorder::mark_curved;
+use super::{GateController, unroll};
 
 /// `burn::nn::Rnn` with per-sample statistics: `h_t = act(W x_t + U h_{t−1} + b)` through one
 /// [`GateController`]; same config, names, record and forward pass (batch-first or not,
@@ -94,28 +93,24 @@ impl Rnn {
         state: Option<Tensor<2>>,
         reverse: bool,
     ) -> (Tensor<3>, Tensor<2>) {
-        mark_curved("recurrent gates");
-        let device = input.device();
-        let [batch, length, _] = input.dims();
-        let mut hidden = state
-            .unwrap_or_else(|| Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())));
-        let mut steps: Vec<Option<Tensor<2>>> = vec![None; length];
-        for t in time_order(length, reverse) {
-            let x = input
-                .clone()
-                .slice([0..batch, t..t + 1])
-                .squeeze_dim::<2>(1);
-            hidden = self
-                .hidden_activation
-                .forward(self.gate.gate_product(x, hidden));
-            if let Some(clip) = self.clip {
-                hidden = hidden.clamp(-clip, clip);
-            }
-            steps[t] = Some(hidden.clone());
-        }
-        (
-            Tensor::stack(steps.into_iter().flatten().collect(), 1),
-            hidden,
+        let [batch, _, _] = input.dims();
+        let initial = state.unwrap_or_else(|| {
+            Tensor::zeros([batch, self.d_hidden], (&input.device(), input.dtype()))
+        });
+        unroll(
+            &input,
+            initial,
+            reverse,
+            |x, hidden| {
+                let next = self
+                    .hidden_activation
+                    .forward(self.gate.gate_product(x, hidden));
+                match self.clip {
+                    Some(clip) => next.clamp(-clip, clip),
+                    None => next,
+                }
+            },
+            Tensor::clone,
         )
     }
 }

@@ -5,8 +5,7 @@ use burn::nn::GruConfig;
 use burn::nn::activation::Activation;
 use burn::tensor::{Device, Tensor};
 
-use super::{GateController, time_order};
-use crate::recorder::mark_curved;
+use super::{GateController, unroll};
 
 /// `burn::nn::Gru` with per-sample statistics: the update, reset and new gates are
 /// [`GateController`]s; same config, names, record and forward pass (`reset_after` or not,
@@ -85,40 +84,36 @@ impl Gru {
         state: Option<Tensor<2>>,
         reverse: bool,
     ) -> (Tensor<3>, Tensor<2>) {
-        mark_curved("recurrent gates");
-        let device = input.device();
-        let [batch, length, _] = input.dims();
-        let mut hidden = state
-            .unwrap_or_else(|| Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())));
-        let mut steps: Vec<Option<Tensor<2>>> = vec![None; length];
-        for t in time_order(length, reverse) {
-            let x = input
-                .clone()
-                .slice([0..batch, t..t + 1])
-                .squeeze_dim::<2>(1);
-            let update = self
-                .gate_activation
-                .forward(self.update_gate.gate_product(x.clone(), hidden.clone()));
-            let reset = self
-                .gate_activation
-                .forward(self.reset_gate.gate_product(x.clone(), hidden.clone()));
-            let new = if self.reset_after {
-                self.new_gate.input_transform.forward(x)
-                    + reset * self.new_gate.hidden_transform.forward(hidden.clone())
-            } else {
-                self.new_gate.gate_product(x, hidden.clone() * reset)
-            };
-            let candidate = self.hidden_activation.forward(new);
-            let keep = update.clone().neg().add_scalar(1.0);
-            hidden = candidate * keep + update * hidden;
-            if let Some(clip) = self.clip {
-                hidden = hidden.clamp(-clip, clip);
-            }
-            steps[t] = Some(hidden.clone());
-        }
-        (
-            Tensor::stack(steps.into_iter().flatten().collect(), 1),
-            hidden,
+        let [batch, _, _] = input.dims();
+        let initial = state.unwrap_or_else(|| {
+            Tensor::zeros([batch, self.d_hidden], (&input.device(), input.dtype()))
+        });
+        unroll(
+            &input,
+            initial,
+            reverse,
+            |x, hidden| {
+                let update = self
+                    .gate_activation
+                    .forward(self.update_gate.gate_product(x.clone(), hidden.clone()));
+                let reset = self
+                    .gate_activation
+                    .forward(self.reset_gate.gate_product(x.clone(), hidden.clone()));
+                let new = if self.reset_after {
+                    self.new_gate.input_transform.forward(x)
+                        + reset * self.new_gate.hidden_transform.forward(hidden.clone())
+                } else {
+                    self.new_gate.gate_product(x, hidden.clone() * reset)
+                };
+                let candidate = self.hidden_activation.forward(new);
+                let keep = update.clone().neg().add_scalar(1.0);
+                let next = candidate * keep + update * hidden;
+                match self.clip {
+                    Some(clip) => next.clamp(-clip, clip),
+                    None => next,
+                }
+            },
+            Tensor::clone,
         )
     }
 }

@@ -5,8 +5,7 @@ use burn::nn::activation::Activation;
 use burn::nn::{LstmConfig, LstmState};
 use burn::tensor::{Device, Tensor};
 
-use super::{GateController, time_order};
-use crate::recorder::mark_curved;
+use super::{GateController, unroll};
 
 /// `burn::nn::Lstm` with per-sample statistics: the four gates are [`GateController`]s;
 /// same config, names, record and forward pass (batch-first or not, reversed, clipped, coupled
@@ -117,38 +116,32 @@ impl Lstm {
         state: Option<LstmState<2>>,
         reverse: bool,
     ) -> (Tensor<3>, LstmState<2>) {
-        mark_curved("recurrent gates");
-        let device = input.device();
-        let [batch, length, _] = input.dims();
-        let (mut cell, mut hidden) = match state {
-            Some(state) => state.unpack(),
-            None => (
-                Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())),
-                Tensor::zeros([batch, self.d_hidden], (&device, input.dtype())),
-            ),
-        };
-        let mut steps: Vec<Option<Tensor<2>>> = vec![None; length];
-        for t in time_order(length, reverse) {
-            let x = input
-                .clone()
-                .slice([0..batch, t..t + 1])
-                .squeeze_dim::<2>(1);
-            let gate = |g: &GateController| g.gate_product(x.clone(), hidden.clone());
-            let input_values = self.gate_activation.forward(gate(&self.input_gate));
-            let forget_values = match (&self.forget_gate, self.input_forget) {
-                (Some(forget), false) => self.gate_activation.forward(gate(forget)),
-                _ => input_values.clone().neg().add_scalar(1.0),
-            };
-            let output_values = self.gate_activation.forward(gate(&self.output_gate));
-            let candidate = self.cell_activation.forward(gate(&self.cell_gate));
-            cell = forget_values * cell + input_values * candidate;
-            if let Some(clip) = self.clip {
-                cell = cell.clamp(-clip, clip);
-            }
-            hidden = output_values * self.hidden_activation.forward(cell.clone());
-            steps[t] = Some(hidden.clone());
-        }
-        let output = Tensor::stack::<3>(steps.into_iter().flatten().collect(), 1);
-        (output, LstmState::new(cell, hidden))
+        let [batch, _, _] = input.dims();
+        let zeros = || Tensor::zeros([batch, self.d_hidden], (&input.device(), input.dtype()));
+        let initial = state.unwrap_or_else(|| LstmState::new(zeros(), zeros()));
+        unroll(
+            &input,
+            initial,
+            reverse,
+            |x, state| {
+                let (cell, hidden) = state.unpack();
+                let gate = |g: &GateController| g.gate_product(x.clone(), hidden.clone());
+                let input_values = self.gate_activation.forward(gate(&self.input_gate));
+                let forget_values = match (&self.forget_gate, self.input_forget) {
+                    (Some(forget), false) => self.gate_activation.forward(gate(forget)),
+                    _ => input_values.clone().neg().add_scalar(1.0),
+                };
+                let output_values = self.gate_activation.forward(gate(&self.output_gate));
+                let candidate = self.cell_activation.forward(gate(&self.cell_gate));
+                let cell = forget_values * cell + input_values * candidate;
+                let cell = match self.clip {
+                    Some(clip) => cell.clamp(-clip, clip),
+                    None => cell,
+                };
+                let hidden = output_values * self.hidden_activation.forward(cell.clone());
+                LstmState::new(cell, hidden)
+            },
+            |state| state.hidden.clone(),
+        )
     }
 }

@@ -29,13 +29,37 @@ pub use swiglu::SwiGlu;
 
 use burn::tensor::Tensor;
 
-/// The time steps of a sequence of `length` in the order a recurrence visits them.
-fn time_order(length: usize, reverse: bool) -> Vec<usize> {
-    if reverse {
+/// Runs a recurrence over batch-first `input` `[B, T, d]`, from the last step to the first
+/// when `reverse`: `step(x_t, state)` gives the next state, `hidden(&state)` its output
+/// `[B, d_hidden]`. Returns the outputs `[B, T, d_hidden]` in the input's order and the final
+/// state. Marks the recording curved (a recurrence multiplies its weights over time).
+fn unroll<S>(
+    input: &Tensor<3>,
+    mut state: S,
+    reverse: bool,
+    mut step: impl FnMut(Tensor<2>, S) -> S,
+    hidden: impl Fn(&S) -> Tensor<2>,
+) -> (Tensor<3>, S) {
+    crate::recorder::mark_curved("recurrent gates");
+    let [batch, length, _] = input.dims();
+    let order: Vec<usize> = if reverse {
         (0..length).rev().collect()
     } else {
         (0..length).collect()
+    };
+    let mut outputs: Vec<Option<Tensor<2>>> = vec![None; length];
+    for t in order {
+        let x = input
+            .clone()
+            .slice([0..batch, t..t + 1])
+            .squeeze_dim::<2>(1);
+        state = step(x, state);
+        outputs[t] = Some(hidden(&state));
     }
+    (
+        Tensor::stack(outputs.into_iter().flatten().collect(), 1),
+        state,
+    )
 }
 
 /// One direction's state `[B, d]` of a bidirectional state `[2, B, d]` (0 forward, 1

@@ -5,7 +5,7 @@
 #
 # Default backend: cuda if `nvidia-smi` works, else wgpu. Builds the benchmark examples in
 # release with that backend's feature (burn's fusion on, autotune off), then, for the MLP of
-# PERFORMANCE_ANCHOR.md, the Cockpit paper's cifar10_3c3d, and the guide CNN and transformer of
+# PERFORMANCE_ANCHOR.md, the Cockpit paper's cifar10_3c3d, and the guide CNN, transformer, autoencoder and encoder–decoder of
 # `examples/architectures.rs`: economy, business and full at every step with the histograms
 # counted on the host and on the device. Each run prints `overhead`, `reads_per_step` and
 # `values_read_per_step` lines; `summary.txt` collects them. Copy the figures into
@@ -69,7 +69,7 @@ for model in mlp 3c3d; do
     done
 done
 for histograms in host device; do
-    run "architectures-$histograms" "$bin/architectures" --bench --no-exact \
+    run "architectures-$histograms" "$bin/architectures" --bench --no-exact --model all \
         --histograms "$histograms" --steps "$steps" --repeats "$repeats" --only economy,GradHist1d
 done
 

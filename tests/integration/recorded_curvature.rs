@@ -1,6 +1,7 @@
 //! `RecordedCurvature` against independent oracles on tiny models built from the drop-ins:
 //! a CNN (Conv2d, ReLU, max pooling, Linear; cross-entropy), a transformer block (attention,
-//! LayerNorm, Linear; MSE) and an LSTM (cross-entropy), in float64.
+//! LayerNorm, Linear; MSE), an LSTM (cross-entropy) and an upsampler (grouped ConvTranspose2d,
+//! Conv3d, ReLU, Linear; cross-entropy), in float64.
 //!
 //! - the Gauss–Newton diagonal equals `(1/B) Σ_n diag(J_nᵀ H_n J_n)` built from per-sample
 //!   Jacobians, row by row from single backward passes of one output element;
@@ -14,7 +15,7 @@
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::attention::MultiHeadAttentionConfig;
-use burn::nn::conv::Conv2dConfig;
+use burn::nn::conv::{Conv2dConfig, Conv3dConfig, ConvTranspose2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{LayerNormConfig, LstmConfig, PaddingConfig2d};
 use burn::optim::GradientsParams;
@@ -25,7 +26,9 @@ use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, FiniteDifferenceHvp, HessianDiagonal, OutputLoss,
     RecordedCurvature,
 };
-use burn_cockpit::persample::{Conv2d, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention};
+use burn_cockpit::persample::{
+    Conv2d, Conv3d, ConvTranspose2d, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention,
+};
 
 use crate::common::{self, Backend, ToDType};
 
@@ -107,6 +110,38 @@ impl Recurrent {
     }
 }
 
+/// The transposed convolution and the 3-d convolution (issue 25's tap kinds): `[B, 8]` as
+/// `[B, 2, 2, 2]`, ConvTranspose2d with two groups up to `[2, 4, 4]`, ReLU, that as a volume
+/// `[2, 1, 4, 4]` through Conv3d to `[2, 1, 3, 3]`, ReLU, Linear head. Piecewise linear.
+#[derive(Module, Debug)]
+struct Upsampler {
+    up: ConvTranspose2d,
+    volume: Conv3d,
+    head: Linear,
+}
+
+impl Upsampler {
+    fn new(device: &Device) -> Self {
+        Self {
+            up: ConvTranspose2d::new(
+                &ConvTranspose2dConfig::new([2, 2], [2, 2])
+                    .with_stride([2, 2])
+                    .with_groups(2),
+                device,
+            ),
+            volume: Conv3d::new(&Conv3dConfig::new([2, 2], [1, 2, 2]), device),
+            head: LinearConfig::new(18, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = relu(self.up.forward(x.reshape([b, 2, 2, 2])));
+        let h = relu(self.volume.forward(h.reshape([b, 2, 1, 4, 4])));
+        self.head.forward(h.reshape([b, 18]))
+    }
+}
+
 /// A tiny model, its batch and loss.
 trait Tiny: Module + Sync + 'static {
     const FEATURES: usize;
@@ -135,6 +170,7 @@ macro_rules! tiny {
 tiny!(Cnn, 16, 3, true);
 tiny!(Attention, 12, 2, false);
 tiny!(Recurrent, 6, 3, true);
+tiny!(Upsampler, 8, 3, true);
 
 /// The model in the backend's float type on its autodiff device, a batch and targets.
 struct Setup<M> {
@@ -348,7 +384,37 @@ fn lstm_ggn_exact(backend: &Backend) {
     ggn_exact_equals_jacobian_oracle::<Recurrent>(backend);
 }
 
-on_every_backend!(cnn_ggn_exact, attention_ggn_exact, lstm_ggn_exact);
+fn upsampler_ggn_exact(backend: &Backend) {
+    ggn_exact_equals_jacobian_oracle::<Upsampler>(backend);
+}
+
+on_every_backend!(
+    cnn_ggn_exact,
+    attention_ggn_exact,
+    lstm_ggn_exact,
+    upsampler_ggn_exact
+);
+
+/// Transposed and 3-d convolutions with ReLU are piecewise linear: declared so, `diag_h` is
+/// the GGN diagonal and equals the dense Hessian's diagonal.
+#[test]
+fn piecewise_linear_upsampler_diag_h_equals_dense_hessian() {
+    let s = setup::<Upsampler>(&common::flex());
+    let params = Snapshot::of_params(&s.model);
+    let source = source(&s, 1).piecewise_linear();
+    let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
+    let (d, hessian) = dense_hessian(&s);
+    let oracle = diag(d, &hessian);
+    assert_close("upsampler diag_h", &ours, &oracle, 1e-8);
+    assert!(source.notes().is_empty(), "{:?}", source.notes());
+    // Every parameter has curvature to compare (no layer dead on this batch).
+    let mut offset = 0;
+    for entry in params.entries() {
+        let part = &oracle[offset..offset + entry.numel()];
+        assert!(part.iter().any(|v| v.abs() > 1e-12), "{}: {part:?}", entry.name);
+        offset += entry.numel();
+    }
+}
 
 /// ReLU, max pooling and Linear/Conv layers: declared piecewise linear, `diag_h` is the GGN
 /// diagonal and equals the dense Hessian's diagonal; no note (nothing estimated).

@@ -390,7 +390,102 @@ fn deformable_model_equals_single_sample_passes(backend: &Backend) {
     );
 }
 
+/// Random transposed-convolution settings: a ConvTranspose2d and a ConvTranspose1d with
+/// kernel, stride, dilation, padding, output padding and groups drawn per seed.
+#[derive(Module, Debug)]
+struct RandomTransposedNet {
+    up2d: ConvTranspose2d,
+    up1d: ConvTranspose1d,
+    head: Linear,
+    /// `[c, l]` of the ConvTranspose2d output, reshaped for the ConvTranspose1d.
+    flat: [usize; 2],
+    features: usize,
+}
+
+impl RandomTransposedNet {
+    /// The settings of `seed` for inputs `[B, 4, 3, 4]`, and a description.
+    fn new(device: &Device, seed: u64) -> (Self, String) {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(3);
+        let mut draw = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        // Padding at most half the uncropped extent, output padding below stride or dilation.
+        fn settings(draw: &mut impl FnMut(usize) -> usize, input: usize) -> [usize; 5] {
+            let (kernel, stride, dilation) = (1 + draw(3), 1 + draw(3), 1 + draw(2));
+            let extent = (input - 1) * stride + dilation * (kernel - 1);
+            let padding = draw((extent / 2).min(2) + 1);
+            let padding_out = draw(stride.max(dilation));
+            [kernel, stride, dilation, padding, padding_out]
+        }
+        let (h, w) = (settings(&mut draw, 3), settings(&mut draw, 4));
+        let groups2 = [1, 2, 4][draw(3)];
+        let up2d = ConvTranspose2dConfig::new([4, 4], [h[0], w[0]])
+            .with_stride([h[1], w[1]])
+            .with_dilation([h[2], w[2]])
+            .with_padding([h[3], w[3]])
+            .with_padding_out([h[4], w[4]])
+            .with_groups(groups2)
+            .init(device);
+        let [c, oh, ow] = {
+            let [_, c, oh, ow] = up2d.forward(Tensor::zeros([1, 4, 3, 4], device)).dims();
+            [c, oh, ow]
+        };
+        let l = settings(&mut draw, oh * ow);
+        let groups1 = [1, 2][draw(2)];
+        let up1d = ConvTranspose1dConfig::new([c, 2], l[0])
+            .with_stride(l[1])
+            .with_dilation(l[2])
+            .with_padding(l[3])
+            .with_padding_out(l[4])
+            .with_groups(groups1)
+            .init(device);
+        let features = up1d
+            .forward(Tensor::zeros([1, c, oh * ow], device))
+            .dims()
+            .iter()
+            .product::<usize>();
+        let description = format!(
+            "seed {seed}: ConvTranspose2d [kernel, stride, dilation, padding, output padding] \
+             {h:?} × {w:?} groups {groups2}; ConvTranspose1d {l:?} groups {groups1}"
+        );
+        let net = Self {
+            up2d: up2d.into(),
+            up1d: up1d.into(),
+            head: LinearConfig::new(features, 3).init(device).into(),
+            flat: [c, oh * ow],
+            features,
+        };
+        (net, description)
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = self
+            .up2d
+            .forward(x)
+            .tanh()
+            .reshape([b, self.flat[0], self.flat[1]]);
+        let h = self.up1d.forward(h).tanh();
+        self.head.forward(h.reshape([b, self.features]))
+    }
+}
+
+/// Eight random transposed-convolution settings, each on the fast path equal to
+/// single-sample backward passes.
+fn random_transposed_settings_equal_single_sample_passes(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    for seed in 0..8 {
+        let (model, description) = RandomTransposedNet::new(&device, seed);
+        eprintln!("{description}");
+        on_float_inputs(backend, model, [4, 4, 3, 4], RandomTransposedNet::forward);
+    }
+}
+
 on_every_backend!(
+    random_transposed_settings_equal_single_sample_passes,
     deformable_model_equals_single_sample_passes,
     encoder_decoder_equals_single_sample_passes,
     bidirectional_tagger_equals_single_sample_passes,

@@ -411,7 +411,11 @@ fn piecewise_linear_upsampler_diag_h_equals_dense_hessian() {
     let mut offset = 0;
     for entry in params.entries() {
         let part = &oracle[offset..offset + entry.numel()];
-        assert!(part.iter().any(|v| v.abs() > 1e-12), "{}: {part:?}", entry.name);
+        assert!(
+            part.iter().any(|v| v.abs() > 1e-12),
+            "{}: {part:?}",
+            entry.name
+        );
         offset += entry.numel();
     }
 }

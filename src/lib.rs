@@ -26,7 +26,16 @@
 pub use cockpit_diagnose as diagnose;
 /// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
 pub use cockpit_plot as plot;
-pub use cockpit_quantities::*;
+pub use cockpit_quantities::{
+    Cockpit, CockpitConfig, CockpitError, Configuration, EpochLog, Histogram1d, Histogram2d,
+    HostArray, Named, OptimizerInfo, Output, QuantityConfig, QuantityError, Schedule, StepInfo,
+    Value, curvature, histogram, log, persample, quantity, readback,
+};
+// Types whose home is a module (`quantity`, `persample`): one page each, there.
+#[doc(no_inline)]
+pub use cockpit_quantities::{
+    ParamEntry, Quantity, QuantityKind, QuantityType, Reduction, Snapshot, StepContext,
+};
 /// Cockpit quantities as burn-train metrics (the `cockpit-train` crate).
 pub use cockpit_train as train;
 

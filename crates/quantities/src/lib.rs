@@ -8,7 +8,7 @@
 //!
 //! - [`Snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
 //!   with dotted names; tensors stay on the device.
-//! - [`schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
+//! - [`Schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
 //! - [`quantity`]: the [`Quantity`] trait and one file per quantity (Cockpit's 19, and GradParamRatio).
 //! - [`persample`]: per-sample gradients, BackPACK's role (the `cockpit-persample` crate,
 //!   re-exported): drop-ins for every parametered burn-nn layer and a
@@ -19,32 +19,33 @@
 //! - [`log`]: the Cockpit JSON log (json_tricks encoding) and the JSON-lines stream.
 //! - [`QuantityKind`]: Cockpit's quantities by name, each with its facts ([`QuantityType`]:
 //!   value shape, network-wide reduction, needs, checked settings).
-//! - [`config`]: Cockpit's presets ([`Configuration`]) and config files ([`CockpitConfig`]).
+//! - Cockpit's presets ([`Configuration`]) and config files ([`CockpitConfig`]).
 //!
 //! Data flows one way: model + gradients (+ per-sample and curvature sources) → snapshots →
 //! quantities → [`Output`] → log files (or metrics, or a dashboard, which only read the
 //! output). Nothing in this crate names a backend: the application picks one with burn's
 //! features (`flex`, `ndarray`, `wgpu`), see the `burn-cockpit` crate.
 
-pub mod cockpit;
-pub mod config;
+mod cockpit;
+mod config;
 pub mod curvature;
-pub mod error;
+mod error;
 pub mod histogram;
-pub mod info;
+mod info;
 pub mod log;
-pub mod output;
+mod output;
 pub mod quantity;
-pub mod schedule;
+mod schedule;
 
 pub use cockpit::{Cockpit, EpochLog};
 pub use cockpit_persample as persample;
 pub use cockpit_persample::readback;
 #[doc(no_inline)]
 pub use cockpit_persample::{ParamEntry, Snapshot};
-pub use config::{CockpitConfig, Configuration, QuantityConfig};
+pub use config::{CockpitConfig, Configuration, Named, QuantityConfig};
 pub use error::{CockpitError, QuantityError};
 pub use info::{OptimizerInfo, StepInfo};
 pub use output::{Histogram1d, Histogram2d, HostArray, Output, Value};
+#[doc(no_inline)]
 pub use quantity::{Quantity, QuantityKind, QuantityType, Reduction, StepContext};
 pub use schedule::Schedule;

@@ -23,26 +23,23 @@ pub(crate) struct Unfolding<const N: usize> {
 impl<const N: usize> Unfolding<N> {
     /// The number of windows along each dimension of a (padded) input of `size` (what burn's
     /// convolution gives with the same settings), `None` if a window does not fit.
-    pub(crate) fn windows(&self, size: [usize; N]) -> Option<[usize; N]> {
-        let mut windows = [0; N];
-        for i in 0..N {
-            let extent = self.dilation[i] * (self.kernel[i].max(1) - 1) + 1;
-            if size[i] < extent || self.stride[i] == 0 {
-                return None;
-            }
-            windows[i] = (size[i] - extent) / self.stride[i] + 1;
-        }
-        Some(windows)
+    /// The span of one window along dimension `i`: `dilation·(kernel − 1) + 1`.
+    fn extent(&self, i: usize) -> usize {
+        self.dilation[i] * (self.kernel[i].max(1) - 1) + 1
     }
 
-    /// The number of positions an unfolding of a padded input of `size` gives.
+    /// The number of positions an unfolding of a padded input of `size` gives (what burn's
+    /// convolution gives with the same settings), `None` if a window does not fit.
     pub(crate) fn positions(&self, size: [usize; N]) -> Option<usize> {
-        self.windows(size).map(|w| w.iter().product())
+        (0..N).try_fold(1, |positions, i| {
+            (size[i] >= self.extent(i) && self.stride[i] > 0)
+                .then(|| positions * ((size[i] - self.extent(i)) / self.stride[i] + 1))
+        })
     }
 
-    /// The same unfolding over three dimensions, the leading ones of size 1 (a 1-d or 2-d
-    /// layer as a 3-d one of depth and height 1).
-    fn lifted(&self) -> Unfolding<3> {
+    /// The same unfolding over `M ≥ N` dimensions, the leading ones of size 1 (a 1-d layer as
+    /// a 2-d one of height 1, a 2-d one as a 3-d one of depth 1).
+    fn lifted<const M: usize>(&self) -> Unfolding<M> {
         Unfolding {
             kernel: lift(self.kernel),
             stride: lift(self.stride),
@@ -51,10 +48,11 @@ impl<const N: usize> Unfolding<N> {
     }
 }
 
-/// `[a_1, …, a_N]` as `[1, …, 1, a_1, …, a_N]` of length 3.
-fn lift<const N: usize>(a: [usize; N]) -> [usize; 3] {
-    let mut lifted = [1; 3];
-    lifted[3 - N.min(3)..].copy_from_slice(&a[..N.min(3)]);
+/// `[a_1, …, a_N]` as `[1, …, 1, a_1, …, a_N]` of length `M ≥ N`.
+fn lift<const N: usize, const M: usize>(a: [usize; N]) -> [usize; M] {
+    let mut lifted = [1; M];
+    let n = N.min(M);
+    lifted[M - n..].copy_from_slice(&a[..n]);
     lifted
 }
 
@@ -108,34 +106,36 @@ pub(crate) fn tap_conv(
     sum_masked_copies(tapped, groups).swap_dims(1, 2)
 }
 
-/// Σ_r mask_r ⊙ copy_r over the `g` group-major copies `[B, g·P, C]` of a tensor `[B, P, C]`,
-/// `mask_r[c] = 1` where channel `c` belongs to group `r`: the tensor again, with each
-/// copy's gradient masked to its group's channels.
+/// Σ_r mask_r ⊙ copy_r over the `g` group-major copies `[B, g·P, C]` of a tensor `[B, P, C]`:
+/// the tensor again, with each copy's gradient masked to its group's channels.
 fn sum_masked_copies(copies: Tensor<3>, groups: usize) -> Tensor<3> {
     let [batch, rows, channels] = copies.dims();
     let positions = rows / groups;
-    let per_group = channels / groups;
-    let mask: Vec<f32> = (0..groups)
-        .flat_map(|r| (0..channels).map(move |c| f32::from(u8::from(c / per_group == r))))
-        .collect();
-    let mask = Tensor::<1>::from_data(
-        burn::tensor::TensorData::new(mask, [groups * channels]),
-        (&copies.device(), copies.dtype()),
-    );
     (0..groups)
         .map(|r| {
             let copy =
                 copies
                     .clone()
                     .slice([0..batch, r * positions..(r + 1) * positions, 0..channels]);
-            let mask = mask
-                .clone()
-                .slice(r * channels..(r + 1) * channels)
-                .reshape([1, 1, channels]);
-            copy * mask
+            masked_to_group(copy, r, groups)
         })
         .reduce(|a, b| a + b)
         .unwrap_or(copies)
+}
+
+/// `x` `[B, P, C]` with the channels outside group `r` of `groups` zeroed (`x ⊙ mask_r`,
+/// `mask_r[c] = 1` where channel `c` belongs to group `r`).
+fn masked_to_group(x: Tensor<3>, r: usize, groups: usize) -> Tensor<3> {
+    let channels = x.dims()[2];
+    let per_group = channels / groups;
+    let mask: Vec<f32> = (0..channels)
+        .map(|c| f32::from(u8::from(c / per_group == r)))
+        .collect();
+    let mask = Tensor::<1>::from_data(
+        burn::tensor::TensorData::new(mask, [channels]),
+        (&x.device(), x.dtype()),
+    );
+    x * mask.reshape([1, 1, channels])
 }
 
 /// Taps a transposed convolution with `groups` groups from its input `[B, C_in, P_in]` and
@@ -166,28 +166,14 @@ pub(crate) fn tap_transposed_conv(
     output: Tensor<3>,
 ) -> Tensor<3> {
     let groups = groups.max(1);
-    let [batch, c_in, positions] = input.dims();
     let rows = input.detach().swap_dims(1, 2);
     let rows = if groups == 1 {
         rows
     } else {
         // Group r's copy keeps its C_in/g channels: [B, g·P_in, C_in], group-major.
-        let per_group = c_in / groups;
         Tensor::cat(
             (0..groups)
-                .map(|r| {
-                    let mut mask = rows.zeros_like();
-                    let keep = rows.clone().slice([
-                        0..batch,
-                        0..positions,
-                        r * per_group..(r + 1) * per_group,
-                    ]);
-                    mask = mask.slice_assign(
-                        [0..batch, 0..positions, r * per_group..(r + 1) * per_group],
-                        keep,
-                    );
-                    mask
-                })
+                .map(|r| masked_to_group(rows.clone(), r, groups))
                 .collect(),
             1,
         )
@@ -219,18 +205,12 @@ pub(crate) fn record_transposed<const D: usize, const N: usize>(
     let out_positions: usize = out_dims[2..].iter().product();
     let unfold = move |e: Tensor<3>| {
         let full = uncropped_gradient(e.reshape(out_dims), input_size, padding, &unfolding);
-        let [_, _, d, h, w] = lift_dims(full.dims());
-        let lifted = unfolding.lifted();
-        if d == 1 && lifted.kernel[0] == 1 {
+        let dims = full.dims();
+        if N <= 2 {
             // 1-d and 2-d: burn's own unfolding (faster than cutting windows).
-            let flat = Unfolding {
-                kernel: [lifted.kernel[1], lifted.kernel[2]],
-                stride: [lifted.stride[1], lifted.stride[2]],
-                dilation: [lifted.dilation[1], lifted.dilation[2]],
-            };
-            unfold_2d(full.reshape([batch, c_out, h, w]), &flat)
+            unfold_2d(full.reshape(lift_dims::<D, 4>(dims)), &unfolding.lifted())
         } else {
-            unfold_3d(full.reshape([batch, c_out, d, h, w]), &lifted)
+            unfold_3d(full.reshape(lift_dims::<D, 5>(dims)), &unfolding.lifted())
         }
     };
     tap_transposed_conv(
@@ -245,12 +225,13 @@ pub(crate) fn record_transposed<const D: usize, const N: usize>(
 }
 
 /// The dimensions `[B, C, S_1, …, S_N]` of a tensor as `[B, C, 1, …, 1, S_1, …, S_N]` of
-/// rank 5.
-fn lift_dims<const D: usize>(dims: [usize; D]) -> [usize; 5] {
-    let mut spatial = [1; 3];
-    let n = D.saturating_sub(2).min(3);
-    spatial[3 - n..].copy_from_slice(&dims[2..2 + n]);
-    [dims[0], dims[1], spatial[0], spatial[1], spatial[2]]
+/// rank `R ≥ D`.
+fn lift_dims<const D: usize, const R: usize>(dims: [usize; D]) -> [usize; R] {
+    let mut lifted = [1; R];
+    lifted[..2].copy_from_slice(&dims[..2]);
+    let n = D.saturating_sub(2).min(R - 2);
+    lifted[R - n..].copy_from_slice(&dims[D - n..]);
+    lifted
 }
 
 /// An unfolding `[B, C·K, P]` (channel-major) as the rows of a Linear with `g` groups: per
@@ -290,12 +271,11 @@ pub(crate) fn unfold_2d(input: Tensor<4>, unfolding: &Unfolding<2>) -> Tensor<3>
 /// `dilation·(k − 1) + 1`) and thinned to every `dilation`-th element.
 pub(crate) fn unfold_3d(input: Tensor<5>, unfolding: &Unfolding<3>) -> Tensor<3> {
     let [batch, channels, ..] = input.dims();
-    let extent = |i: usize| unfolding.dilation[i] * (unfolding.kernel[i].max(1) - 1) + 1;
     // [B, C, P_d, P_h, P_w, e_d, e_h, e_w]
     let windows: Tensor<8> = input
-        .unfold::<6, _>(2, extent(0), unfolding.stride[0])
-        .unfold::<7, _>(3, extent(1), unfolding.stride[1])
-        .unfold::<8, _>(4, extent(2), unfolding.stride[2]);
+        .unfold::<6, _>(2, unfolding.extent(0), unfolding.stride[0])
+        .unfold::<7, _>(3, unfolding.extent(1), unfolding.stride[1])
+        .unfold::<8, _>(4, unfolding.extent(2), unfolding.stride[2]);
     let [_, _, pd, ph, pw, ..] = windows.dims();
     let thinned = if unfolding.dilation.iter().all(|&d| d == 1) {
         windows
@@ -335,9 +315,7 @@ pub(crate) fn uncropped_gradient<const D: usize, const N: usize>(
 ) -> Tensor<D> {
     let mut full = [0; N];
     for i in 0..N {
-        full[i] = (input_size[i].max(1) - 1) * unfolding.stride[i]
-            + unfolding.dilation[i] * (unfolding.kernel[i].max(1) - 1)
-            + 1;
+        full[i] = (input_size[i].max(1) - 1) * unfolding.stride[i] + unfolding.extent(i);
     }
     uncropped(gradient, padding, full)
 }

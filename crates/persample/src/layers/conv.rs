@@ -69,6 +69,25 @@ pub(crate) fn same_padding(kernel: usize, stride: usize, size: usize) -> (usize,
     (total / 2, total - total / 2)
 }
 
+/// The padding burn applies to an input of `size` (`[height, width]`) under `padding`:
+/// `[(top, bottom), (left, right)]`.
+pub(crate) fn padding_2d(
+    padding: &burn::nn::PaddingConfig2d,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    size: [usize; 2],
+) -> [(usize, usize); 2] {
+    use burn::nn::PaddingConfig2d;
+    match *padding {
+        PaddingConfig2d::Valid => [(0, 0), (0, 0)],
+        PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
+        PaddingConfig2d::Same => [
+            same_padding(kernel[0], stride[0], size[0]),
+            same_padding(kernel[1], stride[1], size[1]),
+        ],
+    }
+}
+
 /// Taps a convolution with `groups` groups from its output `[B, C_out, P]` (`P` positions);
 /// `unfold` gives its padded input's unfolding `[B, C_in·K, P]` (channel-major), run after
 /// the backward pass. Returns the output `[B, C_out, P]` (with the recorder's zero leaf when

@@ -5,7 +5,7 @@ use burn::nn::PaddingConfig2d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use super::conv::{Unfolding, same_padding, tap_conv, unfold_2d};
+use super::conv::{Unfolding, padding_2d, tap_conv, unfold_2d};
 use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv2d` with per-sample statistics: identical parameters, names and
@@ -78,19 +78,6 @@ impl Conv2d {
         }
     }
 
-    /// The padding burn applies to an input of `height × width`: `[(top, bottom), (left,
-    /// right)]`.
-    fn padding_pairs(&self, height: usize, width: usize) -> [(usize, usize); 2] {
-        match self.padding {
-            PaddingConfig2d::Valid => [(0, 0), (0, 0)],
-            PaddingConfig2d::Explicit(top, left, bottom, right) => [(top, bottom), (left, right)],
-            PaddingConfig2d::Same => [
-                same_padding(self.kernel_size[0], self.stride[0], height),
-                same_padding(self.kernel_size[1], self.stride[1], width),
-            ],
-        }
-    }
-
     /// The forward pass, `[B, C_in, H, W] → [B, C_out, H', W']`.
     pub fn forward(&self, input: Tensor<4>) -> Tensor<4> {
         let output = self.as_burn().forward(input.clone());
@@ -99,7 +86,12 @@ impl Conv2d {
         }
         let [batch, c_out, h, w] = output.dims();
         let [_, _, height, width] = input.dims();
-        let pads = self.padding_pairs(height, width);
+        let pads = padding_2d(
+            &self.padding,
+            self.kernel_size,
+            self.stride,
+            [height, width],
+        );
         let input = input.detach();
         let input = if pads.iter().any(|&(a, b)| a + b > 0) {
             input.pad(pads, PadMode::Constant(0.0))

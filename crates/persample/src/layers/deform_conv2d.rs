@@ -7,7 +7,7 @@ use burn::tensor::module::deform_conv2d;
 use burn::tensor::ops::DeformConvOptions;
 use burn::tensor::{Device, Tensor, TensorData};
 
-use super::conv::{same_padding, tap_conv};
+use super::conv::{padding_2d, tap_conv};
 use crate::recorder::{is_recording, mark_curved};
 
 /// `burn::nn::conv::DeformConv2d` with per-sample statistics: identical parameters, names and
@@ -81,19 +81,6 @@ impl DeformConv2d {
         }
     }
 
-    /// The padding burn applies on each side of an input of `height × width` (burn refuses
-    /// asymmetric padding for this layer before this is reached).
-    fn padding(&self, height: usize, width: usize) -> [usize; 2] {
-        match self.padding {
-            PaddingConfig2d::Valid => [0, 0],
-            PaddingConfig2d::Explicit(top, left, _, _) => [top, left],
-            PaddingConfig2d::Same => [
-                same_padding(self.kernel_size[0], self.stride[0], height).0,
-                same_padding(self.kernel_size[1], self.stride[1], width).0,
-            ],
-        }
-    }
-
     /// The forward pass: input `[B, C_in, H, W]`, offsets `[B, 2·offset_groups·K, H', W']`,
     /// optional mask `[B, offset_groups·K, H', W']`; output `[B, C_out, H', W']`.
     pub fn forward(
@@ -115,22 +102,24 @@ impl DeformConv2d {
         let [_, c_in, height, width] = input.dims();
         let detached = |t: Tensor<4>| t.detach().without_autodiff();
         let (input, offset, mask) = (detached(input), detached(offset), mask.map(detached));
+        let kernel = self.kernel_size;
         let options = DeformConvOptions::new(
             self.stride,
-            self.padding(height, width),
+            // burn refuses asymmetric padding for this layer: `before` is both sides.
+            padding_2d(&self.padding, kernel, self.stride, [height, width])
+                .map(|(before, _)| before),
             self.dilation,
             1,
             self.offset_groups,
         );
-        let kernel = self.kernel_size;
         let unfold = move || {
             let taps = kernel[0] * kernel[1];
-            // Output channel (c, k) = c·K + k reads input channel c at kernel tap k.
-            let mut identity = vec![0.0f32; c_in * taps * c_in * taps];
-            for c in 0..c_in {
-                for k in 0..taps {
-                    identity[(c * taps + k) * c_in * taps + c * taps + k] = 1.0;
-                }
+            // Output channel (c, k) = c·K + k reads input channel c at kernel tap k: the
+            // identity on the flattened `[C_in·K]` (channel-major, as the weight's rows).
+            let width = c_in * taps;
+            let mut identity = vec![0.0f32; width * width];
+            for i in 0..width {
+                identity[i * width + i] = 1.0;
             }
             let identity = Tensor::<4>::from_data(
                 TensorData::new(identity, [c_in * taps, c_in, kernel[0], kernel[1]]),

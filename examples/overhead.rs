@@ -31,7 +31,6 @@ use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2dConfig;
-use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Tensor};
@@ -48,6 +47,8 @@ use burn_cockpit::{
     StepInfo, backend,
 };
 
+#[path = "common/architectures.rs"]
+mod architectures;
 #[path = "common/bench.rs"]
 mod bench;
 
@@ -218,49 +219,21 @@ impl Net for Cnn {
 /// DeepOBS cifar10_3c3d, the Cockpit paper's run-time benchmark problem.
 #[derive(Module, Debug)]
 struct ThreeC3D {
-    conv1: Conv2d,
-    conv2: Conv2d,
-    conv3: Conv2d,
-    pool: MaxPool2d,
-    fc1: Linear,
-    fc2: Linear,
-    fc3: Linear,
+    net: architectures::Cifar3c3d,
 }
 
 impl Net for ThreeC3D {
     const FEATURES: usize = 3 * 32 * 32;
 
     fn new(device: &Device) -> Self {
-        let conv = |c_in, c_out, k, pad| {
-            Conv2dConfig::new([c_in, c_out], [k, k])
-                .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
-                .init(device)
-                .into()
-        };
-        let linear = |i, o| LinearConfig::new(i, o).init(device).into();
         Self {
-            conv1: conv(3, 64, 5, 0),
-            conv2: conv(64, 96, 3, 0),
-            conv3: conv(96, 128, 3, 1),
-            pool: MaxPool2dConfig::new([3, 3])
-                .with_strides([2, 2])
-                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
-                .init(),
-            fc1: linear(1152, 512),
-            fc2: linear(512, 256),
-            fc3: linear(256, 10),
+            net: architectures::Cifar3c3d::new(device),
         }
     }
 
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         let b = x.dims()[0];
-        let h = self
-            .pool
-            .forward(relu(self.conv1.forward(x.reshape([b, 3, 32, 32]))));
-        let h = self.pool.forward(relu(self.conv2.forward(h)));
-        let h = self.pool.forward(relu(self.conv3.forward(h)));
-        let h = relu(self.fc1.forward(h.reshape([b, 1152])));
-        self.fc3.forward(relu(self.fc2.forward(h)))
+        self.net.forward(x.reshape([b, 3, 32, 32]))
     }
 }
 

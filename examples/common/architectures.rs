@@ -15,15 +15,24 @@
 //!   TransformerDecoder over the target with a causal mask and the source's padding mask),
 //!   classifying the pair from the decoded target's mean.
 //!
-//! Used by the `architectures` example (training and benchmark) and the per-sample tests.
+//! And the Cockpit paper's run-time problem:
+//!
+//! - [`Cifar3c3d`]: DeepOBS cifar10_3c3d (conv 3→64 k5 valid, max-pool 3 stride 2; conv
+//!   64→96 k3 valid, max-pool; conv 96→128 k3 same, max-pool; Linear 1152→512→256→10; ReLU)
+//!   on `[B, 3, 32, 32]` images (the pools pad one on each side where TensorFlow's "same"
+//!   pads one on the right and bottom: the same shapes and cost).
+//!
+//! Used by the `architectures` and `overhead` examples (training and benchmark) and the
+//! per-sample tests.
 
 #![allow(dead_code)] // each user takes what it needs
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2dConfig, ConvTranspose2dConfig};
-use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
+use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig, MaxPool2d, MaxPool2dConfig};
 use burn::nn::transformer::{TransformerDecoderConfig, TransformerEncoderConfig};
 use burn::nn::{Dropout, DropoutConfig, EmbeddingConfig, LinearConfig, PaddingConfig2d, Relu};
+use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor};
 use burn_cockpit::persample::{
     Conv2d, ConvTranspose2d, Embedding, Linear, TransformerDecoder, TransformerDecoderInput,
@@ -78,6 +87,53 @@ impl GuideCnn {
     pub fn with_dropout(mut self, dropout: f64) -> Self {
         self.dropout = DropoutConfig::new(dropout).init();
         self
+    }
+}
+
+/// DeepOBS cifar10_3c3d, the Cockpit paper's run-time benchmark problem.
+#[derive(Module, Debug)]
+pub struct Cifar3c3d {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    conv3: Conv2d,
+    pool: MaxPool2d,
+    fc1: Linear,
+    fc2: Linear,
+    fc3: Linear,
+}
+
+impl Cifar3c3d {
+    /// The model with burn's default initialisation.
+    pub fn new(device: &Device) -> Self {
+        let conv = |c_in, c_out, k, pad| {
+            Conv2dConfig::new([c_in, c_out], [k, k])
+                .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+                .init(device)
+                .into()
+        };
+        let linear = |i, o| LinearConfig::new(i, o).init(device).into();
+        Self {
+            conv1: conv(3, 64, 5, 0),
+            conv2: conv(64, 96, 3, 0),
+            conv3: conv(96, 128, 3, 1),
+            pool: MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(),
+            fc1: linear(1152, 512),
+            fc2: linear(512, 256),
+            fc3: linear(256, 10),
+        }
+    }
+
+    /// Class scores `[B, 10]` of images `[B, 3, 32, 32]`.
+    pub fn forward(&self, images: Tensor<4>) -> Tensor<2> {
+        let b = images.dims()[0];
+        let h = self.pool.forward(relu(self.conv1.forward(images)));
+        let h = self.pool.forward(relu(self.conv2.forward(h)));
+        let h = self.pool.forward(relu(self.conv3.forward(h)));
+        let h = relu(self.fc1.forward(h.reshape([b, 1152])));
+        self.fc3.forward(relu(self.fc2.forward(h)))
     }
 }
 

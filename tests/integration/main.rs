@@ -9,6 +9,8 @@
 #[macro_use]
 mod common;
 
+mod backend_reductions;
+mod cifar3c3d;
 mod cockpit_api;
 mod curvature;
 mod dashboard;

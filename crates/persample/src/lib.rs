@@ -44,6 +44,7 @@ mod layers;
 mod merged;
 pub mod readback;
 mod recorder;
+pub mod reduce;
 mod snapshot;
 #[cfg(test)]
 mod testing;

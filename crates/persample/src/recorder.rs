@@ -13,6 +13,7 @@ use burn::tensor::{Gradients, Tensor};
 
 use super::factors::{DenseGradients, LayerFactors, Layout, Recording, Refusal};
 use crate::PerSampleError;
+use crate::reduce::sum_dim;
 
 /// One tap: what a layer recorded, and the zero leaf added to its output `[B, T, d_out]`.
 #[derive(Debug)]
@@ -375,7 +376,7 @@ impl Recorder {
                     rows,
                 } => {
                     if let Some(bias) = bias {
-                        add_dense(&mut dense, bias, e.clone().sum_dim(1).reshape([b, d_out]));
+                        add_dense(&mut dense, bias, sum_dim(e.clone(), 1).reshape([b, d_out]));
                     }
                     let e = (rows.0)(e);
                     Uses::add(&mut uses, weight, None, Layout::InOut, input, e);
@@ -385,10 +386,10 @@ impl Recorder {
                     beta,
                     normalized,
                 } => {
-                    let g_gamma = (e.clone() * normalized).sum_dim(1).reshape([b, d_out]);
+                    let g_gamma = sum_dim(e.clone() * normalized, 1).reshape([b, d_out]);
                     add_dense(&mut dense, gamma, g_gamma);
                     if let Some(beta) = beta {
-                        add_dense(&mut dense, beta, e.sum_dim(1).reshape([b, d_out]));
+                        add_dense(&mut dense, beta, sum_dim(e, 1).reshape([b, d_out]));
                     }
                 }
             }

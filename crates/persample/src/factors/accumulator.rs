@@ -4,6 +4,7 @@ use burn::tensor::Tensor;
 
 use super::direction_of;
 use crate::base::{Elements, PerSampleStats, Request};
+use crate::reduce::sum_dim;
 use crate::{ParamEntry, PerSampleError};
 
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
@@ -78,14 +79,14 @@ impl Accumulator {
         let b = g.dims()[0];
         let (want_sq, want_sum_sq, want_max) = self.want;
         if want_sq {
-            self.push_sq_norms(index, g.clone().square().sum_dim(1).reshape([b]));
+            self.push_sq_norms(index, sum_dim(g.clone().square(), 1).reshape([b]));
         }
         for (k, direction) in request.directions.iter().enumerate() {
             let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
             self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
         }
         if want_sum_sq {
-            self.add_sum_sq(index, g.clone().square().sum_dim(0).reshape([numel]));
+            self.add_sum_sq(index, sum_dim(g.clone().square(), 0).reshape([numel]));
         }
         if want_max {
             self.push_abs_max(index, g.clone().abs().max());

@@ -6,6 +6,7 @@ use burn::module::ParamId;
 use burn::tensor::{Device, Tensor};
 
 use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
+use crate::reduce::{max_dim_nonnegative, sum_dim};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
 mod accumulator;
@@ -228,7 +229,7 @@ impl PerSampleSource for Recording {
             let [batch, positions, d_in] = layer.a.dims();
             let d_out = layer.e.dims()[2];
             if !is_weight {
-                let g = layer.e.clone().sum_dim(1).reshape([batch, d_out]);
+                let g = sum_dim(layer.e.clone(), 1).reshape([batch, d_out]);
                 stats.add_partial(index, entry, g, &mut request)?;
                 continue;
             }
@@ -260,12 +261,12 @@ impl PerSampleSource for Recording {
             let a = layer.a.clone().reshape([batch, d_in]);
             let e = layer.e.clone().reshape([batch, d_out]);
             if request.sq_norms {
-                let sq = a.clone().square().sum_dim(1) * e.clone().square().sum_dim(1);
+                let sq = sum_dim(a.clone().square(), 1) * sum_dim(e.clone().square(), 1);
                 stats.push_sq_norms(index, sq.reshape([batch]));
             }
             for (k, direction) in request.directions.iter().enumerate() {
                 let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
-                let dots = (a.clone().matmul(v) * e.clone()).sum_dim(1);
+                let dots = sum_dim(a.clone().matmul(v) * e.clone(), 1);
                 stats.push_dots(k, index, dots.reshape([batch]));
             }
             if request.sum_sq {
@@ -273,7 +274,8 @@ impl PerSampleSource for Recording {
                 stats.add_sum_sq(index, sum_sq.reshape([d_in * d_out]));
             }
             if request.abs_max {
-                let m = a.clone().abs().max_dim(1) * e.clone().abs().max_dim(1);
+                let m = max_dim_nonnegative(a.clone().abs(), 1)
+                    * max_dim_nonnegative(e.clone().abs(), 1);
                 stats.push_abs_max(index, m.max());
             }
             if let Some(sink) = request.elements.as_mut() {
@@ -311,7 +313,7 @@ fn factored_sequence_stats(
         let sq = if positions * (d_in + d_out) < d_in * d_out {
             let gram_a = a.clone().matmul(a.clone().swap_dims(1, 2));
             let gram_e = e.clone().matmul(e.clone().swap_dims(1, 2));
-            (gram_a * gram_e).sum_dim(2).sum_dim(1).reshape([batch])
+            sum_dim(sum_dim(gram_a * gram_e, 2), 1).reshape([batch])
         } else {
             let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
             let parts: Vec<Tensor<1>> = (0..batch)
@@ -323,7 +325,7 @@ fn factored_sequence_stats(
                         .slice(start..end)
                         .swap_dims(1, 2)
                         .matmul(e.clone().slice(start..end));
-                    g.square().sum_dim(2).sum_dim(1).reshape([end - start])
+                    sum_dim(sum_dim(g.square(), 2), 1).reshape([end - start])
                 })
                 .collect();
             Tensor::cat(parts, 0)
@@ -338,10 +340,9 @@ fn factored_sequence_stats(
             Layout::InOut => v.reshape([d_in, d_out]),
             Layout::OutIn => v.reshape([d_out, d_in]).transpose(),
         };
-        let dots = (rows.clone().matmul(v) * e_rows.clone())
-            .reshape([batch, positions * d_out])
-            .sum_dim(1)
-            .reshape([batch]);
+        let products =
+            (rows.clone().matmul(v) * e_rows.clone()).reshape([batch, positions * d_out]);
+        let dots = sum_dim(products, 1).reshape([batch]);
         stats.push_dots(k, index, dots);
     }
     Ok(())

@@ -188,7 +188,9 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                 break;
             };
             batch = f.dims()[0];
-            let pseudo = (f * s).sum().div_scalar(batch as f64);
+            // `mul_scalar` by the float64 reciprocal: burn-autodiff's backward of `div_scalar`
+            // rounds the reciprocal to float32, which puts every diagonal 6e-8 off at B 6.
+            let pseudo = (f * s).sum().mul_scalar((batch as f64).recip());
             let grads = pseudo.backward();
             let factors = recorder.finish(&grads)?;
             if !factors.covers(params) {
@@ -217,7 +219,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             diagonal: total
                 .unwrap_or_default()
                 .into_iter()
-                .map(|t| t.div_scalar(batch as f64))
+                .map(|t| t.mul_scalar((batch as f64).recip()))
                 .collect(),
             curved,
         })
@@ -430,7 +432,9 @@ fn loss_value(loss: &OutputLoss, f: Tensor<2>) -> Tensor<1> {
         OutputLoss::Mse(y) => (f - y.clone()).square().mean(),
         OutputLoss::CrossEntropy(y) => {
             let batch = f.dims()[0] as f64;
-            (log_softmax(f, 1) * y.clone()).sum().div_scalar(-batch)
+            (log_softmax(f, 1) * y.clone())
+                .sum()
+                .mul_scalar(-batch.recip())
         }
     }
 }
@@ -441,7 +445,7 @@ fn loss_gradient(loss: &OutputLoss, f: Tensor<2>) -> Tensor<2> {
     match loss {
         OutputLoss::Mse(y) => (f - y.clone().detach()).mul_scalar(2.0 / (batch * classes) as f64),
         OutputLoss::CrossEntropy(y) => {
-            (softmax(f, 1) - y.clone().detach()).div_scalar(batch as f64)
+            (softmax(f, 1) - y.clone().detach()).mul_scalar((batch as f64).recip())
         }
     }
 }

@@ -142,7 +142,7 @@ impl MultiHeadAttention {
         let value = heads(input.value, &self.value);
         let mut scores = query
             .matmul(key.transpose())
-            .div_scalar((self.d_k as f32).sqrt());
+            .mul_scalar((self.d_k as f64).sqrt().recip());
         if let Some(mask) = input.mask_pad {
             let [b, t] = mask.dims();
             scores = scores.mask_fill(mask.reshape([b, 1, 1, t]), self.min_float);

@@ -87,6 +87,66 @@ mod tests {
         );
     }
 
+    /// The attention scale `1/√d_k` is exact in the backward pass as in the forward: at
+    /// `d_k = 3` in float64 the query weight's gradient equals a central difference of the
+    /// forward pass along it to 1e-9 (burn's `div_scalar` backward takes the reciprocal in
+    /// float32, 3e-8 off here).
+    #[test]
+    fn attention_scale_is_exact_in_the_backward_pass() {
+        use burn::module::Param;
+        use burn::tensor::DType;
+
+        // flex: float64 (lavapipe computes float64 as NaN).
+        let device = Device::flex().autodiff();
+        let f64s = |t: Tensor<2>| t.cast(DType::F64).detach().require_grad();
+        let mut mha = MultiHeadAttention::from(
+            MultiHeadAttentionConfig::new(3, 1)
+                .with_dropout(0.0)
+                .init(&device),
+        );
+        assert_eq!(mha.d_k, 3);
+        for linear in [
+            &mut mha.query,
+            &mut mha.key,
+            &mut mha.value,
+            &mut mha.output,
+        ] {
+            linear.weight = Param::from_tensor(f64s(linear.weight.val()));
+            linear.bias = None;
+        }
+        let x = Tensor::<3>::random([2, 4, 3], Distribution::Normal(0.0, 1.0), &device)
+            .cast(DType::F64);
+        let loss = |m: &MultiHeadAttention| {
+            let context = m.forward(MhaInput::self_attn(x.clone())).context;
+            (context.clone() * context.sin()).sum()
+        };
+        let grads = loss(&mha).backward();
+        let g = mha.query.weight.val().grad(&grads).expect("a gradient");
+        let read = |t: Tensor<1>| {
+            t.into_data()
+                .convert::<f64>()
+                .try_into_vec::<f64>()
+                .unwrap_or_default()[0]
+        };
+        let norm = read(g.clone().square().sum()).sqrt();
+        // The loss along the unit direction of the gradient: its slope at 0 is ‖g‖.
+        let along = |h: f64| {
+            let mut moved = mha.clone();
+            let step = g.clone().mul_scalar(h / norm);
+            moved.query.weight = Param::from_tensor((mha.query.weight.val() + step).detach());
+            read(loss(&moved))
+        };
+        // Richardson's extrapolation of central differences: error O(h⁴) and rounding.
+        let central = |h: f64| (along(h) - along(-h)) / (2.0 * h);
+        let h = 1e-3;
+        let slope = (4.0 * central(h / 2.0) - central(h)) / 3.0;
+        let relative = (slope - norm).abs() / norm;
+        assert!(
+            relative < 1e-9,
+            "central difference {slope}, gradient norm {norm}: {relative:e} apart"
+        );
+    }
+
     /// The decoder computes what burn's does — post-norm and pre-norm, with a causal target
     /// mask and a memory padding mask, outside a recording and inside one; its autoregressive
     /// inference with burn's cache is burn's; `as_burn` gives burn's decoder back.

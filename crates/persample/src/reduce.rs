@@ -1,0 +1,151 @@
+//! Reductions along long axes, in stages that every backend gets right.
+//!
+//! burn-cubecl 0.22.1's axis reductions (`sum_dim`, `max_dim`, `mean_dim`, on floats and
+//! integers) lose values on Mesa's lavapipe when the reduced axis holds more than about 2¹⁶
+//! elements: a row of 589 824 values sums to roughly what its first 262 144 sum to, and a
+//! maximum in its last element is missed. Full reductions (`sum`, `max`) and matrix products
+//! are right. (The burn test `tests/integration/backend_reductions.rs` holds the
+//! reproduction.) Every reduction of this workspace along an axis whose length grows with the
+//! model or the batch goes through here: the axis is cut into stages of at most [`STAGE`]
+//! values, each stage reduced, then the stages' results, until one value is left.
+//!
+//! # Cost
+//!
+//! One reduction launch per stage level (two for axes up to 2²⁸ values) and a padding copy
+//! where the length is not a whole number of stages; axes of at most [`STAGE`] values take
+//! burn's reduction unchanged.
+
+use burn::tensor::Tensor;
+use burn::tensor::kind::{Numeric, Ordered};
+use burn::tensor::ops::PadMode;
+
+/// The most values one reduction runs over.
+pub const STAGE: usize = 1 << 14;
+
+/// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values.
+pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> Tensor<D, K> {
+    staged(
+        tensor,
+        dim,
+        STAGE,
+        0.0,
+        |t, d| t.sum_dim(d),
+        |t, d| t.sum_dim(d),
+    )
+}
+
+/// `tensor.max_dim(dim)` of non-negative values (absolute values, squares), in stages of at
+/// most [`STAGE`] values (padding with zeros, which no non-negative maximum is below).
+pub fn max_dim_nonnegative<const D: usize, K: Ordered>(
+    tensor: Tensor<D, K>,
+    dim: usize,
+) -> Tensor<D, K> {
+    staged(
+        tensor,
+        dim,
+        STAGE,
+        0.0,
+        |t, d| t.max_dim(d),
+        |t, d| t.max_dim(d),
+    )
+}
+
+/// Reduces `tensor` along `dim` with `reduce` in stages of at most `most` values (`whole`
+/// where the axis fits in one stage), padding the axis with `pad` to whole stages.
+fn staged<const D: usize, K: Numeric>(
+    tensor: Tensor<D, K>,
+    dim: usize,
+    most: usize,
+    pad: f32,
+    whole: impl Fn(Tensor<D, K>, usize) -> Tensor<D, K>,
+    reduce: impl Fn(Tensor<4, K>, usize) -> Tensor<4, K>,
+) -> Tensor<D, K> {
+    let dims = tensor.dims();
+    let Some(&length) = dims.get(dim) else {
+        return whole(tensor, dim);
+    };
+    if length <= most {
+        return whole(tensor, dim);
+    }
+    let outer: usize = dims[..dim].iter().product();
+    let inner: usize = dims[dim + 1..].iter().product();
+    let mut values: Tensor<3, K> = tensor.reshape([outer, length, inner]);
+    let mut length = length;
+    while length > 1 {
+        let stage = length.min(most.max(2));
+        let stages = length.div_ceil(stage);
+        let padding = stages * stage - length;
+        if padding > 0 {
+            values = values.pad([(0, 0), (0, padding), (0, 0)], PadMode::Constant(pad));
+        }
+        values = reduce(values.reshape([outer, stages, stage, inner]), 2)
+            .reshape([outer, stages, inner]);
+        length = stages;
+    }
+    let mut kept = dims;
+    kept[dim] = 1;
+    values.reshape(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::Int;
+
+    use super::*;
+    use crate::testing::tensor;
+
+    /// Axes of one stage, of several stages not a whole number of them, and of several levels
+    /// of stages sum and maximise as a host loop does, the kept axes in place, floats and
+    /// integers (stages of 4 and of [`STAGE`]).
+    #[test]
+    fn staged_reductions_equal_host_loops() {
+        for (most, (outer, length, inner)) in [
+            (4, (2, 3, 3)),
+            (4, (2, 4 * 4 * 4 + 5, 3)),
+            (4, (1, 17, 1)),
+            (STAGE, (2, 3 * STAGE + 7, 2)),
+        ] {
+            let n = outer * length * inner;
+            let values: Vec<f64> = (0..n).map(|i| ((i * 7919) % 13) as f64).collect();
+            let t = tensor(&values, [outer, length, inner]);
+            let at = |o: usize, l: usize, i: usize| values[(o * length + l) * inner + i];
+            let cells: Vec<(usize, usize)> = (0..outer)
+                .flat_map(|o| (0..inner).map(move |i| (o, i)))
+                .collect();
+            let sums: Vec<f64> = cells
+                .iter()
+                .map(|&(o, i)| (0..length).map(|l| at(o, l, i)).sum())
+                .collect();
+            let maxima: Vec<f64> = cells
+                .iter()
+                .map(|&(o, i)| (0..length).map(|l| at(o, l, i)).fold(0.0, f64::max))
+                .collect();
+            let read = |t: Tensor<3>| -> Vec<f64> {
+                assert_eq!(t.dims(), [outer, 1, inner]);
+                crate::testing::values(t)
+                    .into_iter()
+                    .map(f64::from)
+                    .collect()
+            };
+            let sum =
+                |t: Tensor<3>| staged(t, 1, most, 0.0, |t, d| t.sum_dim(d), |t, d| t.sum_dim(d));
+            let max =
+                |t: Tensor<3>| staged(t, 1, most, 0.0, |t, d| t.max_dim(d), |t, d| t.max_dim(d));
+            let what = format!("{length} values in stages of {most}");
+            assert_eq!(read(sum(t.clone())), sums, "sums of {what}");
+            assert_eq!(read(max(t.clone())), maxima, "maxima of {what}");
+            let ints: Tensor<3, Int> = t.int();
+            let int_sums = staged(ints, 1, most, 0.0, |t, d| t.sum_dim(d), |t, d| t.sum_dim(d));
+            assert_eq!(read(int_sums.float()), sums, "integer sums of {what}");
+        }
+        let long = tensor(&vec![1.0; 2 * (STAGE + 1)], [2, STAGE + 1]);
+        assert_eq!(
+            crate::testing::values(sum_dim(long.clone(), 1)),
+            vec![(STAGE + 1) as f32; 2]
+        );
+        assert_eq!(
+            crate::testing::values(max_dim_nonnegative(long, 1)),
+            vec![1.0; 2]
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 
 use crate::common::Backend;
-use architectures::{GuideCnn, TextClassifier};
+use architectures::{ConvAutoencoder, GuideCnn, TextClassifier, Translator};
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -839,6 +839,51 @@ fn transformer_fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// The benchmark's convolutional autoencoder (strided Conv2d down, ConvTranspose2d up, a
+/// classifier head) on 28×28 images: the fast path equals single-sample passes for all nine
+/// quantities over three steps.
+fn autoencoder_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    on_float_inputs(
+        backend,
+        ConvAutoencoder::new(&device, 3),
+        [3, 28, 28],
+        ConvAutoencoder::forward,
+    );
+}
+
+/// The benchmark's encoder–decoder transformer (source padding mask, causal target mask,
+/// cross-attention) on pairs of 4-token sequences: the fast path equals single-sample passes
+/// for all nine quantities over three steps.
+fn translator_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let (batch, length, vocabulary) = (4, 4, 11);
+    let dev = device.clone();
+    fast_path_against_single_sample_passes(
+        backend,
+        Translator::new(&device, vocabulary, length, 3, 8, 1, 2, 0.0),
+        batch,
+        move |model: &Translator, step, samples| {
+            // Source n keeps n % 2 trailing pads; the target has none.
+            let tokens = |salt: usize, pads: bool| -> Tensor<2, burn::tensor::Int> {
+                let all: Vec<i64> = (0..batch * length)
+                    .map(|i| {
+                        let (n, t) = (i / length, i % length);
+                        if pads && t + n % 2 >= length && t > 0 {
+                            architectures::PAD
+                        } else {
+                            1 + ((i * 5 + step * 7 + salt) % (vocabulary - 1)) as i64
+                        }
+                    })
+                    .collect();
+                let part = all[samples.start * length..samples.end * length].to_vec();
+                Tensor::from_data(TensorData::new(part, [samples.len(), length]), &dev)
+            };
+            model.forward(tokens(0, true), tokens(3, false))
+        },
+    );
+}
+
 /// A recurrent sequence model from the drop-ins: token Embedding, Lstm (reversed, clipped
 /// cell), Gru (`reset_after` off), SwiGlu with bias on every position, mean over time, Linear
 /// head.
@@ -1463,6 +1508,8 @@ on_every_backend!(
     random_conv_settings_equal_single_sample_passes,
     transformer_fast_path_equals_exact_fallback,
     guide_cnn_fast_path_equals_exact_fallback,
+    autoencoder_fast_path_equals_exact_fallback,
+    translator_fast_path_equals_exact_fallback,
     recurrent_model_fast_path_equals_exact_fallback,
     batch_norm_with_running_statistics_equals_exact_fallback,
     training_mode_batch_norm_is_refused_by_name,

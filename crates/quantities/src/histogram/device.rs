@@ -12,21 +12,40 @@
 //! `x ≥ ⌈T⌉₃₂` exactly when `x ≥ T` in float64 (narrower floats are widened to float32 first,
 //! exactly). Float64 values use the thresholds themselves.
 //!
-//! Counting uses no scatter (burn's scatter-add is not atomic on every backend): a bin `i` is
-//! written `h·L + l` (`L ≈ √bins`), and `onehot(h)ᵀ·onehot(l)` over a piece of values gives
-//! every bin's count in one matrix product, exact in float32 below 2²⁴ values per piece. Work
-//! per value: the formula, the corrections and `≈ 2√bins` 0/1 entries.
+//! Counting is one scatter-add of ones into per-row counts `[rows, bins + 1]`, summed over
+//! the rows: each row holds a few hundred values, so where the device adds atomically (every
+//! physical GPU: one unit per value) the adds spread over many counters, and where it does
+//! not (CPU devices: one unit per row) the rows run in parallel. Integer adds are exact and
+//! their order does not matter, so the counts are deterministic. Work per value: the
+//! formula, the corrections and one add; launches per piece: a fixed handful, whatever the
+//! number of values or samples.
+//!
+//! Pieces: a chunk's per-sample gradients are materialised at most [`piece_values`] values
+//! at a time, a budget taken from what the device's allocator already holds for the step.
 
-use burn::tensor::{DType, Device, Int, Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{
+    DType, Device, IndexingUpdateOp, Int, Tensor, TensorCreationOptions, TensorData,
+};
 
 use super::host::Axis;
 use crate::persample::Elements;
+use crate::persample::reduce::sum_dim;
 
-/// The most 0/1 entries (values × one-hot width) one device operation holds.
-const LIMIT: usize = 1 << 22;
+/// Values one row of the per-row counts holds (on a device without atomic adds one unit
+/// walks a row).
+const ROW: usize = 256;
 
-/// Counts below this stay exact in a float32 matrix product.
-const EXACT_F32: usize = 1 << 24;
+/// The most entries of the per-row counts `[rows, bins + 1]`.
+const ROW_COUNTS: usize = 1 << 24;
+
+/// Bounds of a piece, in values: at least 2²² (what the counting needs to keep the device
+/// busy), at most 2²⁶ (a float32 buffer of 256 MiB, below the storage-binding limits of
+/// common GPUs).
+const PIECE_VALUES: (usize, usize) = (1 << 22, 1 << 26);
+
+/// Bytes a piece takes per value while it is counted: the value, its bin, a temporary of
+/// the correction rounds and the ones added (four 4-byte numbers).
+const BYTES_PER_VALUE: u64 = 16;
 
 /// An axis on a device: its formula, its thresholds in the type values are compared in, and
 /// how many correction rounds that type needs.
@@ -187,34 +206,45 @@ pub(crate) fn add_counts<const D: usize>(
     }
 }
 
-/// `[n, width]` 0/1 rows: `index` one-hot, in `dtype`.
-fn one_hot(index: Tensor<1, Int>, width: usize, dtype: DType) -> Tensor<2> {
-    let n = index.dims()[0];
-    let classes = Tensor::<1, Int>::arange(0..width as i64, &index.device()).reshape([1, width]);
-    index.reshape([n, 1]).equal(classes).float().cast(dtype)
+/// How many values a piece holds on `device`: as many as fit in the memory the device's
+/// allocator already holds (the training step's own working set, so that counting at most
+/// doubles it), within [`PIECE_VALUES`]; backends that report no allocator (the CPU
+/// backends) take the lower bound.
+pub(crate) fn piece_values(device: &Device) -> usize {
+    let (lo, hi) = PIECE_VALUES;
+    device
+        .memory_pool_usage()
+        .map(|usage| usage.bytes_reserved / BYTES_PER_VALUE)
+        .map_or(lo, |fit| usize::try_from(fit).unwrap_or(hi).clamp(lo, hi))
 }
 
-/// The counts of `index` (values in `0..bins`) as `[bins]` integers: one matrix product of the
-/// one-hot high and low parts, in pieces that keep it exact.
-fn count_indices(index: Tensor<1, Int>, bins: usize, dtype: DType) -> Tensor<1, Int> {
-    let low = (bins as f64).sqrt().ceil().max(1.0) as usize;
-    let high = bins.div_ceil(low);
+/// The counts of `index` (values in `0..bins`) as `[bins]` integers: one scatter-add of ones
+/// into per-row counts, summed over the rows. The index is padded to whole rows with the
+/// extra bin `bins`, dropped at the end.
+fn count_indices(index: Tensor<1, Int>, bins: usize) -> Tensor<1, Int> {
     let n = index.dims()[0];
-    let rows = (LIMIT / (low + high)).clamp(1, EXACT_F32);
-    (0..n.div_ceil(rows))
-        .map(|piece| {
-            let start = piece * rows;
-            let part = index.clone().narrow(0, start, rows.min(n - start));
-            let h = one_hot(part.clone().div_scalar(low as i64), high, dtype);
-            let l = one_hot(part.remainder_scalar(low as i64), low, dtype);
-            h.transpose()
-                .matmul(l)
-                .reshape([high * low])
-                .narrow(0, 0, bins)
-                .int()
-        })
-        .reduce(|a, b| a + b)
-        .unwrap_or_else(|| Tensor::zeros([bins], &index.device()))
+    let device = index.device();
+    if n == 0 {
+        return Tensor::zeros([bins], &device);
+    }
+    let rows = n.div_ceil(ROW).min(ROW_COUNTS / (bins + 1)).max(1);
+    let per_row = n.div_ceil(rows);
+    let padding = rows * per_row - n;
+    let index = if padding > 0 {
+        let pad = Tensor::<1, Int>::full([padding], bins as i64, &device);
+        Tensor::cat(vec![index, pad], 0)
+    } else {
+        index
+    }
+    .reshape([rows, per_row]);
+    let ones = index.ones_like();
+    let per_row = Tensor::<2, Int>::zeros([rows, bins + 1], &device).scatter(
+        1,
+        index,
+        ones,
+        IndexingUpdateOp::Add,
+    );
+    sum_dim(per_row, 0).reshape([bins + 1]).narrow(0, 0, bins)
 }
 
 /// A chunk's per-sample gradients `[b, numel]`, materialised a few samples at a time: the
@@ -242,20 +272,21 @@ pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2
 /// GradHist1d's device counts of one chunk's elements: `[bins]` integers.
 pub(crate) fn count_elements(axis: &DeviceAxis, elements: Elements) -> Tensor<1, Int> {
     let bins = axis.bins();
-    dense_pieces(elements, LIMIT)
+    let per_piece = piece_values(&axis.device);
+    dense_pieces(elements, per_piece)
         .into_iter()
         .map(|g| {
             let [b, numel] = g.dims();
-            count_indices(axis.bins_of(g.reshape([b * numel])), bins, axis.dtype)
+            count_indices(axis.bins_of(g.reshape([b * numel])), bins)
         })
         .reduce(|a, b| a + b)
         .unwrap_or_else(|| Tensor::zeros([bins], &axis.device))
 }
 
 /// GradHist2d's device counts of one chunk: the pairs `(g_{n,j}, θ_j)` of per-sample gradient
-/// elements and their parameter's value, `[x bins · y bins]` row-major: the per-element
-/// counts of x bins over the samples, times the parameters' one-hot y bins, one exact matrix
-/// product per piece (at most 2²⁴ pairs per cell).
+/// elements and their parameter's value, `[x bins · y bins]` row-major. The parameter's y
+/// bins are computed once; each pair's cell `x·(y bins) + y` is counted like GradHist1d's
+/// bins.
 pub(crate) fn count_pairs(
     x: &DeviceAxis,
     y: &DeviceAxis,
@@ -263,26 +294,22 @@ pub(crate) fn count_pairs(
     theta: Tensor<1>,
 ) -> Tensor<1, Int> {
     let (xb, yb) = (x.bins(), y.bins());
-    let per_piece = (LIMIT / xb.max(yb)).max(1);
-    let mut total: Option<Tensor<2, Int>> = None;
-    for g in dense_pieces(elements, per_piece) {
-        let [b, numel] = g.dims();
-        let columns = (per_piece / b).clamp(1, (EXACT_F32 / b).max(1));
-        for piece in 0..numel.div_ceil(columns) {
-            let (start, len) = (piece * columns, columns.min(numel - piece * columns));
-            let gx = g.clone().narrow(1, start, len).reshape([b * len]);
-            let per_element = one_hot(x.bins_of(gx), xb, x.dtype)
-                .reshape([b, len, xb])
-                .sum_dim(0)
-                .reshape([len, xb]);
-            let ty = one_hot(y.bins_of(theta.clone().narrow(0, start, len)), yb, x.dtype);
-            total = Some(add_counts(total, per_element.transpose().matmul(ty).int()));
-        }
-    }
-    match total {
-        Some(t) => t.reshape([xb * yb]),
-        None => Tensor::zeros([xb * yb], &theta.device()),
-    }
+    let numel = theta.dims()[0];
+    let theta_bins = y.bins_of(theta).reshape([1, numel]);
+    let per_piece = piece_values(&x.device);
+    dense_pieces(elements, per_piece)
+        .into_iter()
+        .map(|g| {
+            let [b, numel] = g.dims();
+            let cells = x
+                .bins_of(g.reshape([b * numel]))
+                .reshape([b, numel])
+                .mul_scalar(yb as i64)
+                + theta_bins.clone();
+            count_indices(cells.reshape([b * numel]), xb * yb)
+        })
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| Tensor::zeros([xb * yb], &x.device))
 }
 
 #[cfg(test)]

@@ -506,6 +506,20 @@ impl Cockpit {
         let with_previous = needs.dots_with_previous_grad && previous.is_some();
         let mut request = self.per_sample_request(step, grads, previous);
         let entries = params.entries();
+        let binning =
+            |q: &&Box<dyn Quantity>| q.should_compute(step) && q.per_sample_needs(step).elements;
+        let device = params.device();
+        if needs.elements
+            && self
+                .quantities
+                .iter()
+                .filter(binning)
+                .all(|q| q.counts_elements_on(&device))
+        {
+            // Every element is counted on the device: pieces as large as it binds, not sample
+            // chunks sized for host buffers.
+            request.chunk_elements = crate::histogram::device::PIECE_VALUES;
+        }
         let quantities = &mut self.quantities;
         let mut sink = |index: usize, elements: Elements| -> Result<(), PerSampleError> {
             for quantity in quantities.iter_mut() {

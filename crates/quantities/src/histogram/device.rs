@@ -20,8 +20,9 @@
 //! formula, the corrections and one add; launches per piece: a fixed handful, whatever the
 //! number of values or samples.
 //!
-//! Pieces: a chunk's per-sample gradients are materialised at most [`piece_values`] values
-//! at a time, a budget taken from what the device's allocator already holds for the step.
+//! Pieces: a chunk's per-sample gradients are materialised at most [`PIECE_VALUES`] values
+//! at a time (the largest buffer wgpu binds by default), so a layer's count takes the same
+//! launches at any batch size until its per-sample gradients outgrow that.
 
 use burn::tensor::{
     DType, Device, IndexingUpdateOp, Int, Tensor, TensorCreationOptions, TensorData,
@@ -29,23 +30,21 @@ use burn::tensor::{
 
 use super::host::Axis;
 use crate::persample::Elements;
-use crate::persample::reduce::sum_dim;
+use crate::persample::reduce::{self, sum_dim};
 
-/// Values one row of the per-row counts holds (on a device without atomic adds one unit
-/// walks a row).
+/// Values one row of the per-row counts holds at least (on a device without atomic adds one
+/// unit walks a row); rows are at most [`reduce::STAGE`], so that summing them is one
+/// reduction whatever the number of values.
 const ROW: usize = 256;
 
 /// The most entries of the per-row counts `[rows, bins + 1]`.
 const ROW_COUNTS: usize = 1 << 24;
 
-/// Bounds of a piece, in values: at least 2²² (what the counting needs to keep the device
-/// busy), at most 2²⁶ (a float32 buffer of 256 MiB, below the storage-binding limits of
-/// common GPUs).
-const PIECE_VALUES: (usize, usize) = (1 << 22, 1 << 26);
-
-/// Bytes a piece takes per value while it is counted: the value, its bin, a temporary of
-/// the correction rounds and the ones added (four 4-byte numbers).
-const BYTES_PER_VALUE: u64 = 16;
+/// The most values a piece holds: a float32 buffer of 128 MiB, the largest storage buffer
+/// wgpu binds without raising its default limits (`max_storage_buffer_binding_size`, 2²⁷
+/// bytes), so every buffer of the count (values, bins, ones) stays bindable on every
+/// adapter. A chunk of fewer values is one piece whatever the batch size.
+pub(crate) const PIECE_VALUES: usize = 1 << 25;
 
 /// An axis on a device: its formula, its thresholds in the type values are compared in, and
 /// how many correction rounds that type needs.
@@ -206,37 +205,24 @@ pub(crate) fn add_counts<const D: usize>(
     }
 }
 
-/// How many values a piece holds on `device`: as many as fit in the memory the device's
-/// allocator already holds (the training step's own working set, so that counting at most
-/// doubles it), within [`PIECE_VALUES`]; backends that report no allocator (the CPU
-/// backends) take the lower bound.
-pub(crate) fn piece_values(device: &Device) -> usize {
-    let (lo, hi) = PIECE_VALUES;
-    device
-        .memory_pool_usage()
-        .map(|usage| usage.bytes_reserved / BYTES_PER_VALUE)
-        .map_or(lo, |fit| usize::try_from(fit).unwrap_or(hi).clamp(lo, hi))
-}
-
 /// The counts of `index` (values in `0..bins`) as `[bins]` integers: one scatter-add of ones
-/// into per-row counts, summed over the rows. The index is padded to whole rows with the
-/// extra bin `bins`, dropped at the end.
+/// into per-row counts, summed over the rows. The index is padded to whole rows (by at least
+/// one value) with the extra bin `bins`, dropped at the end.
 fn count_indices(index: Tensor<1, Int>, bins: usize) -> Tensor<1, Int> {
     let n = index.dims()[0];
     let device = index.device();
     if n == 0 {
         return Tensor::zeros([bins], &device);
     }
-    let rows = n.div_ceil(ROW).min(ROW_COUNTS / (bins + 1)).max(1);
-    let per_row = n.div_ceil(rows);
-    let padding = rows * per_row - n;
-    let index = if padding > 0 {
-        let pad = Tensor::<1, Int>::full([padding], bins as i64, &device);
-        Tensor::cat(vec![index, pad], 0)
-    } else {
-        index
-    }
-    .reshape([rows, per_row]);
+    // At least one padding value, so that every count takes the same launches.
+    let rows = (n + 1)
+        .div_ceil(ROW)
+        .min(ROW_COUNTS / (bins + 1))
+        .min(reduce::STAGE)
+        .max(1);
+    let per_row = (n + 1).div_ceil(rows);
+    let pad = Tensor::<1, Int>::full([rows * per_row - n], bins as i64, &device);
+    let index = Tensor::cat(vec![index, pad], 0).reshape([rows, per_row]);
     let ones = index.ones_like();
     let per_row = Tensor::<2, Int>::zeros([rows, bins + 1], &device).scatter(
         1,
@@ -272,8 +258,7 @@ pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2
 /// GradHist1d's device counts of one chunk's elements: `[bins]` integers.
 pub(crate) fn count_elements(axis: &DeviceAxis, elements: Elements) -> Tensor<1, Int> {
     let bins = axis.bins();
-    let per_piece = piece_values(&axis.device);
-    dense_pieces(elements, per_piece)
+    dense_pieces(elements, PIECE_VALUES)
         .into_iter()
         .map(|g| {
             let [b, numel] = g.dims();
@@ -296,8 +281,7 @@ pub(crate) fn count_pairs(
     let (xb, yb) = (x.bins(), y.bins());
     let numel = theta.dims()[0];
     let theta_bins = y.bins_of(theta).reshape([1, numel]);
-    let per_piece = piece_values(&x.device);
-    dense_pieces(elements, per_piece)
+    dense_pieces(elements, PIECE_VALUES)
         .into_iter()
         .map(|g| {
             let [b, numel] = g.dims();

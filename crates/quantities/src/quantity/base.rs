@@ -243,6 +243,13 @@ pub trait Quantity: Send {
     /// [`Cockpit::with_histogram_engine`]: crate::Cockpit::with_histogram_engine
     fn use_histogram_engine(&mut self, _engine: HistogramEngine) {}
 
+    /// Whether the gradient elements this quantity bins ([`Quantity::accept_chunk`]) are
+    /// counted on `device` itself (then the Cockpit hands them over in pieces sized for the
+    /// device, not for host buffers). Quantities without histograms: `false`.
+    fn counts_elements_on(&self, _device: &burn::tensor::Device) -> bool {
+        false
+    }
+
     /// Whether the quantity reads the step's curvature source at `step`.
     fn uses_curvature(&self, _step: usize) -> bool {
         false

@@ -207,6 +207,10 @@ impl Quantity for GradHist1d {
         self.engine = engine;
     }
 
+    fn counts_elements_on(&self, device: &burn::tensor::Device) -> bool {
+        self.engine.counts_on(device)
+    }
+
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
         PerSampleNeeds {
             elements: true,

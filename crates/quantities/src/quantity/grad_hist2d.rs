@@ -249,6 +249,10 @@ impl Quantity for GradHist2d {
         self.engine = engine;
     }
 
+    fn counts_elements_on(&self, device: &burn::tensor::Device) -> bool {
+        self.engine.counts_on(device)
+    }
+
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
         let grad_max =
             |a: &Option<BinAdaptation>| a.as_ref().is_some_and(|a| a.needs_grad_abs_max(step));

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --release --example overhead [-- --model mlp|cnn|3c3d --engine fast|exact
 //!     --histograms auto|host|device --curvature recorded|hutchinson --steps 30 --repeats 3
-//!     --interval 1 --only economy,NormTest]
+//!     --interval 1 --batch 128 --only economy,NormTest]
 //! ```
 //!
 //! `mlp` is the setup of `PERFORMANCE_ANCHOR` (the real Cockpit's numbers on a 2-core machine):
@@ -23,7 +23,9 @@
 //! `--only a,b` keeps the named configurations. Prints one line per configuration as
 //! `overhead <name> <ratio>` plus absolute milliseconds per step, and `peak_memory <name>
 //! <ratio>`: the run's peak host heap above what was allocated before it (model, optimizer,
-//! activations, the Cockpit's state) against a plain run's.
+//! activations, the Cockpit's state) against a plain run's; on CubeCL backends (wgpu, cuda)
+//! `kernels_per_step plain <n>` and `kernels_per_step <name> <n>`: kernels launched per step
+//! (the launch ledger, `persample::launches`; burn's fused chains count once).
 
 use std::time::Instant;
 
@@ -41,7 +43,7 @@ use burn_cockpit::curvature::{
     MlpLayer, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder};
+use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, launches};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
     StepInfo, backend,
@@ -58,7 +60,6 @@ mod bench;
 static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 use bench::{arg, median};
 
-const BATCH: usize = 128;
 const LR: f64 = 0.01;
 
 /// A benchmark model on `[B, FEATURES]` inputs with 10 classes.
@@ -256,6 +257,9 @@ struct Run {
     peak_bytes: usize,
     /// Device→host reads and values read per tracked step (the read ledger).
     reads: Vec<(u64, u64)>,
+    /// Kernels launched per step (the launch ledger; CubeCL backends only), the final
+    /// synchronising forward pass spread over the steps alike in every run.
+    kernels: Option<f64>,
 }
 
 /// Runs `steps` training steps, tracking with `cockpit` if given.
@@ -272,6 +276,8 @@ fn run<M: Net>(
     let mut reads = Vec::new();
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
+    launches::observe();
+    let launched = launches::launches();
     let start = Instant::now();
     for step in 0..steps {
         let (x, y) = &data[step % data.len()];
@@ -298,7 +304,7 @@ fn run<M: Net>(
                 Some(Err(err)) => eprintln!("recording failed: {err}"),
                 None if tracking => {
                     let (frozen, x, y) = (model.clone(), x.clone(), y.clone());
-                    info = info.with_per_sample(ExactPerSample::new(BATCH, move |n| {
+                    info = info.with_per_sample(ExactPerSample::new(x.dims()[0], move |n| {
                         let loss = per_sample_loss(
                             &frozen,
                             x.clone().slice(n..n + 1),
@@ -341,11 +347,16 @@ fn run<M: Net>(
     let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
         .sum()
         .into_scalar::<f32>();
+    let seconds = start.elapsed().as_secs_f64() / steps as f64;
+    let kernels = launches::launches()
+        .zip(launched)
+        .map(|(after, before)| (after - before) as f64 / steps as f64);
     Run {
-        seconds: start.elapsed().as_secs_f64() / steps as f64,
+        seconds,
         products,
         peak_bytes: HEAP.peak_usage().saturating_sub(before),
         reads,
+        kernels,
     }
 }
 
@@ -360,11 +371,12 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         "device" => HistogramEngine::Device,
         _ => HistogramEngine::Auto,
     };
+    let batch: usize = arg("--batch", 128);
     let data: Vec<(Tensor<2>, Tensor<2>)> = (0..8)
         .map(|_| {
             let x =
-                Tensor::<2>::random([BATCH, M::FEATURES], Distribution::Normal(0.0, 1.0), device);
-            let labels = Tensor::<2>::random([BATCH, 10], Distribution::Uniform(0.0, 1.0), device);
+                Tensor::<2>::random([batch, M::FEATURES], Distribution::Normal(0.0, 1.0), device);
+            let labels = Tensor::<2>::random([batch, 10], Distribution::Uniform(0.0, 1.0), device);
             let y = labels.clone().equal(labels.max_dim(1)).float();
             (x, y)
         })
@@ -402,9 +414,10 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     }
     let _ = run::<M>(device, 3, None, exact, &data); // warm-up
     println!(
-        "model {name}, batch {BATCH}, engine {engine}, histograms {histograms:?}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
+        "model {name}, batch {batch}, engine {engine}, histograms {histograms:?}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
-    let (mut plain_times, mut plain_peaks) = (Vec::new(), Vec::new());
+    let (mut plain_times, mut plain_peaks, mut plain_kernels) = (Vec::new(), Vec::new(), None);
+    let mut kernels: Vec<Option<f64>> = vec![None; configs.len()];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut peaks: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut reads: Vec<Vec<(u64, u64)>> = vec![Vec::new(); configs.len()];
@@ -414,6 +427,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         let plain = run::<M>(device, steps, None, exact, &data);
         plain_times.push(plain.seconds);
         plain_peaks.push(plain.peak_bytes as f64);
+        plain_kernels = plain.kernels;
         for (i, (name, kinds)) in configs.iter().enumerate() {
             let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?
                 .with_histogram_engine(histograms);
@@ -421,6 +435,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             results[i].push(tracked.seconds);
             peaks[i].push(tracked.peak_bytes as f64);
             reads[i].extend(tracked.reads.iter().copied());
+            kernels[i] = tracked.kernels;
             if name == "HessMaxEV" {
                 products.extend(tracked.products.into_iter().map(|p| p as f64));
             }
@@ -433,6 +448,10 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         plain * 1e3,
         plain_peak / 1e6
     );
+    if let Some(plain) = plain_kernels {
+        // What a GPU pays besides reads: the kernels launched (fused chains count once).
+        println!("kernels_per_step plain {plain:.1}");
+    }
     if !products.is_empty() {
         println!(
             "hvp_products HessMaxEV {} (median over {} tracked steps, max {})",
@@ -441,7 +460,13 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             products.iter().copied().fold(0.0, f64::max)
         );
     }
-    for ((((name, _), times), peaks), reads) in configs.iter().zip(results).zip(peaks).zip(reads) {
+    for (((((name, _), times), peaks), reads), kernels) in configs
+        .iter()
+        .zip(results)
+        .zip(peaks)
+        .zip(reads)
+        .zip(kernels)
+    {
         let t = median(times);
         println!(
             "overhead {name} {:.3}   ({:.3} ms/step)",
@@ -463,6 +488,9 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             "values_read_per_step {name} {}",
             median(reads.iter().map(|r| r.1 as f64).collect())
         );
+        if let Some(kernels) = kernels {
+            println!("kernels_per_step {name} {kernels:.1}");
+        }
     }
     Ok(())
 }

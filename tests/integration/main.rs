@@ -16,6 +16,7 @@ mod curvature;
 mod dashboard;
 mod fuzz;
 mod kill_writes;
+mod launch_ledger;
 mod pathologies;
 mod per_sample;
 mod per_sample_models;

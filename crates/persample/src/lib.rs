@@ -40,6 +40,7 @@ mod distributed;
 mod error;
 mod exact;
 mod factors;
+pub mod launches;
 mod layers;
 mod merged;
 pub mod readback;

@@ -1,0 +1,196 @@
+//! What a GPU pays besides reads: the kernels a tracked step launches, counted on wgpu
+//! (lavapipe) through the launch ledger (`persample::launches`).
+//!
+//! With the histograms counted on the device, the kernels `economy` adds to a plain training
+//! step are bounded by the model — at most `64·P + 64` for `P` parameter tensors — and the
+//! same at batch sizes 32 and 128 (within burn's own shape-dependent fusion): nothing loops
+//! over samples or over pieces of a fixed size.
+//!
+//! The ledger counts the process's launches (burn's fusion launches from its own threads), so
+//! the measurement runs in a test process of its own: `economy_launches_are_bounded_by_the_model`
+//! starts this test binary again on `measure_launches`, which is ignored in the ordinary run.
+
+#![cfg(feature = "wgpu")]
+
+use burn::module::Module;
+use burn::nn::LinearConfig;
+use burn::nn::conv::Conv2dConfig;
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::activation::{log_softmax, relu};
+use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::histogram::HistogramEngine;
+use burn_cockpit::persample::{Conv2d, Linear, Recorder, launches};
+use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, Schedule, StepInfo};
+
+/// Kernels per parameter tensor and per step that `economy` may add (see the module doc):
+/// today's counts (mlp 6 tensors: 365, cnn 4 tensors: 237) held as the ceiling no change may
+/// raise.
+const PER_PARAMETER: u64 = 64;
+const PER_STEP: u64 = 64;
+
+/// How far the added kernels may differ between batch sizes: burn's fusion folds a fill into
+/// an element-wise chain or not depending on shapes (mlp: 364 at B 32, 365 at B 128). A loop
+/// over samples or pieces would differ by tens.
+const SHAPE_SLACK: u64 = 4;
+
+/// A model of the measurement: its parameter tensors, inputs per sample and forward pass.
+trait Net: Module + Clone + 'static {
+    const FEATURES: usize;
+    const PARAMETERS: u64;
+    fn new(device: &Device) -> Self;
+    fn forward(&self, x: Tensor<2>) -> Tensor<2>;
+}
+
+#[derive(Module, Debug)]
+struct Mlp {
+    l1: Linear,
+    l2: Linear,
+    l3: Linear,
+}
+
+impl Net for Mlp {
+    const FEATURES: usize = 64;
+    const PARAMETERS: u64 = 6;
+
+    fn new(device: &Device) -> Self {
+        Self {
+            l1: LinearConfig::new(64, 48).init(device).into(),
+            l2: LinearConfig::new(48, 32).init(device).into(),
+            l3: LinearConfig::new(32, 4).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.l3
+            .forward(relu(self.l2.forward(relu(self.l1.forward(x)))))
+    }
+}
+
+#[derive(Module, Debug)]
+struct Cnn {
+    conv: Conv2d,
+    head: Linear,
+}
+
+impl Net for Cnn {
+    const FEATURES: usize = 64;
+    const PARAMETERS: u64 = 4;
+
+    fn new(device: &Device) -> Self {
+        Self {
+            conv: Conv2dConfig::new([1, 4], [3, 3]).init(device).into(),
+            head: LinearConfig::new(4 * 6 * 6, 4).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = relu(self.conv.forward(x.reshape([b, 1, 8, 8])));
+        self.head.forward(h.reshape([b, 4 * 6 * 6]))
+    }
+}
+
+/// Kernels per step of `steps` SGD steps of `M` at batch `batch`, tracking `economy` (device
+/// histograms) when `tracked`, after two steps of warm-up.
+fn kernels_per_step<M: Net>(device: &Device, batch: usize, tracked: bool) -> u64 {
+    let device = device.clone().autodiff();
+    let mut model = M::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let mut cockpit = Cockpit::from_kinds(Configuration::Economy.kinds(), &Schedule::every_step())
+        .unwrap()
+        .with_histogram_engine(HistogramEngine::Device);
+    let (warm_up, steps) = (2, 3);
+    let mut before = 0;
+    for step in 0..warm_up + steps {
+        if step == warm_up {
+            before = launches::launches().unwrap();
+        }
+        let x: Vec<f32> = (0..batch * M::FEATURES)
+            .map(|i| (((i + step) * 31 % 17) as f32 - 8.0) / 8.0)
+            .collect();
+        let x = Tensor::<2>::from_data(TensorData::new(x, [batch, M::FEATURES]), &device);
+        let onehot: Vec<f32> = (0..batch * 4)
+            .map(|i| f32::from(u8::from((i / 4 + step) % 4 == i % 4)))
+            .collect();
+        let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), &device);
+        let recorder = tracked.then(Recorder::start);
+        let losses = (log_softmax(model.forward(x), 1) * onehot)
+            .sum_dim(1)
+            .neg()
+            .reshape([batch]);
+        let loss = losses.clone().mean();
+        let raw = loss.backward();
+        let factors = recorder.map(|r| r.finish(&raw).unwrap());
+        let grads = GradientsParams::from_grads(raw, &model);
+        if let Some(factors) = factors {
+            let info = StepInfo::new(loss.detach())
+                .with_individual_losses(losses.detach())
+                .with_optimizer(OptimizerInfo::sgd(0.05))
+                .with_per_sample(factors);
+            cockpit.track(step, &model, &grads, info).unwrap();
+        }
+        model = optim.step(0.05, model, grads);
+        // Every step ends on a read, tracked or not, so both flush their work alike.
+        let _ = model
+            .forward(Tensor::zeros([1, M::FEATURES], &device))
+            .sum()
+            .into_scalar::<f32>();
+    }
+    (launches::launches().unwrap() - before) / steps as u64
+}
+
+/// Runs in a process of its own (see the module doc): prints the counts and holds the bound.
+#[test]
+#[ignore = "run by economy_launches_are_bounded_by_the_model in a process of its own"]
+fn measure_launches() {
+    assert!(launches::observe(), "the launch ledger is built with wgpu");
+    let device = Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
+    fn measure<M: Net>(device: &Device, name: &str) {
+        let mut added = Vec::new();
+        for batch in [32, 128] {
+            let plain = kernels_per_step::<M>(device, batch, false);
+            let tracked = kernels_per_step::<M>(device, batch, true);
+            println!(
+                "kernels_per_step {name} B {batch}: plain {plain}, economy {tracked}, added {}",
+                tracked - plain
+            );
+            added.push(tracked.saturating_sub(plain));
+        }
+        let bound = PER_PARAMETER * M::PARAMETERS + PER_STEP;
+        assert!(
+            added[0].abs_diff(added[1]) <= SHAPE_SLACK,
+            "{name}: the added kernels depend on the batch size: {added:?}"
+        );
+        for added in added {
+            assert!(added <= bound, "{name}: {added} added kernels > {bound}");
+        }
+    }
+    measure::<Mlp>(&device, "mlp");
+    measure::<Cnn>(&device, "cnn");
+}
+
+#[test]
+fn economy_launches_are_bounded_by_the_model() {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "launch_ledger::measure_launches",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{text}");
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the measurement did not run: {text}"
+    );
+}

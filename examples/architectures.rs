@@ -24,7 +24,9 @@
 //! steps in the same process (interleaved). The guide CNN at batch 64 on 28×28 images, the
 //! transformer with `d_model` 128, 2 layers, 4 heads, sequences of 64 tokens, batch 32. Prints
 //! `overhead <model>/<config>/<engine> <ratio>`, `peak_memory …`, `reads_per_step …` and
-//! `values_read_per_step …` lines (device→host reads per tracked step, from the read ledger).
+//! `values_read_per_step …` lines (device→host reads per tracked step, from the read ledger),
+//! and on CubeCL backends `kernels_per_step <model>/plain` and `kernels_per_step …` (kernels
+//! launched per step, from the launch ledger).
 //! `--model autoencoder` and `--model encoder-decoder` (or `all`) add the convolutional
 //! autoencoder (batch 64, transposed convolutions) and the encoder–decoder transformer
 //! (`d_model` 128, 2 + 2 layers, 4 heads, sources and targets of 32 tokens, batch 32).
@@ -40,7 +42,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 use burn_cockpit::curvature::{OutputLoss, RecordedCurvature};
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{ExactPerSample, Recorder};
+use burn_cockpit::persample::{ExactPerSample, Recorder, launches};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, Snapshot, StepInfo,
     Value, backend,
@@ -618,9 +620,10 @@ fn train<T: Task>(
     Ok(())
 }
 
-/// What [`timed`] measured: seconds per step, peak heap, and the median device→host reads
-/// and values read per tracked step (the read ledger).
-type Timing = (f64, f64, (f64, f64));
+/// What [`timed`] measured: seconds per step, peak heap, the median device→host reads and
+/// values read per tracked step (the read ledger), and kernels launched per step (the launch
+/// ledger, CubeCL backends only).
+type Timing = (f64, f64, (f64, f64), Option<f64>);
 
 /// Seconds per step, peak heap and reads of `steps` steps.
 fn timed<T: Task>(
@@ -641,6 +644,8 @@ fn timed<T: Task>(
     };
     HEAP.reset_peak_usage();
     let before = HEAP.current_usage();
+    launches::observe();
+    let launched = launches::launches();
     let start = Instant::now();
     let (mut reads, mut values) = (Vec::new(), Vec::new());
     for s in 0..steps {
@@ -653,7 +658,13 @@ fn timed<T: Task>(
     }
     let seconds = start.elapsed().as_secs_f64() / steps as f64;
     let peak = HEAP.peak_usage().saturating_sub(before) as f64;
-    Ok((seconds, peak, (median(reads), median(values))))
+    // Flush the last step's work (one read of the parameters, alike in every run) before the
+    // launches are counted.
+    burn_cockpit::readback::read_values(Snapshot::of_params(&model).flatten().sum())?;
+    let kernels = launches::launches()
+        .zip(launched)
+        .map(|(after, before)| (after - before) as f64 / steps as f64);
+    Ok((seconds, peak, (median(reads), median(values)), kernels))
 }
 
 /// Where the benchmark's histograms count: `--histograms auto|host|device` (default `auto`).
@@ -692,19 +703,22 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
         configs.retain(|(name, _, _)| only.split(',').any(|o| o == name));
     }
     let _ = timed(task, device, 2, None, false, &data)?; // warm-up
-    let (mut plain, mut plain_peak) = (Vec::new(), Vec::new());
+    let (mut plain, mut plain_peak, mut plain_kernels) = (Vec::new(), Vec::new(), None);
     let mut times = vec![Vec::new(); configs.len()];
     let mut peaks = vec![Vec::new(); configs.len()];
     let mut reads = vec![(0.0, 0.0); configs.len()];
+    let mut kernels = vec![None; configs.len()];
     for _ in 0..repeats {
-        let (t, p, _) = timed(task, device, steps, None, false, &data)?;
+        let (t, p, _, k) = timed(task, device, steps, None, false, &data)?;
         plain.push(t);
         plain_peak.push(p);
+        plain_kernels = k;
         for (i, (_, kinds, exact)) in configs.iter().enumerate() {
-            let (t, p, r) = timed(task, device, steps, Some(kinds), *exact, &data)?;
+            let (t, p, r, k) = timed(task, device, steps, Some(kinds), *exact, &data)?;
             times[i].push(t);
             peaks[i].push(p);
             reads[i] = r;
+            kernels[i] = k;
         }
     }
     let (plain, plain_peak) = (median(plain), median(plain_peak));
@@ -714,7 +728,12 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
         plain * 1e3,
         plain_peak / 1e6
     );
-    for ((((name, _, exact), t), p), (r, v)) in configs.iter().zip(times).zip(peaks).zip(reads) {
+    if let Some(k) = plain_kernels {
+        println!("kernels_per_step {}/plain {k:.1}", task.name());
+    }
+    for (((((name, _, exact), t), p), (r, v)), k) in
+        configs.iter().zip(times).zip(peaks).zip(reads).zip(kernels)
+    {
         let engine = if *exact { "exact" } else { "fast" };
         let (t, p) = (median(t), median(p));
         println!(
@@ -732,6 +751,9 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
         // What a GPU would pay: blocking reads (synchronisations) and values read back.
         println!("reads_per_step {}/{name}/{engine} {r}", task.name());
         println!("values_read_per_step {}/{name}/{engine} {v}", task.name());
+        if let Some(k) = k {
+            println!("kernels_per_step {}/{name}/{engine} {k:.1}", task.name());
+        }
     }
     Ok(())
 }

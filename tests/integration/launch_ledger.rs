@@ -194,3 +194,54 @@ fn economy_launches_are_bounded_by_the_model() {
         "the measurement did not run: {text}"
     );
 }
+
+/// A layer whose per-sample gradients outgrow one piece (B 64 × Linear 1024→512: 2²⁵
+/// values, whose count would need buffers past the 128 MiB wgpu binds) is counted on the
+/// device in pieces that fit, as the host counts it.
+#[test]
+fn large_layers_count_in_pieces_that_fit_the_device() {
+    let device = Device::wgpu(burn::tensor::DeviceKind::DefaultDevice).autodiff();
+    let (batch, d_in, d_out) = (64, 1024, 512);
+    let layer: Linear = LinearConfig::new(d_in, d_out).init(&device).into();
+    let x: Vec<f32> = (0..batch * d_in)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+        .collect();
+    let x = Tensor::<2>::from_data(TensorData::new(x, [batch, d_in]), &device);
+    let recorder = Recorder::start();
+    let losses = layer.forward(x).square().sum_dim(1).reshape([batch]);
+    let loss = losses.clone().mean();
+    let raw = loss.backward();
+    let factors = recorder.finish(&raw).unwrap();
+    let grads = GradientsParams::from_grads(raw, &layer);
+    let counts = |engine| {
+        let mut cockpit = Cockpit::from_kinds(
+            [burn_cockpit::QuantityKind::GradHist1d],
+            &Schedule::every_step(),
+        )
+        .unwrap()
+        .with_histogram_engine(engine);
+        let info = StepInfo::new(loss.clone().detach())
+            .with_individual_losses(losses.clone().detach())
+            .with_per_sample(factors.clone());
+        cockpit.track(0, &layer, &grads, info).unwrap();
+        match cockpit.output().get(0, "GradHist1d") {
+            Some(burn_cockpit::Value::Hist1d(h)) => h.hist.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let (host, on_device) = (
+        counts(HistogramEngine::Host),
+        counts(HistogramEngine::Device),
+    );
+    let total: f64 = host.iter().sum();
+    assert_eq!(total, (batch * (d_in * d_out + d_out)) as f64);
+    assert_eq!(on_device.iter().sum::<f64>(), total);
+    // Float32 products next to a bin edge may round across it on the device.
+    let moved = host
+        .iter()
+        .zip(&on_device)
+        .map(|(a, b)| (a - b).abs())
+        .sum::<f64>()
+        / 2.0;
+    assert!(moved <= 1e-4 * total, "{moved} of {total} moved");
+}

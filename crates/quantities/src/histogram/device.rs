@@ -21,8 +21,8 @@
 //! number of values or samples.
 //!
 //! Pieces: a chunk's per-sample gradients are materialised at most [`PIECE_VALUES`] values
-//! at a time (the largest buffer wgpu binds by default), so a layer's count takes the same
-//! launches at any batch size until its per-sample gradients outgrow that.
+//! at a time (half the largest buffer wgpu binds by default), so a layer's count takes the
+//! same launches at any batch size until its per-sample gradients outgrow that.
 
 use burn::tensor::{
     DType, Device, IndexingUpdateOp, Int, Tensor, TensorCreationOptions, TensorData,
@@ -40,11 +40,12 @@ const ROW: usize = 256;
 /// The most entries of the per-row counts `[rows, bins + 1]`.
 const ROW_COUNTS: usize = 1 << 24;
 
-/// The most values a piece holds: a float32 buffer of 128 MiB, the largest storage buffer
-/// wgpu binds without raising its default limits (`max_storage_buffer_binding_size`, 2²⁷
-/// bytes), so every buffer of the count (values, bins, ones) stays bindable on every
-/// adapter. A chunk of fewer values is one piece whatever the batch size.
-pub(crate) const PIECE_VALUES: usize = 1 << 25;
+/// The most values a piece holds: 2²⁴, a float32 buffer of 64 MiB. wgpu binds storage
+/// buffers of at most 128 MiB without raised limits (`max_storage_buffer_binding_size`, 2²⁷
+/// bytes; lavapipe refuses a larger allocation outright), and a piece of 2²⁵ values plus its
+/// padding row already exceeds it; half of it leaves room for the padding and the per-row
+/// counts. A chunk of fewer values is one piece whatever the batch size.
+pub(crate) const PIECE_VALUES: usize = 1 << 24;
 
 /// An axis on a device: its formula, its thresholds in the type values are compared in, and
 /// how many correction rounds that type needs.

@@ -25,7 +25,8 @@
 //! <ratio>`: the run's peak host heap above what was allocated before it (model, optimizer,
 //! activations, the Cockpit's state) against a plain run's; on CubeCL backends (wgpu, cuda)
 //! `kernels_per_step plain <n>` and `kernels_per_step <name> <n>`: kernels launched per step
-//! (the launch ledger, `persample::launches`; burn's fused chains count once).
+//! (the launch ledger, `persample::launches`; burn's fused chains count once). Each run
+//! starts with one step outside the timing and the counts (a GPU compiles its kernels then).
 
 use std::time::Instant;
 
@@ -277,9 +278,18 @@ fn run<M: Net>(
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
     launches::observe();
-    let launched = launches::launches();
-    let start = Instant::now();
-    for step in 0..steps {
+    // One warm-up step (the first tracked step compiles its kernels on a GPU) outside the
+    // timing and the counts.
+    let warm_up = 1;
+    let (mut launched, mut start) = (None, Instant::now());
+    for step in 0..warm_up + steps {
+        if step == warm_up {
+            let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
+                .sum()
+                .into_scalar::<f32>();
+            launched = launches::launches();
+            start = Instant::now();
+        }
         let (x, y) = &data[step % data.len()];
         let curvature = cockpit
             .as_ref()
@@ -321,11 +331,11 @@ fn run<M: Net>(
             if let Err(err) = cockpit.track(step, &model, &grads, info) {
                 eprintln!("tracking failed: {err}");
             }
-            if tracked {
+            if tracked && step >= warm_up {
                 reads.push((cockpit.reads().reads, cockpit.reads().values));
             }
             let used = PRODUCTS.load(Ordering::Relaxed) - before;
-            if used > 0 {
+            if used > 0 && step >= warm_up {
                 products.push(used);
             }
         }

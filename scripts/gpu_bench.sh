@@ -7,8 +7,9 @@
 # release with that backend's feature (burn's fusion on, autotune off), then, for the MLP of
 # PERFORMANCE_ANCHOR.md, the Cockpit paper's cifar10_3c3d, and the guide CNN, transformer, autoencoder and encoder–decoder of
 # `examples/architectures.rs`: economy, business and full at every step with the histograms
-# counted on the host and on the device. Each run prints `overhead`, `reads_per_step` and
-# `values_read_per_step` lines; `summary.txt` collects them. Copy the figures into
+# counted on the host and on the device. Each run prints `overhead`, `reads_per_step`,
+# `values_read_per_step` and `kernels_per_step` lines; `summary.txt` collects them as each
+# run ends (a run past TIMEOUT is stopped and the others go on). Copy the figures into
 # BENCHMARKS.md with the GPU's name (`gpu.txt`).
 #
 # Environment: STEPS (default 30), REPEATS (default 3); TIMEOUT per run in seconds (default 900).
@@ -30,6 +31,26 @@ case "$backend" in
         exit 2
         ;;
 esac
+# What the backend needs, said before anything is built.
+missing=()
+if [[ "$backend" == cuda ]]; then
+    command -v nvcc >/dev/null 2>&1 || missing+=("nvcc (the CUDA toolkit)")
+    if ! ldconfig -p 2>/dev/null | grep -q libnvrtc; then
+        missing+=("libnvrtc (the CUDA runtime compiler library)")
+    fi
+    if ! nvidia-smi >/dev/null 2>&1; then missing+=("a working nvidia-smi (the NVIDIA driver)"); fi
+else
+    if ! command -v vulkaninfo >/dev/null 2>&1; then
+        missing+=("vulkaninfo (package vulkan-tools) to check the adapter")
+    elif ! vulkaninfo --summary 2>/dev/null | grep -E "deviceName" | grep -qv llvmpipe; then
+        missing+=("a Vulkan adapter other than llvmpipe (only the CPU rasterizer was found)")
+    fi
+fi
+if ((${#missing[@]})); then
+    echo "cannot benchmark on $backend; missing:" >&2
+    printf '  - %s\n' "${missing[@]}" >&2
+    exit 1
+fi
 out="${2:-bench-$backend-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 steps="${STEPS:-30}"
@@ -45,8 +66,13 @@ limit="${TIMEOUT:-900}"
 } >"$out/gpu.txt" 2>&1
 
 echo "building the benchmarks (release, --features $backend) ..."
-cargo build --release --features "$backend" --example overhead --example architectures 2>&1 |
-    tail -n 3
+if ! cargo build --release --features "$backend" --example overhead --example architectures \
+    >"$out/build.txt" 2>&1; then
+    echo "the build failed:" >&2
+    grep -E -A 12 "^error" "$out/build.txt" >&2 || tail -n 40 "$out/build.txt" >&2
+    exit 1
+fi
+tail -n 1 "$out/build.txt"
 bin=target/release/examples
 export BURN_COCKPIT_DEVICE="$backend"
 
@@ -57,7 +83,7 @@ run() {
     if ! timeout "$limit" "$@" >"$out/$name.txt" 2>&1; then
         echo "   (failed or timed out after ${limit}s; see $out/$name.txt)"
     fi
-    grep -E "^(model|backend|plain|overhead|reads_per_step|values_read_per_step|hvp_products)" \
+    grep -E "^(model|backend|plain|overhead|reads_per_step|values_read_per_step|kernels_per_step|hvp_products)" \
         "$out/$name.txt" | sed "s/^/$name: /" >>"$out/summary.txt" || true
 }
 

@@ -19,20 +19,9 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{ExactPerSample, Recorder};
-use burn_cockpit::{Cockpit, OptimizerInfo, QuantityKind, Schedule, StepInfo, Value};
+use burn_cockpit::{Cockpit, OptimizerInfo, Schedule, StepInfo};
 
-/// Every quantity that reads per-sample gradients.
-const PER_SAMPLE: [QuantityKind; 9] = [
-    QuantityKind::Alpha,
-    QuantityKind::CABS,
-    QuantityKind::EarlyStopping,
-    QuantityKind::GradHist1d,
-    QuantityKind::GradHist2d,
-    QuantityKind::InnerTest,
-    QuantityKind::MeanGSNR,
-    QuantityKind::NormTest,
-    QuantityKind::OrthoTest,
-];
+use crate::common::{PER_SAMPLE, float, histogram_counts};
 
 /// The scalar per-sample quantities and the float32 tolerance they are held to (relative,
 /// with an absolute floor of 1e-6 for values near zero).
@@ -161,22 +150,6 @@ fn track(
     grads
 }
 
-fn float(cockpit: &Cockpit, step: usize, key: &str) -> f64 {
-    cockpit
-        .output()
-        .get(step, key)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("no {key} at {step}"))
-}
-
-fn counts(cockpit: &Cockpit, step: usize, key: &str) -> Vec<f64> {
-    match cockpit.output().get(step, key) {
-        Some(Value::Hist1d(h)) => h.hist.clone(),
-        Some(Value::Hist2d(h)) => h.hist.iter().map(|c| *c as f64).collect(),
-        other => panic!("{key}: {other:?}"),
-    }
-}
-
 /// Two SGD steps of cifar10_3c3d on `device` in float32 at batch `size`, tracked on the fast
 /// path, by single-sample passes on the same device, and by single-sample passes of the same
 /// weights in float64 on flex; every per-sample quantity of the first two equals the third.
@@ -223,9 +196,9 @@ fn fast_and_exact_equal_a_float64_reference(device: &Device, size: usize) {
         // Histograms: float32 elements next to a bin edge may cross it; a wrong per-sample
         // gradient moves most of them.
         for key in ["GradHist1d", "GradHist2d"] {
-            let truth = counts(&reference, step, key);
+            let truth = histogram_counts(&reference, step, key);
             for (what, cockpit) in [("fast path", &fast), ("exact fallback", &exact)] {
-                let ours = counts(cockpit, step, key);
+                let ours = histogram_counts(cockpit, step, key);
                 let total: f64 = truth.iter().sum();
                 assert_eq!(
                     ours.iter().sum::<f64>(),

@@ -278,3 +278,34 @@ impl burn::module::ModuleMapper for ToDType {
         burn::module::Param::from_mapped_value(id, cast, mapper)
     }
 }
+
+/// Every quantity that reads per-sample gradients.
+pub const PER_SAMPLE: [burn_cockpit::QuantityKind; 9] = [
+    burn_cockpit::QuantityKind::Alpha,
+    burn_cockpit::QuantityKind::CABS,
+    burn_cockpit::QuantityKind::EarlyStopping,
+    burn_cockpit::QuantityKind::GradHist1d,
+    burn_cockpit::QuantityKind::GradHist2d,
+    burn_cockpit::QuantityKind::InnerTest,
+    burn_cockpit::QuantityKind::MeanGSNR,
+    burn_cockpit::QuantityKind::NormTest,
+    burn_cockpit::QuantityKind::OrthoTest,
+];
+
+/// The number `key` of a Cockpit's output at `step`.
+pub fn float(cockpit: &burn_cockpit::Cockpit, step: usize, key: &str) -> f64 {
+    cockpit
+        .output()
+        .get(step, key)
+        .and_then(burn_cockpit::Value::as_f64)
+        .unwrap_or_else(|| panic!("no {key} at {step}"))
+}
+
+/// The counts of histogram `key` (1-d or 2-d) of a Cockpit's output at `step`.
+pub fn histogram_counts(cockpit: &burn_cockpit::Cockpit, step: usize, key: &str) -> Vec<f64> {
+    match cockpit.output().get(step, key) {
+        Some(burn_cockpit::Value::Hist1d(h)) => h.hist.clone(),
+        Some(burn_cockpit::Value::Hist2d(h)) => h.hist.iter().map(|c| *c as f64).collect(),
+        other => panic!("{key}: {other:?}"),
+    }
+}

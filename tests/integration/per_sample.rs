@@ -9,7 +9,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use crate::common::Backend;
+use crate::common::{Backend, PER_SAMPLE, float, histogram_counts};
 use architectures::{ConvAutoencoder, GuideCnn, TextClassifier, Translator};
 use burn::module::Module;
 use burn::nn::LinearConfig;
@@ -24,22 +24,7 @@ use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{
     ExactPerSample, Linear, MergedPerSample, PerSample, PerSampleSource, Recorder,
 };
-use burn_cockpit::{
-    Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo, Value,
-};
-
-/// Every quantity that reads per-sample gradients.
-const PER_SAMPLE: [QuantityKind; 9] = [
-    QuantityKind::Alpha,
-    QuantityKind::CABS,
-    QuantityKind::EarlyStopping,
-    QuantityKind::GradHist1d,
-    QuantityKind::GradHist2d,
-    QuantityKind::InnerTest,
-    QuantityKind::MeanGSNR,
-    QuantityKind::NormTest,
-    QuantityKind::OrthoTest,
-];
+use burn_cockpit::{Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo};
 
 #[derive(Module, Debug)]
 struct Mlp {
@@ -128,22 +113,6 @@ fn ce(logits: Tensor<2>, onehot: Tensor<2>) -> Tensor<1> {
         .sum_dim(1)
         .neg()
         .reshape([b])
-}
-
-fn float(cockpit: &Cockpit, step: usize, key: &str) -> f64 {
-    cockpit
-        .output()
-        .get(step, key)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("no {key} at {step}"))
-}
-
-fn histogram_counts(cockpit: &Cockpit, step: usize, key: &str) -> Vec<f64> {
-    match cockpit.output().get(step, key) {
-        Some(Value::Hist1d(h)) => h.hist.clone(),
-        Some(Value::Hist2d(h)) => h.hist.iter().map(|c| *c as f64).collect(),
-        other => panic!("{key}: {other:?}"),
-    }
 }
 
 /// Histogram `key` at `step` of two Cockpits, which must count the same number of elements:

@@ -69,6 +69,12 @@ pub fn reads_on_this_thread() -> ReadCount {
     LEDGER.with(Cell::get)
 }
 
+/// Counts a blocking wait on the device that brings no values back (a collective's
+/// `resolve`): a synchronisation like a read, of zero values.
+pub(crate) fn record_wait() {
+    record(0);
+}
+
 fn record(values: usize) {
     LEDGER.with(|ledger| {
         let mut count = ledger.get();

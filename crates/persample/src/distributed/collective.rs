@@ -66,8 +66,12 @@ impl Collective for BurnCollective {
         self.devices.len()
     }
 
+    /// burn's `all_reduce`, resolved: the wait is a synchronisation, counted by the read
+    /// ledger as a read of no values.
     fn all_reduce_sum(&self, values: Tensor<1>) -> Result<Tensor<1>, PerSampleError> {
-        Ok(all_reduce(values, ReduceOperation::Sum, self.devices.clone()).resolve())
+        let summed = all_reduce(values, ReduceOperation::Sum, self.devices.clone()).resolve();
+        crate::readback::record_wait();
+        Ok(summed)
     }
 }
 

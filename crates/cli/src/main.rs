@@ -191,20 +191,27 @@ fn parse_seconds(seconds: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("takes seconds (≥ 0, at most 1.8e19), not `{seconds}`"))
 }
 
-/// Writes to standard output. A reader that went away (`cockpit diagnose … | head -1`) is no
-/// error: the rest is dropped quietly and the exit status stays the one the command decided.
+/// Writes to standard output through [`cockpit_cli::console`]: a reader that went away
+/// (`cockpit diagnose … | head -1`) is no error, and the exit status stays the command's.
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        let _ = write!(out, $($arg)*).and_then(|()| out.flush());
-    }};
+    ($($arg:tt)*) => {
+        cockpit_cli::console::out(format_args!($($arg)*))
+    };
 }
 
 macro_rules! sayln {
     ($($arg:tt)*) => {{
         say!($($arg)*);
         say!("\n");
+    }};
+}
+
+/// Writes a line to standard error through [`cockpit_cli::console`] (a closed stream is no
+/// panic).
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        cockpit_cli::console::err(format_args!($($arg)*));
+        cockpit_cli::console::err(format_args!("\n"));
     }};
 }
 
@@ -222,7 +229,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(err) => {
-            eprintln!("error: {err}");
+            tell!("error: {err}");
             ExitCode::from(2)
         }
     }
@@ -345,7 +352,7 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
     let out = &args.out;
     cockpit_plot::watch(&args.log, out, &options, &live, |event| match event {
         WatchEvent::Drawn { steps, .. } => sayln!("drew {steps} steps into {}", out.display()),
-        WatchEvent::Skipped(err) => eprintln!("waiting for a readable log: {err}"),
+        WatchEvent::Skipped(err) => tell!("waiting for a readable log: {err}"),
     })?;
     Ok(())
 }
@@ -361,13 +368,13 @@ fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
     let run = replay(&fixture, &options)?;
     cockpit_quantities::log::write_log(&args.out, &run.output)?;
     for warning in &run.warnings {
-        eprintln!("warning: {warning}");
+        tell!("warning: {warning}");
     }
     for (quantity, reason) in &run.refused {
-        eprintln!("note: {quantity} refused: {reason}");
+        tell!("note: {quantity} refused: {reason}");
     }
     if args.variants && !run.skipped_variants.is_empty() {
-        eprintln!(
+        tell!(
             "note: variants not computed yet: {}",
             run.skipped_variants.join(", ")
         );

@@ -131,10 +131,10 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .map_err(|source| ServeError::Bind { address, source })?;
     let bound = listener.local_addr()?;
     if !options.address.is_loopback() {
-        eprintln!(
+        crate::console::err(format_args!(
             "warning: serving on {bound}, reachable from other machines: anyone who can reach \
-             it can read this run's dashboard"
-        );
+             it can read this run's dashboard\n"
+        ));
     }
     let (sender, updates) = watch::channel(Snapshot::default());
     tokio::spawn(watch_log(options.log.clone(), options.interval, sender));
@@ -156,9 +156,10 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .route("/events", get(events))
         .fallback(not_found)
         .with_state(shared);
-    println!("serving {} on http://{bound}", options.log.display());
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
+    crate::console::out(format_args!(
+        "serving {} on http://{bound}\n",
+        options.log.display()
+    ));
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -475,3 +475,85 @@ fn export_writes_a_tensorboard_event_file() {
     assert!(!dir.join("other").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every subcommand writing to a closed standard error (`cockpit … 2>&1 | true`) and closed
+/// standard output ends with the status it decided — 2 for these failing runs, 1 for a
+/// diagnosis that flags something — never a broken-pipe panic (101); `serve` keeps serving
+/// with both closed (it prints its address first).
+#[test]
+fn closed_output_streams_never_panic() {
+    let dir = scratch("closed");
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let sick = dir.join("sick.json");
+    let steps: Vec<String> = (0..20)
+        .map(|s| {
+            format!(
+                "\"{s}\": {{\"Loss\": {}}}",
+                if s % 2 == 0 { 1.0 } else { 9.0 }
+            )
+        })
+        .collect();
+    std::fs::write(&sick, format!("{{{}}}", steps.join(", "))).unwrap();
+    let missing = dir.join("missing.json");
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let cases: [(Vec<std::ffi::OsString>, i32); 6] = [
+        (vec!["diagnose".into(), empty.clone().into()], 2),
+        (vec!["diagnose".into(), sick.clone().into()], 1),
+        (vec!["check".into(), missing.clone().into()], 2),
+        (
+            vec![
+                "plot".into(),
+                missing.clone().into(),
+                "--out".into(),
+                dir.join("a.png").into(),
+            ],
+            2,
+        ),
+        (
+            vec![
+                "export".into(),
+                missing.clone().into(),
+                "--tensorboard".into(),
+                dir.join("tb").into(),
+            ],
+            2,
+        ),
+        (
+            vec![
+                "replay".into(),
+                missing.clone().into(),
+                "--out".into(),
+                dir.join("r.json").into(),
+            ],
+            2,
+        ),
+    ];
+    for (args, expected) in cases {
+        let status = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .args(&args)
+            .stdout(closed())
+            .stderr(closed())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(expected), "cockpit {args:?}");
+    }
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .arg("serve")
+        .arg(&sick)
+        .args(["--port", "0"])
+        .stdout(closed())
+        .stderr(closed())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let early = serve.try_wait().unwrap();
+    serve.kill().ok();
+    serve.wait().ok();
+    assert_eq!(early, None, "serve exited with both streams closed");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -9,10 +9,7 @@
 //! 589 824 elements); the per-sample engine now reduces long axes in stages
 //! (`persample::reduce`), and `backend_reductions` holds the reproduction.
 
-#[path = "../../examples/common/architectures.rs"]
-mod architectures;
-
-use architectures::Cifar3c3d;
+use crate::architectures::Cifar3c3d;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;

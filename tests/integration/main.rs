@@ -9,6 +9,11 @@
 #[macro_use]
 mod common;
 
+/// The example architectures (guide CNN, text transformer, autoencoder, encoder–decoder,
+/// cifar10_3c3d), shared by the per-sample tests.
+#[path = "../../examples/common/architectures.rs"]
+mod architectures;
+
 mod backend_reductions;
 mod cifar3c3d;
 mod cockpit_api;

@@ -3,14 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../examples/common/architectures.rs"]
-mod architectures;
 use crate::common;
 
 use std::sync::Arc;
 
+use crate::architectures::{self, ConvAutoencoder, GuideCnn, TextClassifier, Translator};
 use crate::common::{Backend, PER_SAMPLE, float, histogram_counts};
-use architectures::{ConvAutoencoder, GuideCnn, TextClassifier, Translator};
 use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::nn::conv::{Conv2d, Conv2dConfig};

@@ -506,14 +506,12 @@ impl Cockpit {
         let with_previous = needs.dots_with_previous_grad && previous.is_some();
         let mut request = self.per_sample_request(step, grads, previous);
         let entries = params.entries();
-        let binning =
-            |q: &&Box<dyn Quantity>| q.should_compute(step) && q.per_sample_needs(step).elements;
         let device = params.device();
         if needs.elements
             && self
                 .quantities
                 .iter()
-                .filter(binning)
+                .filter(|q| q.should_compute(step) && q.per_sample_needs(step).elements)
                 .all(|q| q.counts_elements_on(&device))
         {
             // Every element is counted on the device: pieces as large as it binds, not sample

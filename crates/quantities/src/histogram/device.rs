@@ -216,11 +216,8 @@ fn count_indices(index: Tensor<1, Int>, bins: usize) -> Tensor<1, Int> {
         return Tensor::zeros([bins], &device);
     }
     // At least one padding value, so that every count takes the same launches.
-    let rows = (n + 1)
-        .div_ceil(ROW)
-        .min(ROW_COUNTS / (bins + 1))
-        .min(reduce::STAGE)
-        .max(1);
+    let most_rows = (ROW_COUNTS / (bins + 1)).clamp(1, reduce::STAGE);
+    let rows = (n + 1).div_ceil(ROW).clamp(1, most_rows);
     let per_row = (n + 1).div_ceil(rows);
     let pad = Tensor::<1, Int>::full([rows * per_row - n], bins as i64, &device);
     let index = Tensor::cat(vec![index, pad], 0).reshape([rows, per_row]);

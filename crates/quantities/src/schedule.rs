@@ -92,6 +92,16 @@ impl Schedule {
                  start={start}, end={end}, base={base}"
             )));
         }
+        // Cockpit's steps come from torch.logspace in float32: exponents, a base or steps
+        // float32 cannot hold would be computed as infinities (Python's `int` refuses them;
+        // here they would silently vanish), so they are refused.
+        let largest = (base as f32).powf((start as f32).max(end as f32));
+        if !((start as f32).is_finite() && (end as f32).is_finite() && largest.is_finite()) {
+            return Err(CockpitError::InvalidSchedule(format!(
+                "logarithmic schedule from {base}^{start} to {base}^{end}: its steps are \
+                 computed in float32 (as torch.logspace does for Cockpit), which cannot hold them"
+            )));
+        }
         let mut set = BTreeSet::new();
         if init {
             set.insert(0);
@@ -227,9 +237,13 @@ impl FromStr for Schedule {
                 ),
                 None => (position, arg),
             };
-            *args
+            let entry = args
                 .get_mut(slot)
-                .ok_or_else(|| bad("too many arguments"))? = Some(value);
+                .ok_or_else(|| bad("too many arguments"))?;
+            if entry.is_some() {
+                return Err(bad(&format!("`{}` is given twice", signature[slot])));
+            }
+            *entry = Some(value);
         }
         let number = |k: usize, default: Option<f64>| -> Result<f64, CockpitError> {
             match args[k] {
@@ -382,6 +396,8 @@ mod tests {
             ),
             vec![0, 1, 2, 4, 10]
         );
+        // The largest power float32 holds is still a schedule.
+        assert!(parse("logarithmic(0, 38, 3)").unwrap().is_active(1));
         for bad in [
             "linear(0)",
             "linear(1.5)",
@@ -391,6 +407,13 @@ mod tests {
             "linear(2, 0, 1)",
             "linear(step=2)",
             "logarithmic(0, 1, 4, 10, maybe)",
+            // A keyword given twice (Python refuses it too), and again after its position.
+            "linear(interval=1, interval=2)",
+            "linear(2, interval=3)",
+            // Steps float32 cannot hold (torch.logspace computes in float32).
+            "logarithmic(0, 1e300, 1e6)",
+            "logarithmic(0, 50)",
+            "logarithmic(0, 2, 10, 1e300)",
             "",
         ] {
             let err = parse(bad).unwrap_err();

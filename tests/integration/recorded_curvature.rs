@@ -432,28 +432,34 @@ on_every_backend!(
 );
 
 /// Transposed and 3-d convolutions with ReLU are piecewise linear: declared so, `diag_h` is
-/// the GGN diagonal and equals the dense Hessian's diagonal.
+/// the GGN diagonal and equals the dense Hessian's diagonal, for a draw of weights where every
+/// parameter has curvature on this batch (burn's initialisation is random; a draw where a ReLU
+/// layer is dead for every sample, which happens now and then, compares zeros with zeros
+/// there and is drawn again).
 #[test]
 fn piecewise_linear_upsampler_diag_h_equals_dense_hessian() {
-    let s = setup::<Upsampler>(&common::flex());
-    let params = Snapshot::of_params(&s.model);
-    let source = source(&s, 1).piecewise_linear();
-    let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
-    let (d, hessian) = dense_hessian(&s);
-    let oracle = diag(d, &hessian);
-    assert_close("upsampler diag_h", &ours, &oracle, 1e-8);
-    assert!(source.notes().is_empty(), "{:?}", source.notes());
-    // Every parameter has curvature to compare (no layer dead on this batch).
-    let mut offset = 0;
-    for entry in params.entries() {
-        let part = &oracle[offset..offset + entry.numel()];
-        assert!(
-            part.iter().any(|v| v.abs() > 1e-12),
-            "{}: {part:?}",
-            entry.name
-        );
-        offset += entry.numel();
+    for _draw in 0..20 {
+        let s = setup::<Upsampler>(&common::flex());
+        let params = Snapshot::of_params(&s.model);
+        let (d, hessian) = dense_hessian(&s);
+        let oracle = diag(d, &hessian);
+        let mut offset = 0;
+        let mut alive = true;
+        for entry in params.entries() {
+            let part = &oracle[offset..offset + entry.numel()];
+            alive &= part.iter().any(|v| v.abs() > 1e-12);
+            offset += entry.numel();
+        }
+        if !alive {
+            continue;
+        }
+        let source = source(&s, 1).piecewise_linear();
+        let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
+        assert_close("upsampler diag_h", &ours, &oracle, 1e-8);
+        assert!(source.notes().is_empty(), "{:?}", source.notes());
+        return;
     }
+    panic!("20 draws of the upsampler each had a parameter without curvature on this batch");
 }
 
 /// ReLU, max pooling and Linear/Conv layers: declared piecewise linear, `diag_h` is the GGN

@@ -1,6 +1,6 @@
 //! Counting on the device: each value's bin is computed by the rule's arithmetic and
-//! corrected against the exact thresholds, and the bins are counted by one 0/1 matrix product;
-//! only the counts come back.
+//! corrected against the exact thresholds, and the bins are counted by one scatter-add into
+//! per-row counts; only the counts come back.
 //!
 //! The bin of `x` is the number of thresholds `T_k` (the smallest value whose bin is at least
 //! `k`) that `x` reaches. On the device the rule's formula gives an index that float32

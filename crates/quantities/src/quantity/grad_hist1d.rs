@@ -27,11 +27,11 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 /// Where the counting runs is the [`HistogramEngine`] (`Auto`: the device on a graphics
 /// card, the host on CPU backends and software rasterizers).
 ///
-/// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
-/// get their bin from the rule's formula, corrected against the exact thresholds, and are
-/// counted by one 0/1 matrix product per piece: `bins` integers per step join the step's one
-/// batched read, and nothing else is read. Work per element: the formula, a correction round
-/// or two and `≈ 2√bins` 0/1 entries; memory at most 2²² such entries per operation.
+/// On the device, each chunk's elements (rank-one gradients expanded in pieces of at most 2²⁴
+/// values) get their bin from the rule's formula, corrected against the exact thresholds, and
+/// are counted by one scatter-add into per-row counts per piece: `bins` integers per step join
+/// the step's one batched read, and nothing else is read. Work per element: the formula, a
+/// correction round or two and one add; a fixed handful of launches per piece.
 ///
 /// On the host, linear layers on the fast path hand over rank-one per-sample gradients
 /// `a_n e_nᵀ`, read to the host once (`B·(d_in + d_out)` numbers per layer) and binned there without forming

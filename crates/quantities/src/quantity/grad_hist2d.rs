@@ -31,10 +31,11 @@ use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Valu
 /// Where the counting runs is the [`HistogramEngine`] (`Auto`: the device on a graphics
 /// card, the host on CPU backends and software rasterizers).
 ///
-/// On the device, each chunk's elements (rank-one gradients expanded a few samples at a time)
-/// and the parameter's values get their bins from the rule's formula, corrected against the
-/// exact thresholds, and one 0/1 matrix product per piece counts the pairs: `x·y` integers
-/// per step (per parameter with `keep_individual`) join the step's one batched read.
+/// On the device, each chunk's elements (rank-one gradients expanded in pieces of at most 2²⁴
+/// values) and the parameter's values (binned once per chunk) get their bins from the rule's
+/// formula, corrected against the exact thresholds, and one scatter-add per piece counts the
+/// pairs' cells: `x·y` integers per step (per parameter with `keep_individual`) join the
+/// step's one batched read.
 ///
 /// On the host, linear layers on the fast path hand over rank-one per-sample gradients
 /// `a_n e_nᵀ` (read to the host once, with the layer's parameters): rows whose products lie

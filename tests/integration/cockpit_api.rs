@@ -226,7 +226,12 @@ fn missing_step_zero_fails_distance_only(backend: &Backend) {
     let model = Net::new(&[3, 4, 2], &device);
     let mut cockpit = implemented_on(&Schedule::every_step());
     let (grads, info) = step_of(&model, &device, 1, false);
-    let err = cockpit.track(1, &model, &grads, info).unwrap_err();
+    let report = cockpit.track(1, &model, &grads, info).unwrap();
+    assert!(
+        report.tracked && !report.is_complete(),
+        "a failed quantity is reported, not an error"
+    );
+    let err = report.into_result().unwrap_err();
     let CockpitError::QuantitiesFailed { step: 1, failures } = &err else {
         panic!("{err}")
     };

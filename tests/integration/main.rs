@@ -22,6 +22,7 @@ mod dashboard;
 mod fuzz;
 mod kill_writes;
 mod launch_ledger;
+mod one_call;
 mod pathologies;
 mod per_sample;
 mod per_sample_models;

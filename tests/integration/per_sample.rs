@@ -1010,7 +1010,9 @@ fn training_mode_batch_norm_is_refused_by_name(backend: &Backend) {
     let info = StepInfo::new(loss.detach())
         .with_optimizer(OptimizerInfo::sgd(0.1))
         .with_per_sample(auto);
-    let result = cockpit.track(0, &model, &grads, info);
+    let result = cockpit
+        .track(0, &model, &grads, info)
+        .and_then(burn_cockpit::StepReport::into_result);
     let Err(burn_cockpit::CockpitError::QuantitiesFailed { failures, .. }) = result else {
         panic!("expected failures, got {result:?}");
     };
@@ -1040,7 +1042,9 @@ fn track_one_step<M: Module>(
         .with_individual_losses(per_sample.detach())
         .with_optimizer(OptimizerInfo::sgd(0.1))
         .with_per_sample(factors);
-    let result = cockpit.track(0, model, &grads, info);
+    let result = cockpit
+        .track(0, model, &grads, info)
+        .and_then(burn_cockpit::StepReport::into_result);
     (cockpit, result)
 }
 
@@ -1336,7 +1340,9 @@ fn edge_cases(backend: &Backend) {
                 .with_individual_losses(per_sample.detach())
                 .with_optimizer(OptimizerInfo::sgd(0.1))
                 .with_per_sample(factors);
-            last = cockpit.track(step, &model, &grads, info);
+            last = cockpit
+                .track(step, &model, &grads, info)
+                .and_then(burn_cockpit::StepReport::into_result);
             model = optim.step(0.1, model, grads);
         }
         (cockpit, last)
@@ -1443,7 +1449,10 @@ fn a_missing_per_sample_source_is_a_typed_error() {
     )
     .unwrap();
     let info = StepInfo::new(loss.detach()).with_optimizer(OptimizerInfo::sgd_momentum(0.1, 0.9));
-    let err = cockpit.track(0, &model, &grads, info).unwrap_err();
+    let err = cockpit
+        .track(0, &model, &grads, info)
+        .and_then(burn_cockpit::StepReport::into_result)
+        .unwrap_err();
     let burn_cockpit::CockpitError::QuantitiesFailed { failures, .. } = err else {
         panic!()
     };

@@ -42,6 +42,7 @@ mod exact;
 mod factors;
 pub mod launches;
 mod layers;
+pub mod loss;
 mod merged;
 pub mod readback;
 mod recorder;

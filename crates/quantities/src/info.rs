@@ -9,8 +9,18 @@ use crate::persample::PerSampleSource;
 
 /// The optimizer that takes the step, as far as the quantities need to know it.
 ///
-/// Cockpit reads the optimizer from `info["optimizer"]`: Alpha takes its cheap path for plain
-/// SGD, and CABS and EarlyStopping refuse anything but plain SGD.
+/// Cockpit reads the optimizer from `info["optimizer"]`. Build it from burn's own optimizer
+/// config so that nothing is said twice: [`OptimizerInfo::from_sgd`],
+/// [`OptimizerInfo::from_adam`], [`OptimizerInfo::from_adamw`] (the learning rate is the one
+/// handed to `optimizer.step`; the Learner adapter updates it from burn's scheduler).
+///
+/// What each optimizer gets:
+///
+/// | optimizer | Alpha | CABS, EarlyStopping | the rest |
+/// |---|---|---|---|
+/// | plain SGD | cheap path: the update is `−lr·g`, known at step t | computed | computed |
+/// | SGD with momentum, dampening, weight decay or Nesterov | from the update actually taken, `θ_{t+1} − θ_t`, read at t+1 (Cockpit's general path) | refused with a typed error (Cockpit raises `ValueError`) | computed |
+/// | Adam, AdamW, any other | as for momentum SGD | refused, as Cockpit does | computed |
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum OptimizerInfo {
@@ -28,7 +38,23 @@ pub enum OptimizerInfo {
         /// Nesterov momentum.
         nesterov: bool,
     },
-    /// Any other optimizer, by name (Adam, AdamW, …).
+    /// Adam (`decoupled_weight_decay: false`, burn's `AdamConfig`, L2 penalty added to the
+    /// gradient) or AdamW (`true`, burn's `AdamWConfig`, decay applied to the parameters).
+    Adam {
+        /// Learning rate.
+        lr: f64,
+        /// Decay of the first moment.
+        beta_1: f64,
+        /// Decay of the second moment.
+        beta_2: f64,
+        /// Added to the square root of the second moment.
+        epsilon: f64,
+        /// The weight-decay factor (0 for none).
+        weight_decay: f64,
+        /// AdamW's decoupled decay rather than Adam's L2 penalty.
+        decoupled_weight_decay: bool,
+    },
+    /// Any other optimizer, by name (RMSProp, Lion, …).
     Other {
         /// A display name such as `"Adam"`.
         name: String,
@@ -60,10 +86,67 @@ impl OptimizerInfo {
         }
     }
 
+    /// Adam with burn's defaults (`AdamConfig::new()`: β₁ 0.9, β₂ 0.999, ε 1e-5, no decay).
+    pub fn adam(lr: f64) -> Self {
+        Self::Adam {
+            lr,
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-5,
+            weight_decay: 0.0,
+            decoupled_weight_decay: false,
+        }
+    }
+
+    /// The SGD that `config` builds (momentum, dampening, Nesterov and weight decay read from
+    /// it), stepping with learning rate `lr`.
+    pub fn from_sgd(config: &burn::optim::SgdConfig, lr: f64) -> Self {
+        let fields = config_fields(config);
+        let momentum = &fields["momentum"];
+        Self::Sgd {
+            lr,
+            momentum: number(&momentum["momentum"], 0.0),
+            dampening: number(&momentum["dampening"], 0.0),
+            weight_decay: number32(&fields["weight_decay"]["penalty"], 0.0),
+            nesterov: momentum["nesterov"].as_bool().unwrap_or(false),
+        }
+    }
+
+    /// The Adam that `config` builds, stepping with learning rate `lr`.
+    pub fn from_adam(config: &burn::optim::AdamConfig, lr: f64) -> Self {
+        let fields = config_fields(config);
+        Self::Adam {
+            lr,
+            beta_1: number32(&fields["beta_1"], 0.9),
+            beta_2: number32(&fields["beta_2"], 0.999),
+            epsilon: number32(&fields["epsilon"], 1e-5),
+            weight_decay: number32(&fields["weight_decay"]["penalty"], 0.0),
+            decoupled_weight_decay: false,
+        }
+    }
+
+    /// The AdamW that `config` builds, stepping with learning rate `lr`.
+    pub fn from_adamw(config: &burn::optim::AdamWConfig, lr: f64) -> Self {
+        let fields = config_fields(config);
+        Self::Adam {
+            lr,
+            beta_1: number32(&fields["beta_1"], 0.9),
+            beta_2: number32(&fields["beta_2"], 0.999),
+            epsilon: number32(&fields["epsilon"], 1e-5),
+            weight_decay: number32(&fields["weight_decay"], 1e-4),
+            decoupled_weight_decay: true,
+        }
+    }
+
     /// The optimizer's display name, as in Cockpit's plot title ("Cockpit for SGD").
     pub fn name(&self) -> &str {
         match self {
             Self::Sgd { .. } => "SGD",
+            Self::Adam {
+                decoupled_weight_decay: false,
+                ..
+            } => "Adam",
+            Self::Adam { .. } => "AdamW",
             Self::Other { name, .. } => name,
         }
     }
@@ -71,7 +154,7 @@ impl OptimizerInfo {
     /// The learning rate, when there is one.
     pub fn lr(&self) -> Option<f64> {
         match self {
-            Self::Sgd { lr, .. } => Some(*lr),
+            Self::Sgd { lr, .. } | Self::Adam { lr, .. } => Some(*lr),
             Self::Other { lr, .. } => *lr,
         }
     }
@@ -91,6 +174,21 @@ impl OptimizerInfo {
                 dampening,
                 weight_decay,
                 nesterov,
+            },
+            Self::Adam {
+                beta_1,
+                beta_2,
+                epsilon,
+                weight_decay,
+                decoupled_weight_decay,
+                ..
+            } => Self::Adam {
+                lr,
+                beta_1,
+                beta_2,
+                epsilon,
+                weight_decay,
+                decoupled_weight_decay,
             },
             Self::Other { name, .. } => Self::Other { name, lr: Some(lr) },
         }
@@ -128,6 +226,26 @@ impl OptimizerInfo {
                 if *momentum == 0.0 && *dampening == 0.0 && *weight_decay == 0.0
         )
     }
+}
+
+/// A burn optimizer config's fields as JSON (burn's configs are serde values whose fields are
+/// private); `Null` if it cannot be serialised.
+fn config_fields(config: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
+}
+
+/// A JSON number, or `default` where it is absent (`null`: an option left unset).
+fn number(value: &serde_json::Value, default: f64) -> f64 {
+    value.as_f64().unwrap_or(default)
+}
+
+/// A float32 setting as the decimal it was written as (`0.999`, not `0.9990000128746033`), or
+/// `default` where it is absent.
+fn number32(value: &serde_json::Value, default: f64) -> f64 {
+    value
+        .as_f64()
+        .and_then(|v| (v as f32).to_string().parse().ok())
+        .unwrap_or(default)
 }
 
 /// Cockpit's `info` dictionary for one step.
@@ -283,5 +401,59 @@ mod tests {
             "only SGD's step scales"
         );
         assert_eq!(adam.with_lr(1e-3).name(), "Adam");
+    }
+
+    #[test]
+    fn optimizers_are_read_from_burns_configs() {
+        use burn::optim::decay::WeightDecayConfig;
+        use burn::optim::momentum::MomentumConfig;
+        use burn::optim::{AdamConfig, AdamWConfig, SgdConfig};
+        let plain = OptimizerInfo::from_sgd(&SgdConfig::new(), 0.1);
+        assert_eq!(plain, OptimizerInfo::sgd(0.1));
+        assert!(plain.is_plain_sgd());
+        let momentum = SgdConfig::new()
+            .with_momentum(Some(MomentumConfig {
+                momentum: 0.9,
+                dampening: 0.1,
+                nesterov: true,
+            }))
+            .with_weight_decay(Some(WeightDecayConfig { penalty: 0.5 }));
+        let OptimizerInfo::Sgd {
+            momentum,
+            dampening,
+            weight_decay,
+            nesterov,
+            ..
+        } = OptimizerInfo::from_sgd(&momentum, 0.1)
+        else {
+            panic!("SGD expected");
+        };
+        assert_eq!(
+            (momentum, dampening, weight_decay, nesterov),
+            (0.9, 0.1, 0.5, true)
+        );
+        let adam = OptimizerInfo::from_adam(&AdamConfig::new().with_beta_1(0.8), 1e-3);
+        assert_eq!(adam.name(), "Adam");
+        assert_eq!(adam.lr(), Some(1e-3));
+        assert!(!adam.is_plain_sgd());
+        let OptimizerInfo::Adam { beta_1, .. } = adam else {
+            panic!("Adam expected");
+        };
+        assert!((beta_1 - 0.8).abs() < 1e-7);
+        let adamw = OptimizerInfo::from_adamw(&AdamWConfig::new().with_weight_decay(0.01), 2e-3);
+        assert_eq!(adamw.name(), "AdamW");
+        let OptimizerInfo::Adam {
+            weight_decay,
+            decoupled_weight_decay,
+            ..
+        } = adamw.with_lr(1e-2)
+        else {
+            panic!("AdamW expected");
+        };
+        assert!((weight_decay - 0.01).abs() < 1e-7 && decoupled_weight_decay);
+        assert_eq!(
+            OptimizerInfo::adam(1e-3),
+            OptimizerInfo::from_adam(&AdamConfig::new(), 1e-3)
+        );
     }
 }

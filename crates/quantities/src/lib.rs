@@ -37,7 +37,7 @@ mod output;
 pub mod quantity;
 mod schedule;
 
-pub use cockpit::{Cockpit, EpochLog};
+pub use cockpit::{Cockpit, EpochLog, StepOptions, StepReport, Stepped};
 pub use cockpit_persample as persample;
 pub use cockpit_persample::readback;
 #[doc(no_inline)]

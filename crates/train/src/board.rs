@@ -26,6 +26,8 @@ struct Records {
 #[derive(Debug, Default)]
 pub(crate) struct Board {
     records: Mutex<Records>,
+    /// The adapter's warnings so far (each once), for the notes metric.
+    notes: Mutex<Vec<String>>,
 }
 
 impl Board {
@@ -34,6 +36,23 @@ impl Board {
         self.records
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Adds a warning for the notes metric.
+    pub(crate) fn note(&self, message: String) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push(message);
+    }
+
+    /// How many warnings there are, and the latest.
+    pub(crate) fn notes(&self) -> (usize, Option<String>) {
+        let notes = self
+            .notes
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        (notes.len(), notes.last().cloned())
     }
 
     /// One more metric will read every record.

@@ -31,5 +31,5 @@ mod step;
 
 pub use error::TrainError;
 pub use learner::{CockpitLearner, Instrumented, LOG_FILE, STREAM_FILE, Transport, Watch};
-pub use metric::{CockpitMetric, CockpitTextMetric};
+pub use metric::{CockpitMetric, CockpitNotesMetric, CockpitTextMetric};
 pub use step::{train_output, train_output_per_sample};

@@ -136,7 +136,7 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         quantities.extend(built);
         skipped_variants = skipped;
     }
-    let mut cockpit = Cockpit::new(quantities)?;
+    let mut cockpit = Cockpit::new(quantities)?.with_console(false);
     let mut refused = BTreeMap::new();
     if let Some(stream) = &options.stream {
         cockpit = cockpit.with_stream(stream)?;
@@ -196,15 +196,10 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         if let Some(curvature) = curvature {
             info = info.with_curvature(curvature);
         }
-        match cockpit.track(step.step, &model, &grads, info) {
-            Ok(()) => {}
-            // A refused quantity (CABS with momentum, ...) does not stop the others.
-            Err(CockpitError::QuantitiesFailed { failures, .. }) => {
-                for (name, err) in failures {
-                    refused.entry(name).or_insert_with(|| err.to_string());
-                }
-            }
-            Err(err) => return Err(err.into()),
+        // A refused quantity (CABS with momentum, ...) does not stop the others.
+        let report = cockpit.track(step.step, &model, &grads, info)?;
+        for (name, err) in report.failures {
+            refused.entry(name).or_insert_with(|| err.to_string());
         }
         model = optimizer.step(model, grads);
     }

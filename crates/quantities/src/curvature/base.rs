@@ -60,6 +60,34 @@ pub enum OutputLoss {
     CrossEntropy(Tensor<2>),
 }
 
+impl OutputLoss {
+    /// Cross-entropy against class indices `[B]` (burn's `CrossEntropyLoss` targets), among
+    /// `classes` classes.
+    pub fn classes(targets: Tensor<1, burn::tensor::Int>, classes: usize) -> Self {
+        Self::CrossEntropy(targets.one_hot::<2>(classes).float())
+    }
+
+    /// The same loss with its targets in float type `dtype` (the network output's: class
+    /// indices become one-hot rows in burn's default float type).
+    pub fn with_dtype(self, dtype: burn::tensor::DType) -> Self {
+        let cast = |y: Tensor<2>| if y.dtype() == dtype { y } else { y.cast(dtype) };
+        match self {
+            Self::Mse(y) => Self::Mse(cast(y)),
+            Self::CrossEntropy(y) => Self::CrossEntropy(cast(y)),
+        }
+    }
+
+    /// Each example's loss `ℓ_n` on the output `f` `[B, C]`, `[B]`; its mean is the loss
+    /// ([`persample::loss`](crate::persample::loss)).
+    pub fn per_sample(&self, f: Tensor<2>) -> Tensor<1> {
+        let dtype = f.dtype();
+        match self.clone().with_dtype(dtype) {
+            Self::Mse(y) => crate::persample::loss::mse(f, y),
+            Self::CrossEntropy(y) => crate::persample::loss::cross_entropy_with_probabilities(f, y),
+        }
+    }
+}
+
 /// Second-order information about the step's mean mini-batch loss `L(θ_t)`, on the batch of the
 /// step (BackPACK's second-order extensions and autograd's double backward, which burn lacks).
 pub trait CurvatureSource: Send + Sync + Debug {

@@ -23,7 +23,7 @@ use super::state::State;
 use super::tracker::Tracker;
 use super::{LOG_FILE, STREAM_FILE};
 use crate::TrainError;
-use crate::metric::{CockpitMetric, CockpitTextMetric, MetricForm};
+use crate::metric::{CockpitMetric, CockpitNotesMetric, CockpitTextMetric, MetricForm};
 
 /// A Cockpit for a burn-train run: it instruments the model
 /// ([`CockpitLearner::instrument`]), registers one metric per quantity on the training split
@@ -394,7 +394,7 @@ impl CockpitLearner {
                 }
             };
         }
-        training
+        training.metric_train(CockpitNotesMetric::new(board))
     }
 
     /// Writes Cockpit's log to the artifact directory and returns its path.

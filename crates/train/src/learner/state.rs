@@ -12,9 +12,7 @@ use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
 use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
-use cockpit_quantities::{
-    Cockpit, CockpitError, EpochLog, OptimizerInfo, Snapshot, StepInfo, Value,
-};
+use cockpit_quantities::{Cockpit, EpochLog, OptimizerInfo, Snapshot, StepInfo, Value};
 
 use super::LOG_FILE;
 use super::group::Ddp;
@@ -47,6 +45,8 @@ pub(crate) struct State {
     pub(crate) monitor: Option<Monitor>,
     /// The data-parallel group, under burn's DDP strategy.
     pub(crate) ddp: Option<Ddp>,
+    /// The Cockpit's warnings already printed and shown.
+    forwarded: usize,
 }
 
 impl State {
@@ -58,7 +58,8 @@ impl State {
 
     pub(crate) fn new(cockpit: Cockpit, optimizer: OptimizerInfo) -> Self {
         Self {
-            cockpit,
+            // The adapter prints the Cockpit's warnings itself, with its own.
+            cockpit: cockpit.with_console(false),
             optimizer,
             iteration: 0,
             step: 0,
@@ -70,14 +71,40 @@ impl State {
             epochs: 0,
             monitor: None,
             ddp: None,
+            forwarded: 0,
         }
     }
 
-    /// Records a warning once.
+    /// Records a warning once: `log::warn!`, stderr, burn's dashboard (the notes metric)
+    /// and [`CockpitLearner::warnings`](crate::CockpitLearner::warnings).
     pub(crate) fn problem(&mut self, message: String) {
         if self.reported.insert(message.clone()) {
             log::warn!("cockpit-train: {message}");
+            self.show(&message);
             self.problems.push(message);
+        }
+    }
+
+    /// Prints `message` to stderr and shows it in burn's dashboard, once per text (without
+    /// its `step N: ` prefix).
+    fn show(&mut self, message: &str) {
+        let key = match message.split_once(": ") {
+            Some((prefix, rest)) if prefix.starts_with("step ") => rest,
+            _ => message,
+        };
+        if self.reported.insert(format!("\u{0}{key}")) {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr().lock(), "cockpit: {message}");
+            self.board.note(message.to_string());
+        }
+    }
+
+    /// Prints and shows the Cockpit's warnings not shown yet.
+    fn forward_warnings(&mut self) {
+        let new: Vec<String> = self.cockpit.warnings()[self.forwarded..].to_vec();
+        self.forwarded += new.len();
+        for warning in new {
+            self.show(&warning);
         }
     }
 
@@ -117,14 +144,14 @@ impl State {
         info: StepInfo,
     ) {
         match self.cockpit.track(step, model, grads, info) {
-            Ok(()) => {}
-            Err(CockpitError::QuantitiesFailed { failures, .. }) => {
-                for (name, err) in failures {
+            Ok(report) => {
+                for (name, err) in report.failures {
                     self.problem(format!("{name} not computed: {err}"));
                 }
             }
             Err(err) => self.problem(format!("step {step} not tracked: {err}")),
         }
+        self.forward_warnings();
         let values: BTreeMap<String, (usize, Value)> = self
             .cockpit
             .latest()
@@ -166,8 +193,15 @@ impl State {
         let Some(Pending { capture, curvature }) = pending.into_iter().last() else {
             return Some(info);
         };
-        if let Some(losses) = capture.losses {
-            info = info.with_individual_losses(losses);
+        match capture.losses {
+            Some(losses) => info = info.with_individual_losses(losses),
+            None if self.cockpit.needs_per_sample(step) => self.problem(
+                "the model's TrainStep::step hands over only the mean loss (train_output); \
+                 Alpha, CABS, EarlyStopping, MeanGSNR and TIC need each example's loss: build \
+                 the output with cockpit_train::train_output_per_sample(self, losses, item)"
+                    .into(),
+            ),
+            None => {}
         }
         match capture.factors {
             Some(Ok(factors)) => {

@@ -7,4 +7,4 @@ mod text;
 pub(crate) use base::EpochSink;
 pub use base::{MetricForm, metric_name, numeric_value, text_value};
 pub use numeric::CockpitMetric;
-pub use text::CockpitTextMetric;
+pub use text::{CockpitNotesMetric, CockpitTextMetric};

@@ -76,3 +76,60 @@ impl Metric for CockpitTextMetric {
         self.last = None;
     }
 }
+
+/// The adapter's warnings in burn's dashboard: how many there are and the latest (a quantity
+/// that could not be computed, plain layers that the per-sample engine does not cover, a step
+/// whose loss was not handed over). All of them are in
+/// [`CockpitLearner::warnings`](crate::CockpitLearner::warnings) and were printed to stderr.
+///
+/// Made only by [`CockpitLearner::register`](crate::CockpitLearner::register).
+#[derive(Clone)]
+pub struct CockpitNotesMetric {
+    name: MetricName,
+    board: Arc<Board>,
+}
+
+impl CockpitNotesMetric {
+    pub(crate) fn new(board: Arc<Board>) -> Self {
+        Self {
+            name: Arc::new("Cockpit notes".to_string()),
+            board,
+        }
+    }
+
+    fn entry(&self) -> SerializedEntry {
+        match self.board.notes() {
+            (0, _) | (_, None) => SerializedEntry::new("none".into(), "none".into()),
+            (count, Some(latest)) => {
+                let text = format!("{count} (latest: {latest})");
+                SerializedEntry::new(text.clone(), text)
+            }
+        }
+    }
+}
+
+impl Metric for CockpitNotesMetric {
+    type Input = ();
+
+    fn name(&self) -> MetricName {
+        self.name.clone()
+    }
+
+    fn description(&self) -> Option<String> {
+        Some("Cockpit's warnings: quantities not computed and why".into())
+    }
+
+    fn update(
+        &mut self,
+        _item: &(),
+        _metadata: &MetricMetadata,
+    ) -> Result<SerializedEntry, TensorReadError> {
+        Ok(self.entry())
+    }
+
+    fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
+        Ok(self.entry())
+    }
+
+    fn clear(&mut self) {}
+}

@@ -5,6 +5,7 @@ use std::path::Path;
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 
+use super::report::StepReport;
 use crate::log::tensorboard::TensorBoardWriter;
 use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
@@ -12,7 +13,8 @@ use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
 use crate::readback::{ReadCount, Readable};
 use crate::{
-    CockpitError, Configuration, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
+    CockpitError, Configuration, OptimizerInfo, Output, QuantityError, Schedule, Snapshot,
+    StepInfo, Value,
 };
 use cockpit_persample::PerSampleError;
 
@@ -81,6 +83,14 @@ pub struct Cockpit {
     /// The mean gradient of the last tracked step, kept while a quantity asks for
     /// [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
     previous_grads: Option<(usize, Snapshot)>,
+    /// The optimizer of steps whose info names none.
+    pub(super) optimizer: Option<OptimizerInfo>,
+    /// Whether warnings and failures are printed to stderr (each distinct message once).
+    console: bool,
+    /// The messages already printed to stderr, without their step.
+    printed: std::collections::HashSet<String>,
+    /// How [`Cockpit::step`] builds a step's sources.
+    pub(super) step_options: super::StepOptions,
 }
 
 impl std::fmt::Debug for Cockpit {
@@ -112,6 +122,10 @@ impl Cockpit {
             latest: Output::new(),
             previous_grads: None,
             reads: ReadCount::default(),
+            optimizer: None,
+            console: true,
+            printed: std::collections::HashSet::new(),
+            step_options: super::StepOptions::default(),
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -238,6 +252,35 @@ impl Cockpit {
         Ok(())
     }
 
+    /// The optimizer that takes the steps, for steps whose [`StepInfo`] names none (build it
+    /// from burn's config: [`OptimizerInfo::from_sgd`], [`OptimizerInfo::from_adam`], …).
+    pub fn with_optimizer(mut self, optimizer: OptimizerInfo) -> Self {
+        self.optimizer = Some(optimizer);
+        self
+    }
+
+    /// The learning rate of the next steps (a scheduler's value), for the optimizer given to
+    /// [`Cockpit::with_optimizer`].
+    pub fn set_learning_rate(&mut self, lr: f64) {
+        if let Some(optimizer) = &mut self.optimizer {
+            *optimizer = optimizer.with_lr(lr);
+        }
+    }
+
+    /// Whether warnings and failed quantities are printed to stderr, each distinct message
+    /// once per run (on by default; they are always in [`Cockpit::warnings`], `log::warn!`
+    /// and the failed step's [`StepReport`]). Turn it off under a terminal UI.
+    pub fn with_console(mut self, print: bool) -> Self {
+        self.console = print;
+        self
+    }
+
+    /// The step number [`Cockpit::step`] uses next: one above the last tracked step, 0 at
+    /// first (steps continue across epochs).
+    pub fn next_step(&self) -> usize {
+        self.last_step.map_or(0, |last| last + 1)
+    }
+
     /// The output keys of the quantities, in the order they run.
     pub fn quantity_names(&self) -> Vec<&str> {
         self.quantities.iter().map(|q| q.name()).collect()
@@ -252,7 +295,11 @@ impl Cockpit {
     /// model θ_t, the gradients of the mean mini-batch loss and the step's info.
     ///
     /// Every quantity whose schedule asks for this step runs; one that fails does not stop the
-    /// others, whose values are stored before the error is returned.
+    /// others and does not make `track` fail: the failures are in the returned
+    /// [`StepReport`] (and printed to stderr once per quantity and reason, see
+    /// [`Cockpit::with_console`]). A `?` on `track` stops training only for errors of the
+    /// call itself. Without an optimizer in `info`, the one of [`Cockpit::with_optimizer`]
+    /// is used.
     ///
     /// A NaN or infinite loss (or parameter) is not an error: the values become NaN and a
     /// warning is recorded ([`Cockpit::warnings`]), as Cockpit does.
@@ -266,7 +313,7 @@ impl Cockpit {
     /// - [`CockpitError::MissingGradient`] if a parameter has no gradient;
     /// - [`CockpitError::BatchMismatch`] if the per-sample losses, the per-sample gradients
     ///   and the batch size disagree (or are empty); nothing is computed for the step;
-    /// - [`CockpitError::QuantitiesFailed`] listing the quantities that could not be computed;
+    /// - [`CockpitError::QuantitiesFailed`] if the gradients could not be read at all;
     /// - [`CockpitError::Log`] if the JSON-lines stream or the TensorBoard file cannot be written.
     ///
     /// In every case the values tracked so far stay in [`Cockpit::output`].
@@ -279,12 +326,19 @@ impl Cockpit {
         step: usize,
         model: &M,
         grads: &GradientsParams,
-        info: StepInfo,
-    ) -> Result<(), CockpitError> {
+        mut info: StepInfo,
+    ) -> Result<StepReport, CockpitError> {
+        if info.optimizer.is_none() {
+            info.optimizer = self.optimizer.clone();
+        }
         let before = crate::readback::reads_on_this_thread();
         let result = self.track_step(step, model, grads, info);
         self.reads = crate::readback::reads_on_this_thread() - before;
-        result
+        let report = result?;
+        for (name, err) in &report.failures {
+            self.print(format!("step {step}: {name} not computed: {err}"));
+        }
+        Ok(report)
     }
 
     /// The device→host reads the latest [`Cockpit::track`] call made and the values they
@@ -300,7 +354,7 @@ impl Cockpit {
         model: &M,
         grads: &GradientsParams,
         info: StepInfo,
-    ) -> Result<(), CockpitError> {
+    ) -> Result<StepReport, CockpitError> {
         if let Some(previous) = self.last_step
             && step <= previous
         {
@@ -315,7 +369,7 @@ impl Cockpit {
         self.last_step = Some(step);
         self.latest = Output::new();
         if !self.is_tracking(step) {
-            return Ok(());
+            return Ok(StepReport::untracked(step));
         }
         let grads = Snapshot::of_grads(model, grads).map_err(|err| match err {
             PerSampleError::MissingGradient { name } => CockpitError::MissingGradient { name },
@@ -424,11 +478,7 @@ impl Cockpit {
             let names = self.param_set.as_ref().map_or(&[][..], |p| &p.names[..]);
             tensorboard.write_output(&computed, names)?;
         }
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(CockpitError::QuantitiesFailed { step, failures })
-        }
+        Ok(StepReport::tracked(step, failures))
     }
 
     /// Whether a quantity needs per-sample gradients at `step`: start a
@@ -616,7 +666,24 @@ impl Cockpit {
 
     fn warn(&mut self, message: String) {
         log::warn!("cockpit: {message}");
+        self.print(message.clone());
         self.warnings.push(message);
+    }
+
+    /// Prints `message` to stderr unless printing is off or the same message (without its
+    /// `step N: ` prefix) was printed before. A closed stderr is ignored.
+    pub(super) fn print(&mut self, message: String) {
+        if !self.console {
+            return;
+        }
+        let key = match message.split_once(": ") {
+            Some((prefix, rest)) if prefix.starts_with("step ") => rest.to_string(),
+            _ => message.clone(),
+        };
+        if self.printed.insert(key) {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr().lock(), "cockpit: {message}");
+        }
     }
 
     /// The sources' notes as warnings of `step`, each distinct note once per run.

@@ -1,0 +1,10 @@
+//! The [`Cockpit`]: runs each quantity on its schedule and collects the output; one call per
+//! training step with [`Cockpit::step`].
+
+mod base;
+mod report;
+mod step;
+
+pub use base::{Cockpit, EpochLog};
+pub use report::StepReport;
+pub use step::{StepOptions, Stepped};

@@ -1,0 +1,165 @@
+//! One call per training step: [`Cockpit::step`] runs the forward and backward pass with the
+//! per-sample recording and the curvature replay the step's quantities need, and tracks it.
+
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::Tensor;
+
+use super::base::Cockpit;
+use super::report::StepReport;
+use crate::curvature::{OutputLoss, RecordedCurvature};
+use crate::persample::{ExactPerSample, PerSample, Recorder};
+use crate::{CockpitError, StepInfo};
+
+/// How [`Cockpit::step`] builds a step's per-sample and curvature sources.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StepOptions {
+    /// Where the drop-in layers do not cover every parameter (plain burn-nn layers), compute
+    /// the per-sample statistics from single-sample backward passes instead of reporting the
+    /// per-sample quantities as failed. # Cost: `B` extra forward and backward passes of the
+    /// whole batch per tracked step (each keeps one sample's loss); off by default.
+    pub exact_fallback: bool,
+    /// The network is piecewise linear between its drop-ins (ReLU, max-pool, no curved
+    /// function called between layers), so `diag_h` is the exact GGN diagonal
+    /// ([`RecordedCurvature::piecewise_linear`]). Off by default: `diag_h` is the GGN plus
+    /// Hutchinson's estimate of the residual, and says so in the warnings.
+    pub piecewise_linear: bool,
+}
+
+impl StepOptions {
+    /// The defaults: no exact fallback, no piecewise-linear declaration.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// See [`StepOptions::exact_fallback`].
+    pub fn with_exact_fallback(mut self, allow: bool) -> Self {
+        self.exact_fallback = allow;
+        self
+    }
+
+    /// See [`StepOptions::piecewise_linear`].
+    pub fn with_piecewise_linear(mut self, declared: bool) -> Self {
+        self.piecewise_linear = declared;
+        self
+    }
+}
+
+/// What [`Cockpit::step`] hands back: the gradients for the optimizer and what was tracked.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Stepped {
+    /// The gradients of the mean loss, for `optimizer.step(lr, model, grads)`.
+    pub grads: GradientsParams,
+    /// The mean loss of the batch (detached, on the device).
+    pub loss: Tensor<1>,
+    /// Each example's loss, `[B]` (detached, on the device).
+    pub losses: Tensor<1>,
+    /// The step's number and the quantities that could not be computed.
+    pub report: StepReport,
+}
+
+impl Cockpit {
+    /// How [`Cockpit::step`] builds the step's sources ([`StepOptions`]).
+    pub fn with_step_options(mut self, options: StepOptions) -> Self {
+        self.step_options = options;
+        self
+    }
+
+    /// One training step in one call, numbered [`Cockpit::next_step`]: starts the per-sample
+    /// recording when a quantity needs it, runs `forward` on `model` (the network's output
+    /// `[B, C]` on the step's batch, on an autodiff device), takes each example's `loss`, runs
+    /// the backward pass of their mean, and tracks the step with the optimizer of
+    /// [`Cockpit::with_optimizer`], the per-sample losses, the recording and, where a
+    /// curvature quantity is due, a [`RecordedCurvature`] that replays `forward`. Hand
+    /// [`Stepped::grads`] to the optimizer afterwards.
+    ///
+    /// ```no_run
+    /// # use burn::{module::Module, optim::{GradientsParams, Optimizer, SgdConfig}, tensor::{Int, Tensor}};
+    /// # use cockpit_quantities::{Cockpit, Configuration, OptimizerInfo, Schedule, curvature::OutputLoss};
+    /// # fn demo<M: burn::module::AutodiffModule + Sync + 'static>(mut model: M, forward: fn(&M, Tensor<4>) -> Tensor<2>, batches: Vec<(Tensor<4>, Tensor<1, Int>)>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let sgd = SgdConfig::new();
+    /// let mut optimizer = sgd.init();
+    /// let mut cockpit = Cockpit::from_configuration(Configuration::Economy, &Schedule::every_step())?
+    ///     .with_optimizer(OptimizerInfo::from_sgd(&sgd, 0.05));
+    /// for (images, labels) in batches {
+    ///     let step = cockpit.step(&model, move |m: &M| forward(m, images.clone()), OutputLoss::classes(labels, 10))?;
+    ///     model = optimizer.step(0.05, model, step.grads);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Dropout draws new masks in every replay (the curvature's and the exact fallback's).
+    ///
+    /// # Errors
+    ///
+    /// As [`Cockpit::track`]: errors of the call (parameters changed, a batch mismatch, a log
+    /// that cannot be written). Quantities that fail are in [`Stepped::report`] and printed.
+    ///
+    /// # Cost
+    ///
+    /// One forward and backward pass, as a plain step, plus what the due quantities cost
+    /// (the curvature quantities replay `forward`; [`StepOptions::exact_fallback`] adds `B`
+    /// passes on models the drop-ins do not cover).
+    pub fn step<M, F>(
+        &mut self,
+        model: &M,
+        forward: F,
+        loss: OutputLoss,
+    ) -> Result<Stepped, CockpitError>
+    where
+        M: Module + Sync + 'static,
+        F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+    {
+        let step = self.next_step();
+        let forward = Arc::new(forward);
+        let recorder = self.needs_per_sample(step).then(Recorder::start);
+        let output = forward(model);
+        let loss = loss.with_dtype(output.dtype());
+        let losses = loss.per_sample(output);
+        let mean = losses.clone().mean();
+        let grads = mean.backward();
+        let recording = recorder.map(|r| r.finish(&grads));
+        let grads = GradientsParams::from_grads(grads, model);
+        let batch = losses.dims()[0];
+        let mut info =
+            StepInfo::new(mean.clone().detach()).with_individual_losses(losses.clone().detach());
+        match recording {
+            Some(Ok(recording)) if self.step_options.exact_fallback => {
+                let (model, forward, loss) = (model.clone(), forward.clone(), loss.clone());
+                let exact = ExactPerSample::new(batch, move |n| {
+                    let own = loss.per_sample(forward(&model)).narrow(0, n, 1).sum();
+                    Ok(GradientsParams::from_grads(own.backward(), &model))
+                });
+                info = info.with_per_sample(PerSample::auto(Some(recording), exact));
+            }
+            Some(Ok(recording)) => info = info.with_per_sample(recording),
+            Some(Err(err)) => {
+                self.print(format!(
+                    "step {step}: the per-sample recording failed: {err}"
+                ));
+            }
+            None => {}
+        }
+        if self.needs_curvature(step) {
+            let replay = forward.clone();
+            let curvature =
+                RecordedCurvature::new(model, move |m: &M| replay(m), loss.clone(), step as u64);
+            info = info.with_curvature(if self.step_options.piecewise_linear {
+                curvature.piecewise_linear()
+            } else {
+                curvature
+            });
+        }
+        let report = self.track(step, model, &grads, info)?;
+        Ok(Stepped {
+            grads,
+            loss: mean.detach(),
+            losses: losses.detach(),
+            report,
+        })
+    }
+}

@@ -18,15 +18,11 @@
 //! dashboard `cockpit-logs/quickstart.png` and a TensorBoard event file in
 //! `cockpit-logs/tensorboard/quickstart-<time>/` (`tensorboard --logdir cockpit-logs/tensorboard`).
 
-use burn::optim::{GradientsParams, SgdConfig};
-use burn::tensor::activation::log_softmax;
+use burn::optim::SgdConfig;
 use burn::tensor::{Device, Tensor, TensorData};
-use burn_cockpit::curvature::{OutputLoss, RecordedCurvature};
+use burn_cockpit::backend;
 use burn_cockpit::diagnose::Monitor;
-use burn_cockpit::persample::Recorder;
-use burn_cockpit::{
-    Cockpit, Configuration, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo, backend,
-};
+use burn_cockpit::prelude::*;
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[path = "common/iris.rs"]
@@ -73,7 +69,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = device.autodiff();
     let data = load_iris();
     let mut model = Classifier::new(&device);
-    let mut optimizer = SgdConfig::new().init();
+    let sgd = SgdConfig::new();
+    let mut optimizer = sgd.init();
 
     std::fs::create_dir_all("cockpit-logs")?;
     let mut kinds = Configuration::Economy.kinds();
@@ -90,6 +87,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step())?
+        .with_optimizer(OptimizerInfo::from_sgd(&sgd, LR))
+        .with_step_options(StepOptions::new().with_piecewise_linear(true))
         .with_stream("cockpit-logs/quickstart.jsonl")?
         .with_tensorboard(format!("cockpit-logs/tensorboard/quickstart-{run}"))?;
     let sparse = Schedule::linear(CURVATURE_EVERY, 0)?;
@@ -117,39 +116,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut epoch_loss = 0.0;
         for (x, y) in data.train.0.chunks(BATCH).zip(data.train.1.chunks(BATCH)) {
             let (inputs, targets) = batch_tensors(x, y, &device);
-            let (inputs_again, targets_again) = (inputs.clone(), targets.clone());
-            // Instrumented layers tap their inputs and output gradients while recording.
-            let recorder = cockpit.needs_per_sample(step).then(Recorder::start);
-            let per_sample = (log_softmax(model.forward(inputs), 1) * targets)
-                .sum_dim(1)
-                .neg()
-                .reshape([y.len()]);
-            let loss: Tensor<1> = per_sample.clone().mean();
-            let grads = loss.backward();
-            let per_sample_grads = recorder.map(|r| r.finish(&grads)).transpose()?;
-            let grads = GradientsParams::from_grads(grads, &model);
-            let mut info = StepInfo::new(loss.clone().detach())
-                .with_individual_losses(per_sample.detach())
-                .with_optimizer(OptimizerInfo::sgd(LR));
-            if let Some(per_sample_grads) = per_sample_grads {
-                info = info.with_per_sample(per_sample_grads);
-            }
-            if cockpit.needs_curvature(step) {
-                // Exact curvature diagonals through recorded backward passes of the drop-ins
-                // (one per class; the net is piecewise linear, so diag_h is the GGN's), and
-                // Hessian-vector products by differences of gradients on this step's batch.
-                let replay_x = inputs_again.clone();
-                let curvature = RecordedCurvature::new(
-                    &model,
-                    move |m: &Classifier| m.forward(replay_x.clone()),
-                    OutputLoss::CrossEntropy(targets_again.clone()),
-                    step as u64,
-                )
-                .piecewise_linear();
-                info = info.with_curvature(curvature);
-            }
-            cockpit.track(step, &model, &grads, info)?;
-            model = optimizer.step(LR, model, grads);
+            // One call: the per-sample recording of the instrumented layers, the backward
+            // pass, exact curvature diagonals through recorded passes when they are due (one
+            // per class; the net is piecewise linear, so diag_h is the GGN's) and
+            // Hessian-vector products by differences of gradients on this step's batch.
+            let stepped = cockpit.step(
+                &model,
+                move |m: &Classifier| m.forward(inputs.clone()),
+                OutputLoss::CrossEntropy(targets),
+            )?;
+            model = optimizer.step(LR, model, stepped.grads);
+            let loss = stepped.loss;
             epoch_loss += loss.into_scalar::<f64>();
             step += 1;
             progress.inc(1);

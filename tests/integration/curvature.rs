@@ -464,6 +464,7 @@ fn curvature_quantities_without_a_source_are_typed_errors() {
             &grads,
             burn_cockpit::StepInfo::new(loss.detach()),
         )
+        .and_then(burn_cockpit::StepReport::into_result)
         .unwrap_err();
     assert!(
         err.to_string().contains("HessMaxEV") && err.to_string().contains("curvature"),

@@ -293,3 +293,24 @@ fn adam_is_read_from_burns_config() {
         assert!(common::float(&cockpit, step, "Alpha").is_finite());
     }
 }
+
+/// README.md shows `examples/minimal.rs` verbatim (the example is compiled with the tests).
+#[test]
+fn the_readme_shows_the_minimal_example_verbatim() {
+    let readme = include_str!("../../README.md");
+    let example = include_str!("../../examples/minimal.rs");
+    let block = readme
+        .split("<!-- minimal-example -->")
+        .nth(1)
+        .expect("README.md has the minimal-example marker");
+    let code = block
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("a rust block follows the marker");
+    assert_eq!(
+        code.trim_end(),
+        example.trim_end(),
+        "README.md's minimal example differs from examples/minimal.rs"
+    );
+}

@@ -142,6 +142,28 @@ impl Upsampler {
     }
 }
 
+/// The CNN with a sigmoid called as a function where the ReLU was: curved between its
+/// drop-ins, which nothing recorded can see.
+#[derive(Module, Debug)]
+struct SigmoidCnn {
+    inner: Cnn,
+}
+
+impl SigmoidCnn {
+    fn new(device: &Device) -> Self {
+        Self {
+            inner: Cnn::new(device),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let b = x.dims()[0];
+        let h = burn::tensor::activation::sigmoid(self.inner.conv.forward(x.reshape([b, 1, 4, 4])));
+        let h = self.inner.pool.forward(h);
+        self.inner.head.forward(h.reshape([b, 12]))
+    }
+}
+
 /// A tiny model, its batch and loss.
 trait Tiny: Module + Sync + 'static {
     const FEATURES: usize;
@@ -168,6 +190,7 @@ macro_rules! tiny {
 }
 
 tiny!(Cnn, 16, 3, true);
+tiny!(SigmoidCnn, 16, 3, true);
 tiny!(Attention, 12, 2, false);
 tiny!(Recurrent, 6, 3, true);
 tiny!(Upsampler, 8, 3, true);
@@ -428,7 +451,7 @@ on_every_backend!(
     cnn_ggn_exact,
     attention_ggn_exact,
     lstm_ggn_exact,
-    upsampler_ggn_exact
+    upsampler_ggn_exact,
 );
 
 /// Transposed and 3-d convolutions with ReLU are piecewise linear: declared so, `diag_h` is
@@ -480,6 +503,61 @@ fn piecewise_linear_cnn_diag_h_equals_dense_hessian() {
         undeclared.notes().iter().any(|n| n.contains("estimate")),
         "{:?}",
         undeclared.notes()
+    );
+}
+
+/// A piecewise-linear declaration is checked against a float64 model: the ReLU/max-pool CNN
+/// passes, the same CNN with a sigmoid called as a function between its drop-ins is refused
+/// with the parameter named. A float32 model is believed, and a note says so.
+#[test]
+fn the_piecewise_linear_declaration_is_checked() {
+    let backend = &common::flex();
+    let relu = setup::<Cnn>(backend);
+    let params = Snapshot::of_params(&relu.model);
+    source(&relu, 5)
+        .piecewise_linear()
+        .diagonal(&params, DiagonalKind::Hessian)
+        .unwrap();
+    let curved = setup::<SigmoidCnn>(backend);
+    let params = Snapshot::of_params(&curved.model);
+    let err = source(&curved, 5)
+        .piecewise_linear()
+        .diagonal(&params, DiagonalKind::Hessian)
+        .unwrap_err();
+    let burn_cockpit::QuantityError::CurvedModel {
+        parameter,
+        relative,
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert!(parameter.starts_with("inner.conv"), "{err}");
+    assert!(*relative > 0.3, "{err}");
+    assert!(
+        err.to_string().contains("declared piecewise linear"),
+        "{err}"
+    );
+    // Undeclared, the same model gets the GGN plus the residual's estimate, said so.
+    let undeclared = source(&curved, 5);
+    undeclared.diagonal(&params, DiagonalKind::Hessian).unwrap();
+    assert!(undeclared.notes().iter().any(|n| n.contains("estimate")));
+    // Float32: not checked, said so.
+    let f32_backend = Backend {
+        dtype: DType::F32,
+        ..common::flex()
+    };
+    let curved = setup::<SigmoidCnn>(&f32_backend);
+    let params = Snapshot::of_params(&curved.model);
+    let believed = source(&curved, 5).piecewise_linear();
+    believed.diagonal(&params, DiagonalKind::Hessian).unwrap();
+    assert!(
+        believed
+            .notes()
+            .iter()
+            .any(|n| n.contains("believed, not checked")),
+        "{:?}",
+        believed.notes()
     );
 }
 

@@ -80,7 +80,7 @@ struct ExportArgs {
     #[arg(long)]
     tensorboard: PathBuf,
     /// The parameters' dotted names, comma-separated, in the order of the log's
-    /// per-parameter lists (their indices otherwise).
+    /// per-parameter lists (default: the names the log carries, else their indices).
     #[arg(long, value_delimiter = ',')]
     names: Vec<String>,
 }
@@ -126,7 +126,8 @@ struct DiagnoseArgs {
     #[arg(long)]
     json: bool,
     /// The parameters' dotted names, comma-separated, in the order of the log's
-    /// per-parameter lists (e.g. `fc1.weight,fc1.bias,fc2.weight,fc2.bias`).
+    /// per-parameter lists (e.g. `fc1.weight,fc1.bias,fc2.weight,fc2.bias`; default: the
+    /// names the log carries).
     #[arg(long, value_delimiter = ',')]
     names: Vec<String>,
 }
@@ -163,6 +164,16 @@ enum CliError {
     Config(#[from] cockpit_quantities::CockpitError),
     #[error("`{}` holds no tracked step", .0.display())]
     EmptyLog(PathBuf),
+    #[error(
+        "--names gives {given} names but the log's per-parameter lists hold {expected} \
+         parameters{}",
+        if .logged.is_empty() { String::new() } else { format!(" (the log names them: {})", .logged.join(",")) }
+    )]
+    NamesMismatch {
+        given: usize,
+        expected: usize,
+        logged: Vec<String>,
+    },
     #[error(transparent)]
     Serve(#[from] cockpit_cli::serve::ServeError),
 }
@@ -294,10 +305,27 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The parameters' names: `--names` where given (refused when its length is not the log's
+/// number of parameters), else the names the log carries (none for a Python-written log).
+fn names(output: &Output, given: &[String]) -> Result<Vec<String>, CliError> {
+    if given.is_empty() {
+        return Ok(output.parameter_names().to_vec());
+    }
+    match output.parameter_count() {
+        Some(expected) if expected != given.len() => Err(CliError::NamesMismatch {
+            given: given.len(),
+            expected,
+            logged: output.parameter_names().to_vec(),
+        }),
+        _ => Ok(given.to_vec()),
+    }
+}
+
 fn export(args: ExportArgs) -> Result<(), CliError> {
     let output = read(&args.log)?;
+    let names = names(&output, &args.names)?;
     let mut writer = TensorBoardWriter::create(&args.tensorboard)?;
-    writer.write_output(&output, &args.names)?;
+    writer.write_output(&output, &names)?;
     let steps = output.steps().count();
     sayln!(
         "wrote {steps} steps of {} to {}",
@@ -310,7 +338,9 @@ fn export(args: ExportArgs) -> Result<(), CliError> {
 /// `Ok(true)` when nothing is flagged.
 fn diagnose(args: DiagnoseArgs) -> Result<bool, CliError> {
     let output = read(&args.log)?;
-    let diagnosis = Diagnoser::new().with_names(&args.names).run(&output);
+    let diagnosis = Diagnoser::new()
+        .with_names(&names(&output, &args.names)?)
+        .run(&output);
     if args.json {
         sayln!("{}", diagnosis.to_json());
     } else {
@@ -332,15 +362,19 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
     };
     if !args.watch {
         let rendered = cockpit_plot::plot_file(&args.log, &args.out, &options)?;
-        let missing: Vec<&str> = rendered
+        let mut missing: Vec<&str> = rendered
             .panels
             .iter()
             .filter(|p| !p.drawn)
-            .map(|p| p.name.as_str())
+            .map(|p| p.needs())
             .collect();
+        missing.dedup();
         sayln!("wrote {}", args.out.display());
         if !missing.is_empty() {
-            sayln!("left out (no data in the log): {}", missing.join(", "));
+            sayln!(
+                "left blank, the log has no data for them; add to the Cockpit: {}",
+                missing.join("; ")
+            );
         }
         return Ok(());
     }

@@ -126,7 +126,8 @@ fn plot_draws_png_and_svg_and_reports_bad_input() {
         );
         assert!(std::fs::metadata(&out).unwrap().len() > 10_000, "{file}");
     }
-    // Missing data is listed: the Python example has no CABS / EarlyStopping.
+    // Missing data is listed by the quantity to add: the Python example has no CABS /
+    // EarlyStopping.
     let run = cockpit(&[
         log.as_os_str(),
         "-o".as_ref(),
@@ -135,7 +136,10 @@ fn plot_draws_png_and_svg_and_reports_bad_input() {
     ]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
-        stdout.contains("left out") && stdout.contains("cabs_gauge"),
+        stdout.contains("left blank")
+            && stdout.contains("add to the Cockpit: ")
+            && stdout.contains("CABS")
+            && !stdout.contains("cabs_gauge"),
         "{stdout}"
     );
 

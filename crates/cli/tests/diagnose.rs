@@ -235,3 +235,50 @@ fn the_command_exits_one_when_flagged_and_two_on_bad_input() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The names a log carries name the parameters without `--names`; `--names` of the wrong
+/// length is refused with the log's own names.
+#[test]
+fn the_logs_parameter_names_are_used_and_wrong_names_refused() {
+    let dir = std::env::temp_dir().join(format!("cockpit-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut out = healthy(50);
+    for s in 0..50 {
+        out.insert(s, "UpdateSize", Value::List(vec![0.01, 0.0, 0.006]));
+    }
+    let path = dir.join("frozen.json");
+    let names = |out: &mut Output| {
+        out.set_parameter_names(vec!["a.weight".into(), "a.bias".into(), "b.weight".into()]);
+    };
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("diagnose")
+            .arg(&path)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    cockpit_quantities::log::write_log(&path, &out).unwrap();
+    let unnamed = run(&[]);
+    assert!(String::from_utf8_lossy(&unnamed.stdout).contains("parameter #1"));
+    names(&mut out);
+    cockpit_quantities::log::write_log(&path, &out).unwrap();
+    let read = cockpit_quantities::log::read_log(&path).unwrap();
+    assert_eq!(read.parameter_names(), ["a.weight", "a.bias", "b.weight"]);
+    assert_eq!(read, out, "the names survive a round trip");
+    let named = run(&[]);
+    let text = String::from_utf8_lossy(&named.stdout);
+    assert_eq!(named.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("a.bias") && !text.contains("parameter #1"),
+        "{text}"
+    );
+    let wrong = run(&["--names", "x,y"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        err.contains("2 names") && err.contains("3 parameters") && err.contains("a.weight"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

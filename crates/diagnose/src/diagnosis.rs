@@ -24,7 +24,8 @@ pub struct Diagnoser {
 }
 
 impl Diagnoser {
-    /// A diagnoser without parameter names (findings say `parameter #i`).
+    /// A diagnoser with the names the output carries ([`Output::parameter_names`]; findings
+    /// say `parameter #i` where there are none).
     pub fn new() -> Self {
         Self::default()
     }
@@ -36,9 +37,21 @@ impl Diagnoser {
         self
     }
 
-    /// Every check on `output`.
+    /// Every check on `output`, with the names given to [`Diagnoser::with_names`], else the
+    /// output's own.
     pub fn run(&self, output: &Output) -> Diagnosis {
-        Diagnosis::from_findings(check::all(&Run::new(output, &self.names)))
+        let names = if self.names.is_empty() {
+            output.parameter_names()
+        } else {
+            &self.names
+        };
+        let mut diagnosis = Diagnosis::from_findings(check::all(&Run::new(output, names)));
+        diagnosis.unread = READ
+            .iter()
+            .filter(|(kind, _)| kind.series(output).is_empty())
+            .map(|(kind, checks)| format!("{} ({checks})", kind.name()))
+            .collect();
+        diagnosis
     }
 }
 
@@ -53,7 +66,33 @@ pub struct Diagnosis {
     pub summary: Option<String>,
     /// Root findings ordered by the step they first show, each with the findings it explains.
     pub findings: Vec<Finding>,
+    /// The quantities some checks read that the log does not hold: those checks had nothing
+    /// to look at (add the quantities to the Cockpit to have them run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
 }
+
+/// What the checks read, and which checks read it.
+const READ: [(cockpit_quantities::QuantityKind, &str); 7] = {
+    use cockpit_quantities::QuantityKind as K;
+    [
+        (K::Loss, "every loss check"),
+        (K::Alpha, "step-too-large, step-too-small"),
+        (
+            K::GradNorm,
+            "exploding-start, gradient-imbalance, exploding- and vanishing-gradient",
+        ),
+        (K::UpdateSize, "frozen-layer"),
+        (K::NormTest, "small-batch"),
+        (K::HessMaxEV, "step-too-large (lr·λ_max), rising-curvature"),
+        (K::GradParamRatio, "gradient-imbalance over time"),
+    ]
+};
+
+/// The codes of every check, in the order they run.
+pub const CHECKS: &str = "non-finite, step-too-large, step-too-small, exploding-start, \
+    misscaled-inputs, gradient-imbalance, frozen-layer, small-batch, rising-curvature, \
+    loss-not-decreasing";
 
 impl Diagnosis {
     /// Orders `findings` by the step they first show and merges each into the earliest
@@ -93,6 +132,7 @@ impl Diagnosis {
         Self {
             summary,
             findings: roots,
+            unread: Vec::new(),
         }
     }
 
@@ -114,10 +154,19 @@ impl Diagnosis {
     }
 
     /// The report for a person: the verdict, then one block per finding with its evidence,
-    /// the parameters concerned and what to do; "nothing flagged" when clean.
+    /// the parameters concerned and what to do; "nothing flagged" and the checks that ran when
+    /// clean. Either way, the quantities some checks lacked.
     pub fn report(&self) -> String {
+        let unread = if self.unread.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "not in the log, so not checked: {}\n",
+                self.unread.join("; ")
+            )
+        };
         let Some(summary) = &self.summary else {
-            return "nothing flagged\n".into();
+            return format!("nothing flagged by the checks {CHECKS}\n{unread}");
         };
         let mut text = format!("{summary}\n\n");
         for finding in &self.findings {
@@ -129,6 +178,7 @@ impl Diagnosis {
                 }
             }
         }
+        text.push_str(&unread);
         text
     }
 
@@ -229,7 +279,38 @@ mod tests {
     fn a_clean_run_says_so() {
         let d = Diagnosis::from_findings(Vec::new());
         assert!(!d.is_flagged());
-        assert_eq!(d.report(), "nothing flagged\n");
+        assert!(
+            d.report()
+                .starts_with("nothing flagged by the checks non-finite")
+        );
         assert!(d.to_json().contains("\"flagged\": false"));
+    }
+
+    #[test]
+    fn the_quantities_the_checks_lack_are_named() {
+        let mut output = Output::new();
+        for step in 0..5 {
+            output.insert(
+                step,
+                "Loss",
+                cockpit_quantities::Value::Float(1.0 / (step + 1) as f64),
+            );
+        }
+        let d = Diagnoser::new().run(&output);
+        assert!(
+            !d.unread.iter().any(|u| u.starts_with("Loss")),
+            "{:?}",
+            d.unread
+        );
+        assert!(
+            d.unread.iter().any(|u| u.starts_with("HessMaxEV")),
+            "{:?}",
+            d.unread
+        );
+        assert!(
+            d.report().contains("not in the log, so not checked: Alpha"),
+            "{}",
+            d.report()
+        );
     }
 }

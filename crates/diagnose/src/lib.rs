@@ -17,17 +17,18 @@
 //!
 //! No single instrument separates a good run from a bad one (a healthy stochastic run has a
 //! median α slightly above 0, Schneider et al. 2021): the checks combine instruments. Each
-//! needs the quantities named; one whose quantities are missing stays silent.
+//! needs the quantities named; one whose quantities are missing stays silent, and the report
+//! names what the log lacks ([`Diagnosis::unread`]). The constants below are the code's.
 //!
 //! | code | what | needs | threshold |
 //! |---|---|---|---|
 //! | `step-too-large` | learning rate too large | Loss, Alpha or HessMaxEV + `learning_rate` | a loss spike (≥ 3× the lowest loss before it, or NaN) or a rising loss (last 10 % ≥ 1.5× the first 10 %), together with α > 1 on ≥ 25 % of steps or `lr·λ_max > 2` (beyond the stability limit of the local quadratic model) |
-//! | `step-too-small` | learning rate too small | Loss, Alpha | median α ≤ −0.5 and the loss fell by < 5 % (first 10 % vs last 10 % of steps, ≥ 20 steps) |
-//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the first 3 steps' loss ≥ 10× (or gradient norm ≥ 30×) the median of the run's second half |
+//! | `step-too-small` | learning rate too small | Loss, Alpha | median α ≤ −0.4 and the loss fell by < 5 % (first 10 % vs last 10 % of steps, ≥ 20 steps) |
+//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the loss over the first 3 steps ≥ 10× (or the network gradient norm ≥ 30×) the median of the run's second half |
 //! | `misscaled-inputs` | inputs not standardised | GradNorm per parameter and the parameter names | the first layer's `‖∇W‖/‖∇b‖` (the gradient-weighted input norm) ≥ 100, median over the first 3 steps where that layer still has a gradient (a layer that dies after a bad start is read before it died) |
 //! | `gradient-imbalance` | gradients vanish through depth | GradNorm (Parameters: relative to ‖θ‖) | per step, the parameters' `‖∇θ‖/‖θ‖` (or `‖∇θ‖`), biases and zeros left out, span ≥ 3 decades on ≥ 80 % of steps |
 //! | `frozen-layer` | a parameter stopped moving | UpdateSize | every update of the last 10 % of steps ≤ 1e-12, or ≤ 1e-6 × the median update |
-//! | `small-batch` | batch too small (Byrd et al. 2012; Bollapragada et al. 2017) | NormTest, InnerTest or OrthoTest | median of the last 10 values > 1 |
+//! | `small-batch` | batch too small (Byrd et al. 2012; Bollapragada et al. 2017) | NormTest and Loss (≥ 4 steps each) | median NormTest ≥ 0.9 (noise ≥ 90 % of the mean gradient's squared norm) and a mini-batch loss whose median step-to-step change is ≥ 25 % of its median |
 //! | `rising-curvature` | the loss surface sharpens | HessMaxEV or HessTrace | median of the last 10 % ≥ 10× the first 10 % |
 //! | `exploding-gradient` / `vanishing-gradient` | a gradient norm changed by orders of magnitude over the run | GradNorm | median of the last 10 % ≥ 100× / ≤ 1e-3× the first 10 % |
 //! | `loss-not-decreasing` | no progress | Loss | median loss of the last 10 % ≥ 0.97× the first 10 % (≥ 20 steps) |

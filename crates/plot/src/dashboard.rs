@@ -73,6 +73,31 @@ pub struct Rendered {
     pub panels: Vec<Panel>,
 }
 
+impl Panel {
+    /// What a log needs for this instrument to be drawn: the quantities to add to the Cockpit
+    /// (or the epoch log's keys).
+    pub fn needs(&self) -> &'static str {
+        match self.name.as_str() {
+            "alpha_gauge" => "Alpha (two tracked steps in a row)",
+            "distance_gauge" => "Distance and UpdateSize",
+            "grad_norm_gauge" => "GradNorm",
+            "gradient_tests_gauge" => "NormTest, InnerTest and OrthoTest",
+            "histogram_1d_gauge" => "GradHist1d",
+            "histogram_2d_gauge" => "GradHist2d",
+            "max_ev_gauge" => "HessMaxEV",
+            "trace_gauge" => "HessTrace",
+            "tic_gauge" => "TICDiag or TICTrace",
+            "hyperparameter_gauge" => "the learning rate (Cockpit::log with an EpochLog)",
+            "performance_gauge" => "Loss",
+            "mean_gsnr_gauge" => "MeanGSNR",
+            "cabs_gauge" => "CABS",
+            "early_stopping_gauge" => "EarlyStopping",
+            name if name.starts_with("layerwise") => "GradHist2d",
+            _ => "its quantity",
+        }
+    }
+}
+
 impl Rendered {
     /// The panel of an instrument.
     pub fn panel(&self, name: &str) -> Option<&Panel> {

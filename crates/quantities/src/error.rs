@@ -128,6 +128,26 @@ pub enum QuantityError {
     /// Shapes that do not fit together.
     #[error("shape mismatch: {0}")]
     Shape(String),
+    /// The network was declared piecewise linear between its drop-ins
+    /// ([`RecordedCurvature::piecewise_linear`](crate::curvature::RecordedCurvature::piecewise_linear)),
+    /// but its output is curved in a parameter: the Hessian's block of that parameter is not
+    /// the Gauss–Newton block, so `diag_h` would be wrong.
+    #[error(
+        "the network was declared piecewise linear, but it is curved in `{parameter}`: the \
+         Hessian's block of that parameter differs from the Gauss–Newton block by {relative:.3} \
+         of its size (tolerance {tolerance:e}); a smooth function (sigmoid, tanh, GELU, softplus, \
+         …) runs between the drop-ins at or after that layer. Drop the declaration (diag_h is \
+         then the GGN plus an estimate of the residual) or use drop-ins for the curved part"
+    )]
+    CurvedModel {
+        /// The parameter whose block is furthest from the Gauss–Newton block.
+        parameter: String,
+        /// `‖(H − G)_pp v‖ / ‖H_pp v‖` for random `v` on that parameter alone (the median of
+        /// the probes).
+        relative: f64,
+        /// The tolerance it exceeded.
+        tolerance: f64,
+    },
     /// Reading a tensor back from the device failed.
     #[error("reading a tensor from the device failed: {0}")]
     Read(String),

@@ -105,10 +105,12 @@ impl Value {
     }
 }
 
-/// Cockpit's output: `output[step][name] = value`, as `Cockpit.get_output()` returns it.
+/// Cockpit's output: `output[step][name] = value`, as `Cockpit.get_output()` returns it, and
+/// the tracked parameters' dotted names when known.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Output {
     steps: BTreeMap<usize, BTreeMap<String, Value>>,
+    parameter_names: Vec<String>,
 }
 
 impl Output {
@@ -162,11 +164,40 @@ impl Output {
         self.steps.is_empty()
     }
 
-    /// Merges `other` into `self` (values of `other` win).
+    /// Merges `other` into `self` (values of `other` win; names are kept where `self` has
+    /// none).
     pub fn merge(&mut self, other: Output) {
         for (step, values) in other.steps {
             self.steps.entry(step).or_default().extend(values);
         }
+        if self.parameter_names.is_empty() {
+            self.parameter_names = other.parameter_names;
+        }
+    }
+
+    /// The tracked parameters' dotted names (`layers.0.weight`), in the order of the
+    /// per-parameter lists; empty when unknown (a log written by the Python Cockpit). In a log
+    /// file they sit under the key `parameter_names` of the first step, which the Python
+    /// `CockpitPlotter` ignores.
+    pub fn parameter_names(&self) -> &[String] {
+        &self.parameter_names
+    }
+
+    /// Sets the parameters' names ([`Output::parameter_names`]).
+    pub fn set_parameter_names(&mut self, names: Vec<String>) {
+        self.parameter_names = names;
+    }
+
+    /// The number of parameters the per-parameter lists hold (GradNorm, Distance, …): the
+    /// length of the first list found; `None` without one.
+    pub fn parameter_count(&self) -> Option<usize> {
+        self.steps
+            .values()
+            .flat_map(|values| values.values())
+            .find_map(|value| match value {
+                Value::List(list) => Some(list.len()),
+                _ => None,
+            })
     }
 }
 
@@ -197,5 +228,14 @@ mod tests {
         assert_eq!(out.steps().collect::<Vec<_>>(), vec![0, 1, 2]);
         let series: Vec<_> = out.series("Loss").into_iter().map(|(s, _)| s).collect();
         assert_eq!(series, vec![0, 2]);
+        assert_eq!(out.parameter_count(), Some(1));
+        let mut named = Output::new();
+        named.set_parameter_names(vec!["fc.weight".into()]);
+        out.merge(named);
+        assert_eq!(out.parameter_names(), ["fc.weight"]);
+        let mut renamed = Output::new();
+        renamed.set_parameter_names(vec!["other".into()]);
+        out.merge(renamed);
+        assert_eq!(out.parameter_names(), ["fc.weight"], "the first names stay");
     }
 }

@@ -335,8 +335,8 @@ impl Cockpit {
         let result = self.track_step(step, model, grads, info);
         self.reads = crate::readback::reads_on_this_thread() - before;
         let report = result?;
-        for (name, err) in &report.failures {
-            self.print(format!("step {step}: {name} not computed: {err}"));
+        for line in report.failure_lines() {
+            self.print(format!("step {step}: {line}"));
         }
         Ok(report)
     }
@@ -395,6 +395,11 @@ impl Cockpit {
             },
         };
         let mut computed = Output::new();
+        if self.output.parameter_names().is_empty() {
+            // The names go with the first step's values: into the log, the stream and every
+            // reader after them.
+            computed.set_parameter_names(params.names());
+        }
         let mut failures = Vec::new();
         let mut warnings = Vec::new();
         // First halves: values now, or device numbers for the step's one batched read.

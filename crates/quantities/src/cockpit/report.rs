@@ -39,6 +39,22 @@ impl StepReport {
         self.failures.is_empty()
     }
 
+    /// The failures in words, one line per reason: `NormTest, OrthoTest not computed: why`.
+    pub fn failure_lines(&self) -> Vec<String> {
+        let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
+        for (name, err) in &self.failures {
+            let reason = err.to_string();
+            match groups.iter_mut().find(|(_, r)| *r == reason) {
+                Some((names, _)) => names.push(name),
+                None => groups.push((vec![name.as_str()], reason)),
+            }
+        }
+        groups
+            .into_iter()
+            .map(|(names, reason)| format!("{} not computed: {reason}", names.join(", ")))
+            .collect()
+    }
+
     /// The failures as an error, for a loop that wants any failed quantity to stop it.
     ///
     /// # Errors

@@ -80,7 +80,7 @@ impl Cockpit {
     /// ```no_run
     /// # use burn::{module::Module, optim::{GradientsParams, Optimizer, SgdConfig}, tensor::{Int, Tensor}};
     /// # use cockpit_quantities::{Cockpit, Configuration, OptimizerInfo, Schedule, curvature::OutputLoss};
-    /// # fn demo<M: burn::module::AutodiffModule + Sync + 'static>(mut model: M, forward: fn(&M, Tensor<4>) -> Tensor<2>, batches: Vec<(Tensor<4>, Tensor<1, Int>)>) -> Result<(), Box<dyn std::error::Error>> {
+    /// # fn demo<M: burn::module::Module + Sync + 'static>(mut model: M, forward: fn(&M, Tensor<4>) -> Tensor<2>, batches: Vec<(Tensor<4>, Tensor<1, Int>)>) -> Result<(), Box<dyn std::error::Error>> {
     /// let sgd = SgdConfig::new();
     /// let mut optimizer = sgd.init();
     /// let mut cockpit = Cockpit::from_configuration(Configuration::Economy, &Schedule::every_step())?

@@ -18,4 +18,4 @@ pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::Hutchinson;
 pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer};
-pub use recorded::{HessianDiagonal, RecordedCurvature};
+pub use recorded::{HessianDiagonal, LINEARITY_TOLERANCE, RecordedCurvature};

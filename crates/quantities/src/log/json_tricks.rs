@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 use super::json::Json;
 use crate::{Histogram1d, Histogram2d, HostArray, Output, Value};
 
+/// The key of the first step's entry that holds the parameters' dotted names (a column the
+/// Python `CockpitPlotter` has no instrument for, so it ignores it).
+pub(crate) const PARAMETER_NAMES_KEY: &str = "parameter_names";
+
 /// Encodes a whole output as Cockpit's log document.
 pub(crate) fn encode_output(output: &Output) -> Json {
     let mut steps: BTreeMap<String, Json> = BTreeMap::new();
@@ -20,6 +24,12 @@ pub(crate) fn encode_output(output: &Output) -> Json {
         if let Json::Object(map) = entry {
             map.insert(name.to_string(), encode_value(value));
         }
+    }
+    if let (Some(first), false) = (output.steps().next(), output.parameter_names().is_empty())
+        && let Some(Json::Object(map)) = steps.get_mut(&first.to_string())
+    {
+        let names = output.parameter_names().iter().cloned().map(Json::Str);
+        map.insert(PARAMETER_NAMES_KEY.into(), Json::Array(names.collect()));
     }
     Json::Object(steps)
 }
@@ -38,6 +48,19 @@ pub(crate) fn decode_output(json: Json) -> Result<Output, String> {
             return Err(format!("step `{key}` must hold an object of quantities"));
         };
         for (name, value) in values {
+            if name == PARAMETER_NAMES_KEY
+                && let Json::Array(items) = &value
+                && let Some(names) = items
+                    .iter()
+                    .map(|item| match item {
+                        Json::Str(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<String>>>()
+            {
+                output.set_parameter_names(names);
+                continue;
+            }
             output.insert(step, name, decode_value(value));
         }
     }

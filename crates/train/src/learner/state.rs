@@ -145,8 +145,8 @@ impl State {
     ) {
         match self.cockpit.track(step, model, grads, info) {
             Ok(report) => {
-                for (name, err) in report.failures {
-                    self.problem(format!("{name} not computed: {err}"));
+                for line in report.failure_lines() {
+                    self.problem(line);
                 }
             }
             Err(err) => self.problem(format!("step {step} not tracked: {err}")),

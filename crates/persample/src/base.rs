@@ -192,3 +192,19 @@ pub trait PerSampleSource: Send + Sync + Debug {
         request: Request<'_>,
     ) -> Result<PerSampleStats, PerSampleError>;
 }
+
+/// A shared source is a source (the parts of an accumulated step, a source chosen at run
+/// time).
+impl<S: PerSampleSource + ?Sized> PerSampleSource for std::sync::Arc<S> {
+    fn batch_size(&self) -> usize {
+        (**self).batch_size()
+    }
+
+    fn reduce(
+        &self,
+        params: &Snapshot,
+        request: Request<'_>,
+    ) -> Result<PerSampleStats, PerSampleError> {
+        (**self).reduce(params, request)
+    }
+}

@@ -12,8 +12,11 @@ use burn::module::Module;
 use burn::tensor::Tensor;
 use burn::train::TrainOutput;
 use cockpit_quantities::curvature::CurvatureSource;
-use cockpit_quantities::persample::PerSampleError;
-use cockpit_quantities::persample::{Recorder, Recording};
+use std::sync::Arc;
+
+use cockpit_quantities::persample::{
+    ExactPerSample, PerSample, PerSampleError, PerSampleSource, Recorder, Recording,
+};
 
 /// The thread-local capture of one call of the user's `TrainStep::step`.
 #[derive(Debug, Default)]
@@ -111,4 +114,21 @@ fn capture<M: Module, T>(
 pub(crate) struct Pending {
     pub(crate) capture: Captured,
     pub(crate) curvature: Option<Box<dyn CurvatureSource>>,
+    /// Single-sample passes over the step's batch, where the user allowed them
+    /// ([`Instrumented::with_exact_fallback`](crate::Instrumented::with_exact_fallback)).
+    pub(crate) fallback: Option<ExactPerSample>,
+}
+
+impl Pending {
+    /// The step's per-sample source: the recording, or — where it does not cover the model and
+    /// a fallback was allowed — single-sample passes ([`PerSample::auto`]).
+    pub(crate) fn per_sample(
+        factors: Recording,
+        fallback: Option<ExactPerSample>,
+    ) -> Arc<dyn PerSampleSource> {
+        match fallback {
+            Some(exact) => Arc::new(PerSample::auto(Some(factors), exact)),
+            None => Arc::new(factors),
+        }
+    }
 }

@@ -1175,3 +1175,138 @@ fn recorded_curvature_in_the_learner_equals_the_exact_mlp_diagonal() {
         "{warnings:?}"
     );
 }
+
+/// `Net` from burn-nn's own `Linear`: the per-sample fast path cannot see it.
+#[derive(Module, Debug)]
+struct BurnNet {
+    hidden: burn::nn::Linear,
+    out: burn::nn::Linear,
+}
+
+impl BurnNet {
+    fn of(net: &Net) -> Self {
+        Self {
+            hidden: net.hidden.as_burn(),
+            out: net.out.as_burn(),
+        }
+    }
+
+    fn losses(&self, batch: &Batch) -> (Tensor<1>, Tensor<2>) {
+        let logits = self.out.forward(relu(self.hidden.forward(batch.x.clone())));
+        let losses =
+            cockpit_quantities::persample::loss::cross_entropy(logits.clone(), batch.y.clone());
+        (losses, logits)
+    }
+}
+
+impl TrainStep for BurnNet {
+    type Input = Batch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+        let (losses, logits) = self.losses(&batch);
+        let item = ClassificationOutput {
+            loss: losses.clone().mean(),
+            output: logits,
+            targets: batch.y,
+        };
+        cockpit_train::train_output_per_sample(self, losses, item)
+    }
+}
+
+impl InferenceStep for BurnNet {
+    type Input = Batch;
+    type Output = ClassificationOutput;
+
+    fn step(&self, batch: Batch) -> ClassificationOutput {
+        let (losses, logits) = self.losses(&batch);
+        ClassificationOutput {
+            loss: losses.mean(),
+            output: logits,
+            targets: batch.y,
+        }
+    }
+}
+
+/// Plain burn-nn layers in a `Learner`: without the fallback the per-sample quantities fail,
+/// said once (not silently); with `with_exact_fallback` they are computed by single-sample
+/// passes and equal the drop-in model's values, step for step.
+#[test]
+fn plain_layers_fall_back_to_single_sample_passes_when_allowed() {
+    let device = Device::flex().autodiff();
+    let kinds = [
+        QuantityKind::GradNorm,
+        QuantityKind::NormTest,
+        QuantityKind::InnerTest,
+        QuantityKind::OrthoTest,
+        QuantityKind::MeanGSNR,
+        QuantityKind::Alpha,
+    ];
+    let net = Net::new(&device);
+    let new = || {
+        CockpitLearner::from_kinds(
+            kinds.to_vec(),
+            Schedule::every_step(),
+            OptimizerInfo::sgd(LR),
+        )
+        .unwrap()
+    };
+
+    let refused = new();
+    let dir = scratch("plain-refused");
+    launch(
+        refused.instrument(BurnNet::of(&net)).unwrap(),
+        &refused,
+        &dir,
+        1,
+        |t| t,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(refused.output().series("NormTest").is_empty());
+    assert!(
+        !refused.output().series("GradNorm").is_empty(),
+        "{:?}",
+        refused.warnings()
+    );
+    let warnings = refused.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("not computed") && w.contains("0 of 4")),
+        "{warnings:?}"
+    );
+
+    let fallback = new();
+    let dir = scratch("plain-fallback");
+    let model = fallback
+        .instrument(BurnNet::of(&net))
+        .unwrap()
+        .with_exact_fallback(|m: &BurnNet, batch: &Batch| m.losses(batch).0);
+    launch(model, &fallback, &dir, 1, |t| t);
+    let _ = std::fs::remove_dir_all(&dir);
+    let warnings = fallback.warnings();
+    assert!(
+        warnings.iter().any(|w| w.contains("extra backward passes")),
+        "the cost is said: {warnings:?}"
+    );
+
+    let fast = new();
+    let dir = scratch("plain-fast");
+    launch(fast.instrument(net).unwrap(), &fast, &dir, 1, |t| t);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut compared = 0;
+    for (step, key, value) in fast.output().iter() {
+        let (Some(a), Some(b)) = (
+            value.as_f64(),
+            fallback.output().get(step, key).and_then(Value::as_f64),
+        ) else {
+            continue;
+        };
+        assert!(
+            (a - b).abs() <= 1e-4 * a.abs().max(1e-3),
+            "{key} at {step}: fast {a} vs fallback {b}"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 20, "compared {compared}");
+}

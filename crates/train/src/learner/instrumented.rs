@@ -9,7 +9,7 @@ use burn::optim::{GradientsParams, ModuleOptimizer, MultiGradientsParams};
 use burn::tensor::Tensor;
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use cockpit_quantities::curvature::CurvatureSource;
-use cockpit_quantities::persample::Recorder;
+use cockpit_quantities::persample::{ExactPerSample, Recorder};
 
 use super::tracker::Tracker;
 use crate::step;
@@ -18,6 +18,14 @@ use crate::step::Pending;
 /// Builds the step's curvature source from the model and a copy of its batch.
 pub(crate) type Replay<M> =
     Arc<dyn Fn(&M, &<M as TrainStep>::Input) -> Box<dyn CurvatureSource> + Send + Sync>;
+
+/// Takes copies of the model and the step's batch, and builds the single-sample passes once
+/// the batch's size is known.
+type Fallback<M> = Arc<
+    dyn Fn(&M, &<M as TrainStep>::Input) -> Box<dyn FnOnce(usize) -> ExactPerSample + Send>
+        + Send
+        + Sync,
+>;
 
 /// The user's model with a Cockpit attached: a [`Module`] with the same parameters (and the
 /// same record), whose [`TrainStep`] and [`InferenceStep`] delegate to the model's own, with
@@ -43,6 +51,7 @@ pub struct Instrumented<M: Module> {
 pub struct Watch {
     tracker: Tracker,
     replay: Option<Arc<dyn Any + Send + Sync>>,
+    fallback: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -50,6 +59,7 @@ impl std::fmt::Debug for Watch {
         f.debug_struct("Cockpit")
             .field("quantities", &self.tracker.kinds())
             .field("curvature", &self.replay.is_some())
+            .field("exact_fallback", &self.fallback.is_some())
             .finish()
     }
 }
@@ -61,8 +71,47 @@ impl<M: Module + TrainStep + 'static> Instrumented<M> {
             watch: Watch {
                 tracker,
                 replay: replay.map(|r| Arc::new(r) as Arc<dyn Any + Send + Sync>),
+                fallback: None,
             },
         }
+    }
+
+    /// Lets the per-sample quantities fall back to single-sample backward passes where the
+    /// drop-ins do not cover the model (plain burn-nn layers, a custom layer):
+    /// `losses(model, item)` runs the step's forward pass on its batch and returns each
+    /// example's loss `[B]` (e.g. `persample::loss::cross_entropy(output, targets)`; dropout
+    /// off or the same masks). Without it such a model's per-sample quantities fail, with the
+    /// coverage report printed once. Not under DDP.
+    ///
+    /// # Cost
+    ///
+    /// Where the fallback runs: `B` extra forward and backward passes of the whole batch per
+    /// tracked step (each keeps one example's loss), said once on stderr and in burn's
+    /// dashboard. Nothing where the drop-ins cover the model.
+    pub fn with_exact_fallback(
+        mut self,
+        losses: impl Fn(&M, &M::Input) -> Tensor<1> + Send + Sync + 'static,
+    ) -> Self
+    where
+        M: Sync,
+        M::Input: Clone + Send + Sync + 'static,
+    {
+        let losses = Arc::new(losses);
+        let fallback: Fallback<M> = Arc::new(move |model: &M, item: &M::Input| {
+            let (model, item, losses) = (model.clone(), item.clone(), losses.clone());
+            Box::new(move |batch: usize| {
+                ExactPerSample::new(batch, move |n| {
+                    let own = losses(&model, &item).narrow(0, n, 1).sum();
+                    Ok(GradientsParams::from_grads(own.backward(), &model))
+                })
+            })
+        });
+        self.watch.fallback = Some(Arc::new(fallback) as Arc<dyn Any + Send + Sync>);
+        self
+    }
+
+    fn fallback(&self) -> Option<&Fallback<M>> {
+        self.watch.fallback.as_ref()?.downcast_ref::<Fallback<M>>()
     }
 
     /// The wrapped model.
@@ -94,10 +143,23 @@ where
             Some(replay) if tracker.wants_curvature() => Some(replay(&self.inner, &item)),
             _ => None,
         };
+        // A copy of the batch for single-sample passes, only where they may be needed.
+        let fallback = self
+            .fallback()
+            .filter(|_| tracker.wants_per_sample())
+            .map(|prepare| prepare(&self.inner, &item));
         step::begin(recorder);
         let output = self.inner.step(item);
         let capture = step::end();
-        tracker.push_step(Pending { capture, curvature });
+        let fallback = fallback.and_then(|build| {
+            let batch = capture.losses.as_ref().map(|l| l.dims()[0])?;
+            Some(build(batch))
+        });
+        tracker.push_step(Pending {
+            capture,
+            curvature,
+            fallback,
+        });
         output
     }
 

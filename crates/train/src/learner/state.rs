@@ -190,7 +190,12 @@ impl State {
             return Some(self.accumulated_info(step, pending, loss, lr, device));
         }
         let mut info = StepInfo::new(loss).with_optimizer(optimizer);
-        let Some(Pending { capture, curvature }) = pending.into_iter().last() else {
+        let Some(Pending {
+            capture,
+            curvature,
+            fallback,
+        }) = pending.into_iter().last()
+        else {
             return Some(info);
         };
         match capture.losses {
@@ -205,8 +210,13 @@ impl State {
         }
         match capture.factors {
             Some(Ok(factors)) => {
-                info = info.with_batch_size(PerSampleSource::batch_size(&factors));
-                info = info.with_per_sample(factors);
+                // A recording of no drop-in holds no sample: the batch size then comes from
+                // the losses (and the coverage report says why the per-sample part failed).
+                let batch = PerSampleSource::batch_size(&factors);
+                if batch > 0 {
+                    info = info.with_batch_size(batch);
+                }
+                info = info.with_per_sample(Pending::per_sample(factors, fallback));
             }
             Some(Err(err)) => self.problem(format!("per-sample gradients unavailable: {err}")),
             None => {}
@@ -238,7 +248,9 @@ impl State {
         let sizes: Vec<Option<usize>> = pending
             .iter()
             .map(|p| match (&p.capture.factors, &p.capture.losses) {
-                (Some(Ok(factors)), _) => Some(PerSampleSource::batch_size(factors)),
+                (Some(Ok(factors)), _) if PerSampleSource::batch_size(factors) > 0 => {
+                    Some(PerSampleSource::batch_size(factors))
+                }
                 (_, Some(losses)) => Some(losses.dims()[0]),
                 _ => None,
             })
@@ -263,7 +275,7 @@ impl State {
                 losses.push(l);
             }
             match p.capture.factors {
-                Some(Ok(f)) => factors.push(Arc::new(f)),
+                Some(Ok(f)) => factors.push(Pending::per_sample(f, p.fallback)),
                 Some(Err(err)) => {
                     self.problem(format!("per-sample gradients unavailable: {err}"));
                     missing_factors = true;
@@ -282,9 +294,10 @@ impl State {
             match MergedPerSample::new(factors) {
                 Ok(merged) => {
                     let merged = merged.on_device(device);
-                    info = info
-                        .with_batch_size(merged.batch_size())
-                        .with_per_sample(merged);
+                    if merged.batch_size() > 0 {
+                        info = info.with_batch_size(merged.batch_size());
+                    }
+                    info = info.with_per_sample(merged);
                 }
                 Err(err) => self.problem(format!("per-sample gradients unavailable: {err}")),
             }

@@ -29,6 +29,10 @@ use cockpit_quantities::log::tensorboard::TensorBoardWriter;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The largest log, stream or fixture read, in bytes (default 1 GiB); a larger input (or
+    /// an endless one) is refused before it fills memory.
+    #[arg(long, global = true, value_name = "BYTES", default_value_t = cockpit_quantities::log::DEFAULT_READ_LIMIT)]
+    max_input_bytes: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -63,6 +67,11 @@ struct ServeArgs {
     /// address lets other machines read the dashboard (a warning says so).
     #[arg(long, default_value = "127.0.0.1")]
     bind: std::net::IpAddr,
+    /// A further name the server answers to in the Host header (repeatable), e.g. this
+    /// machine's name when the page is reached through it; requests naming any other host are
+    /// refused (DNS rebinding).
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_host: Vec<String>,
     /// How often to look at the log, in milliseconds (at least 10).
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..))]
     interval_ms: u64,
@@ -83,6 +92,10 @@ struct ExportArgs {
     /// per-parameter lists (default: the names the log carries, else their indices).
     #[arg(long, value_delimiter = ',')]
     names: Vec<String>,
+    /// Replace the event files already in the folder (without it, such a folder is refused:
+    /// TensorBoard would show each step twice).
+    #[arg(long)]
+    replace: bool,
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +241,7 @@ macro_rules! tell {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    cockpit_quantities::log::set_read_limit(cli.max_input_bytes);
     let result = match cli.command {
         Command::Plot(args) => plot(args).map(|()| true),
         Command::Diagnose(args) => diagnose(args),
@@ -299,6 +313,7 @@ fn serve(args: ServeArgs) -> Result<(), CliError> {
         port: args.port,
         interval: Duration::from_millis(args.interval_ms),
         size: args.size,
+        allowed_hosts: args.allow_host,
         ..ServeOptions::new(args.log)
     };
     cockpit_cli::serve::run(options)?;
@@ -324,13 +339,12 @@ fn names(output: &Output, given: &[String]) -> Result<Vec<String>, CliError> {
 fn export(args: ExportArgs) -> Result<(), CliError> {
     let output = read(&args.log)?;
     let names = names(&output, &args.names)?;
-    let mut writer = TensorBoardWriter::create(&args.tensorboard)?;
-    writer.write_output(&output, &names)?;
+    let path = TensorBoardWriter::export(&args.tensorboard, &output, &names, args.replace)?;
     let steps = output.steps().count();
     sayln!(
         "wrote {steps} steps of {} to {}",
         args.log.display(),
-        writer.path().display()
+        path.display()
     );
     Ok(())
 }

@@ -9,7 +9,16 @@
 //! The server is read-only and serves a fixed set of routes — `/`, `/primary.png`,
 //! `/secondary.png`, `/state`, `/events` — computed from the one log named at start; every
 //! other path is 404. No part of a request reaches the file system.
+//!
+//! Against hostile clients: a request whose `Host` is not one of the server's names is
+//! refused (a DNS-rebinding page cannot read the dashboard); a connection has
+//! [`HEADER_TIMEOUT`] to send its request's headers; at most [`HALF_OPEN_CAP`] connections
+//! may be waiting to send theirs (a new one closes the oldest of them, so a flood of
+//! half-open connections cannot keep a real request out) and [`CONNECTION_CAP`] may be open
+//! at all; each image is drawn once per version of the log, however many ask for it. SIGINT
+//! and SIGTERM end open event streams and stop the server within about a second.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -26,7 +35,18 @@ use cockpit_diagnose::Diagnoser;
 use cockpit_plot::{PlotOptions, Screen, render_png};
 use cockpit_quantities::Output;
 use cockpit_quantities::log::read_any;
-use tokio::sync::watch;
+use tokio::sync::{OnceCell, Semaphore, oneshot, watch};
+
+/// How long a connection may take to send a request's headers before it is closed.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most connections still sending their first request's headers; a new one closes the
+/// oldest of them.
+pub const HALF_OPEN_CAP: usize = 64;
+/// The most connections open at once (pages, images, event streams); past it a new one is
+/// closed at once.
+pub const CONNECTION_CAP: usize = 256;
+/// How long open connections get to finish after SIGINT or SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// How `cockpit serve` runs.
 #[derive(Debug, Clone)]
@@ -41,6 +61,9 @@ pub struct ServeOptions {
     pub interval: Duration,
     /// The size of each screen's image.
     pub size: (u32, u32),
+    /// Further names the server answers to in the `Host` header (beyond `localhost` and the
+    /// loopback addresses, or the bound address), e.g. a machine name behind a tunnel.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ServeOptions {
@@ -52,6 +75,7 @@ impl ServeOptions {
             port: 8787,
             interval: Duration::from_millis(500),
             size: (1600, 800),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -84,6 +108,8 @@ struct Snapshot {
     verdict: String,
     /// Why the log could not be read at the last look (the previous read is kept).
     problem: Option<String>,
+    /// Images drawn since the server started (each version and screen once).
+    drawn: u64,
 }
 
 impl Snapshot {
@@ -93,13 +119,14 @@ impl Snapshot {
             "last_step": self.last_step,
             "verdict": self.verdict,
             "problem": self.problem,
+            "drawn": self.drawn,
         })
         .to_string()
     }
 }
 
-/// A screen's PNG image of one version of the log.
-type Drawn = (u64, Screen, Arc<Vec<u8>>);
+/// A screen's PNG image of one version of the log, drawn once for every request that asks.
+type Drawn = (u64, Screen, Arc<OnceCell<Result<Arc<Vec<u8>>, String>>>);
 
 /// The server's shared state: the latest snapshot, its change notifications and the images
 /// drawn for it.
@@ -108,11 +135,15 @@ struct Shared {
     size: (u32, u32),
     /// The screens' images of the latest version drawn, each drawn once.
     images: Mutex<Vec<Drawn>>,
+    /// Images drawn so far (the `drawn` of `/state`).
+    draws: std::sync::atomic::AtomicU64,
     log_name: String,
+    /// Turns true at SIGINT or SIGTERM: event streams end.
+    stop: watch::Receiver<bool>,
 }
 
-/// Binds the address, prints `serving <log> on http://<address>` and serves until the process
-/// is stopped (Ctrl-C).
+/// Binds the address, prints `serving <log> on http://<address>` and serves until SIGINT
+/// (Ctrl-C) or SIGTERM, which end open event streams; returns within about a second of it.
 ///
 /// # Errors
 ///
@@ -121,7 +152,10 @@ pub fn run(options: ServeOptions) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(options))
+    let served = runtime.block_on(serve(options));
+    // A drawing still running does not hold the exit up.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    served
 }
 
 async fn serve(options: ServeOptions) -> Result<(), ServeError> {
@@ -138,15 +172,22 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     }
     let (sender, updates) = watch::channel(Snapshot::default());
     tokio::spawn(watch_log(options.log.clone(), options.interval, sender));
+    let (stop_sender, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_sender.send(true);
+    });
     let shared = Arc::new(Shared {
         updates,
         size: options.size,
         images: Mutex::new(Vec::new()),
+        draws: std::sync::atomic::AtomicU64::new(0),
         log_name: options
             .log
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        stop: stop.clone(),
     });
     let app = Router::new()
         .route("/", get(page))
@@ -160,12 +201,173 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         "serving {} on http://{bound}\n",
         options.log.display()
     ));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    let hosts = Arc::new(allowed_hosts(
+        options.address,
+        bound.port(),
+        &options.allowed_hosts,
+    ));
+    let connections = Arc::new(Semaphore::new(CONNECTION_CAP));
+    accept(listener, app, hosts, connections.clone(), stop).await;
+    // Open connections (their event streams ended) get a moment to close.
+    let all = u32::try_from(CONNECTION_CAP).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, connections.acquire_many(all)).await;
     Ok(())
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The names a request's `Host` may carry: `localhost` and the loopback addresses when bound
+/// to loopback, else the bound address; with or without the port; plus `extra`.
+fn allowed_hosts(address: IpAddr, port: u16, extra: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = if address.is_loopback() {
+        vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()]
+    } else {
+        match address {
+            IpAddr::V4(v4) => vec![v4.to_string()],
+            IpAddr::V6(v6) => vec![format!("[{v6}]")],
+        }
+    };
+    names.extend(extra.iter().map(|n| n.to_ascii_lowercase()));
+    let with_port: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+    names.extend(with_port);
+    names
+}
+
+/// Accepts connections until `stop`: each served by hyper with [`HEADER_TIMEOUT`], within
+/// [`CONNECTION_CAP`], the oldest of more than [`HALF_OPEN_CAP`] half-open ones closed.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    hosts: Arc<Vec<String>>,
+    connections: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    type Waiting = Arc<Mutex<VecDeque<(u64, oneshot::Sender<()>)>>>;
+    let waiting: Waiting = Arc::new(Mutex::new(VecDeque::new()));
+    let mut next_id: u64 = 0;
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of descriptors or a reset before accept: keep serving the others.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            () = stopped(&mut stop) => return,
+        };
+        let id = next_id;
+        next_id += 1;
+        let (evict, evicted) = oneshot::channel();
+        if let Ok(mut queue) = waiting.lock() {
+            if queue.len() >= HALF_OPEN_CAP
+                && let Some((_, oldest)) = queue.pop_front()
+            {
+                let _ = oldest.send(());
+            }
+            queue.push_back((id, evict));
+        }
+        let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+        let (hosts, waiting_here) = (hosts.clone(), waiting.clone());
+        // A slot among the open connections, taken when the first request arrives (so that
+        // half-open connections, bounded on their own, never hold one).
+        let slot: Arc<Mutex<Option<tokio::sync::OwnedSemaphorePermit>>> =
+            Arc::new(Mutex::new(None));
+        let connections_here = connections.clone();
+        let service =
+            hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                // Its request arrived: no longer half-open.
+                if let Ok(mut queue) = waiting_here.lock() {
+                    queue.retain(|(waiting_id, _)| *waiting_id != id);
+                }
+                let has_slot = match slot.lock() {
+                    Ok(mut held) => {
+                        if held.is_none() {
+                            *held = connections_here.clone().try_acquire_owned().ok();
+                        }
+                        held.is_some()
+                    }
+                    Err(_) => false,
+                };
+                let host = request
+                    .headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_ascii_lowercase);
+                let allowed = host.as_ref().is_some_and(|h| hosts.contains(h));
+                let routed = hyper::service::Service::call(&tower, request);
+                async move {
+                    if !has_slot {
+                        Ok((
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "too many open connections; try again",
+                        )
+                            .into_response())
+                    } else if allowed {
+                        routed.await
+                    } else {
+                        Ok((
+                            StatusCode::MISDIRECTED_REQUEST,
+                            "this server answers to its own address only (Host header refused)",
+                        )
+                            .into_response())
+                    }
+                }
+            });
+        let mut stop = stop.clone();
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            // A sender dropped because the request arrived is not an eviction.
+            let evicted = async {
+                if evicted.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = evicted => {}
+                () = stopped(&mut stop) => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(SHUTDOWN_GRACE, connection).await;
+                }
+            }
+            if let Ok(mut queue) = waiting.lock() {
+                queue.retain(|(waiting_id, _)| *waiting_id != id);
+            }
+        });
+    }
 }
 
 /// Looks at the log every `interval`; when its length or modification time changed, reads it
@@ -188,6 +390,21 @@ async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snaps
         };
         let mut next = sender.borrow().clone();
         match read {
+            // A log cut or rewritten in place (fewer steps than before, or none) keeps the
+            // last good run on the page, with the problem said.
+            Ok(Ok((_, last_step, _))) if next.last_step.is_some() && last_step < next.last_step => {
+                seen = stamp;
+                let problem = format!(
+                    "the log went back from step {} to {}: showing the last good read (was it \
+                     cut or rewritten?)",
+                    next.last_step.unwrap_or_default(),
+                    last_step.map_or_else(|| "no step".to_string(), |s| format!("step {s}"))
+                );
+                if next.problem.as_ref() == Some(&problem) {
+                    continue;
+                }
+                next.problem = Some(problem);
+            }
             Ok(Ok((output, last_step, verdict))) => {
                 seen = stamp;
                 next.output = Arc::new(output);
@@ -258,38 +475,50 @@ async fn secondary(State(shared): State<Arc<Shared>>) -> Response {
     image(shared, Screen::Secondary).await
 }
 
-/// The screen's image for the latest snapshot (drawn once per version and screen).
+/// The screen's image for the latest snapshot: drawn once per version and screen, however
+/// many requests ask at once (they wait for the one drawing).
 async fn image(shared: Arc<Shared>, screen: Screen) -> Response {
     let snapshot = shared.updates.borrow().clone();
-    let cached = shared.images.lock().ok().and_then(|cache| {
-        cache
-            .iter()
-            .find(|(version, drawn, _)| *version == snapshot.version && *drawn == screen)
-            .map(|(_, _, png)| png.clone())
-    });
-    if let Some(png) = cached {
-        return png_response(png.as_ref().clone());
-    }
-    let (width, height) = shared.size;
-    let options = PlotOptions {
-        width,
-        height,
-        screen,
-        title: format!("Cockpit: {}", shared.log_name),
-    };
-    let output = snapshot.output.clone();
-    let drawn = tokio::task::spawn_blocking(move || render_png(&output, &options)).await;
-    match drawn {
-        Ok(Ok((png, _))) => {
-            let png = Arc::new(png);
-            if let Ok(mut cache) = shared.images.lock() {
-                cache.retain(|(version, _, _)| *version == snapshot.version);
-                cache.push((snapshot.version, screen, png.clone()));
+    let cell = match shared.images.lock() {
+        Ok(mut cache) => {
+            cache.retain(|(version, _, _)| *version == snapshot.version);
+            match cache
+                .iter()
+                .find(|(version, drawn, _)| *version == snapshot.version && *drawn == screen)
+            {
+                Some((_, _, cell)) => cell.clone(),
+                None => {
+                    let cell = Arc::new(OnceCell::new());
+                    cache.push((snapshot.version, screen, cell.clone()));
+                    cell
+                }
             }
-            png_response(png.as_ref().clone())
         }
-        Ok(Err(err)) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
-        Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, err.to_string()).into_response(),
+        Err(_) => Arc::new(OnceCell::new()),
+    };
+    let drawn = cell
+        .get_or_init(|| async {
+            let (width, height) = shared.size;
+            let options = PlotOptions {
+                width,
+                height,
+                screen,
+                title: format!("Cockpit: {}", shared.log_name),
+            };
+            let output = snapshot.output.clone();
+            shared
+                .draws
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match tokio::task::spawn_blocking(move || render_png(&output, &options)).await {
+                Ok(Ok((png, _))) => Ok(Arc::new(png)),
+                Ok(Err(err)) => Err(err.to_string()),
+                Err(err) => Err(err.to_string()),
+            }
+        })
+        .await;
+    match drawn {
+        Ok(png) => png_response(png.as_ref().clone()),
+        Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.clone()).into_response(),
     }
 }
 
@@ -305,7 +534,9 @@ fn png_response(png: Vec<u8>) -> Response {
 }
 
 async fn state(State(shared): State<Arc<Shared>>) -> Response {
-    let json = shared.updates.borrow().json();
+    let mut snapshot = shared.updates.borrow().clone();
+    snapshot.drawn = shared.draws.load(std::sync::atomic::Ordering::Relaxed);
+    let json = snapshot.json();
     ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
@@ -315,11 +546,20 @@ async fn events(
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let mut updates = shared.updates.clone();
     updates.mark_changed();
-    let stream = futures_util::stream::unfold(updates, |mut updates| async move {
-        updates.changed().await.ok()?;
-        let json = updates.borrow_and_update().json();
-        Some((Ok(Event::default().data(json)), updates))
-    });
+    // Ends at shutdown, so that the server can stop with a page open.
+    let stop = shared.stop.clone();
+    let stream =
+        futures_util::stream::unfold((updates, stop), |(mut updates, mut stop)| async move {
+            let changed = tokio::select! {
+                changed = updates.changed() => changed.is_ok(),
+                () = stopped(&mut stop) => false,
+            };
+            if !changed {
+                return None;
+            }
+            let json = updates.borrow_and_update().json();
+            Some((Ok(Event::default().data(json)), (updates, stop)))
+        });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

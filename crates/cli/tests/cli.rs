@@ -469,6 +469,34 @@ fn export_writes_a_tensorboard_event_file() {
     assert!(files[0].to_string_lossy().contains("tfevents"));
     assert!(std::fs::metadata(&files[0]).unwrap().len() > 1000);
 
+    // A second export into the same folder is refused (TensorBoard would show each step
+    // twice), unless asked to replace; then one event file remains.
+    let again = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .args(["export"])
+            .arg(fixture("cockpit_write_example"))
+            .arg("--tensorboard")
+            .arg(&events)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = again(&[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--replace"));
+    let replaced = again(&["--replace"]);
+    assert!(
+        replaced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
+    let files: Vec<_> = std::fs::read_dir(&events)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].to_string_lossy().contains("tfevents"));
+
     let missing = Command::new(env!("CARGO_BIN_EXE_cockpit"))
         .args(["export", "no-such-log.json", "--tensorboard"])
         .arg(dir.join("other"))

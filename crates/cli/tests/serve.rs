@@ -24,9 +24,13 @@ impl Drop for Server {
 }
 
 fn start(args: &[&str]) -> (Server, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cockpit"))
-        .arg("serve")
-        .args(args)
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cockpit"));
+    command.arg("serve").args(args);
+    start_command(command)
+}
+
+fn start_command(mut command: Command) -> (Server, String) {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -191,4 +195,178 @@ fn binding_elsewhere_warns() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(stderr.contains("reachable from other machines"), "{stderr}");
+}
+
+/// Waits until `/state` holds `needle`, or fails after 30 s; returns the state.
+fn await_state(address: &str, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let (_, body) = get(address, "/state");
+        let state = String::from_utf8_lossy(&body).to_string();
+        if state.contains(needle) {
+            return state;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("/state never held {needle}");
+}
+
+/// A stream of `steps` steps at `path`, written afresh.
+fn write_steps(path: &std::path::Path, steps: usize) {
+    let _ = std::fs::remove_file(path);
+    let mut writer = JsonLinesWriter::create(path).unwrap();
+    for s in 0..steps {
+        let mut output = Output::new();
+        step(&mut output, s);
+        writer.append(s, &output).unwrap();
+    }
+}
+
+/// SIGINT with a page's event stream open: the stream ends and the server exits within a
+/// few seconds (it waited for the client to leave before).
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_the_server_with_a_page_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 3);
+    let (mut server, _) = start(&[log.to_str().unwrap(), "--port", "0", "--interval-ms", "50"]);
+    let address = server.address.clone();
+    let mut events = TcpStream::connect(&address).unwrap();
+    write!(events, "GET /events HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reader = BufReader::new(events);
+    await_event(&mut reader, "\"last_step\":2");
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("still serving 5 s after SIGINT with an event stream open");
+}
+
+/// Hundreds of connections that never finish their request do not keep a real one out, even
+/// when they outnumber the descriptors the server may open (256 here: without the cap on
+/// half-open connections they would take them all, and the request would wait forever).
+#[cfg(unix)]
+#[test]
+fn a_request_is_answered_under_a_flood_of_half_open_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 2);
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        &format!(
+            "ulimit -n 256 && exec {} serve {} --port 0",
+            env!("CARGO_BIN_EXE_cockpit"),
+            log.display()
+        ),
+    ]);
+    let (server, _) = start_command(command);
+    let address = server.address.clone();
+    let mut flood = Vec::new();
+    for _ in 0..400 {
+        let Ok(mut stream) = TcpStream::connect(&address) else {
+            continue;
+        };
+        let _ = write!(stream, "GET / HTTP/1.1\r\nHost: {address}\r\nX-Slow: ");
+        flood.push(stream);
+    }
+    let started = Instant::now();
+    let (status, body) = get(&address, "/state");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(flood);
+}
+
+/// A request for another host (a DNS-rebinding page) is refused; the server's own names work.
+#[test]
+fn the_host_header_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 2);
+    let (server, _) = start(&[log.to_str().unwrap(), "--port", "0"]);
+    let address = server.address.clone();
+    let port = address.rsplit(':').next().unwrap().to_string();
+    let ask = |host: &str| {
+        let mut stream = TcpStream::connect(&address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "GET /state HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    };
+    assert!(
+        ask("evil.example").starts_with("HTTP/1.1 421"),
+        "{}",
+        ask("evil.example")
+    );
+    assert!(ask(&format!("evil.example:{port}")).starts_with("HTTP/1.1 421"));
+    assert!(ask(&format!("localhost:{port}")).starts_with("HTTP/1.1 200"));
+    assert!(ask(&address).starts_with("HTTP/1.1 200"));
+}
+
+/// Eight clients asking for the same image at once get it from one drawing.
+#[test]
+fn an_image_is_drawn_once_for_every_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 4);
+    let (server, _) = start(&[log.to_str().unwrap(), "--port", "0", "--size", "600x300"]);
+    let address = server.address.clone();
+    await_state(&address, "\"last_step\":3");
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let address = address.clone();
+            std::thread::spawn(move || get(&address, "/primary.png"))
+        })
+        .collect();
+    for client in clients {
+        let (status, png) = client.join().unwrap();
+        assert_eq!(status, 200);
+        assert!(png.starts_with(b"\x89PNG"));
+    }
+    let state = await_state(&address, "\"drawn\"");
+    assert!(state.contains("\"drawn\":1"), "{state}");
+}
+
+/// A log cut or rewritten in place keeps the last good run on the page, with the problem.
+#[test]
+fn a_log_that_goes_back_keeps_the_last_good_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 6);
+    let (server, _) = start(&[log.to_str().unwrap(), "--port", "0", "--interval-ms", "50"]);
+    let address = server.address.clone();
+    await_state(&address, "\"last_step\":5");
+    write_steps(&log, 2);
+    let state = await_state(&address, "went back");
+    assert!(state.contains("\"last_step\":5"), "{state}");
+    std::fs::write(&log, "").unwrap();
+    let state = await_state(&address, "to no step");
+    assert!(state.contains("\"last_step\":5"), "{state}");
 }

@@ -287,6 +287,33 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_histogram_edges_are_flagged() {
+        let mut output = Output::new();
+        for step in 0..30 {
+            output.insert(
+                step,
+                "Loss",
+                cockpit_quantities::Value::Float(2.0 - 0.01 * step as f64),
+            );
+            output.insert(
+                step,
+                "GradHist1d",
+                cockpit_quantities::Value::Hist1d(cockpit_quantities::Histogram1d {
+                    hist: vec![1.0, 2.0],
+                    edges: vec![f64::NAN, f64::NAN, f64::INFINITY],
+                }),
+            );
+        }
+        let d = Diagnoser::new().run(&output);
+        assert!(
+            d.codes().contains(&crate::Code::NonFinite),
+            "{}",
+            d.report()
+        );
+        assert!(d.report().contains("GradHist1d edges"), "{}", d.report());
+    }
+
+    #[test]
     fn the_quantities_the_checks_lack_are_named() {
         let mut output = Output::new();
         for step in 0..5 {

@@ -95,6 +95,16 @@ pub enum CockpitError {
     Log(#[from] crate::log::LogError),
 }
 
+/// A user's value as an error message quotes it: whole when short, else its first 48
+/// characters and its length (a refused 100 MB string makes a short message).
+pub(crate) fn excerpt(value: &str) -> String {
+    const SHOWN: usize = 48;
+    match value.char_indices().nth(SHOWN) {
+        None => value.to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", &value[..end], value.len()),
+    }
+}
+
 /// `A, B: why; C: other` — quantities that failed for the same reason share it.
 fn format_failures(failures: &[(String, QuantityError)]) -> String {
     let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
@@ -189,6 +199,26 @@ impl From<QuantityError> for PerSampleError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_values_are_quoted_short() {
+        assert_eq!(excerpt("linear(3)"), "linear(3)");
+        let long = "é".repeat(10_000);
+        let quoted = excerpt(&long);
+        assert!(
+            quoted.len() < 120 && quoted.ends_with("(20000 bytes)"),
+            "{quoted}"
+        );
+        let err = format!("linear({})", "9".repeat(1_000_000))
+            .parse::<crate::Schedule>()
+            .unwrap_err();
+        assert!(err.to_string().len() < 400, "{}", err.to_string().len());
+        let err = "x"
+            .repeat(1_000_000)
+            .parse::<crate::Schedule>()
+            .unwrap_err();
+        assert!(err.to_string().len() < 400, "{}", err.to_string().len());
+    }
 
     /// A quantity's own error handed through the engine (a histogram's consumer failing)
     /// comes back as itself: same variant, same message, no string in between.

@@ -204,7 +204,8 @@ impl FromStr for Schedule {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let text = text.trim();
-        let bad = |why: &str| CockpitError::InvalidSchedule(format!("`{text}`: {why}"));
+        let quoted = crate::error::excerpt(text);
+        let bad = |why: &str| CockpitError::InvalidSchedule(format!("`{quoted}`: {why}"));
         if text == "every_step" {
             return Ok(Self::every_step());
         }
@@ -218,7 +219,12 @@ impl FromStr for Schedule {
         let signature: &[&str] = match name.trim() {
             "linear" => &["interval", "offset"],
             "logarithmic" => &["start", "end", "steps", "base", "init"],
-            other => return Err(bad(&format!("unknown schedule `{other}`"))),
+            other => {
+                return Err(bad(&format!(
+                    "unknown schedule `{}`",
+                    crate::error::excerpt(other)
+                )));
+            }
         };
         let mut args: Vec<Option<&str>> = vec![None; signature.len()];
         for (position, arg) in inner
@@ -232,7 +238,12 @@ impl FromStr for Schedule {
                     signature
                         .iter()
                         .position(|k| *k == key.trim())
-                        .ok_or_else(|| bad(&format!("unknown argument `{}`", key.trim())))?,
+                        .ok_or_else(|| {
+                            bad(&format!(
+                                "unknown argument `{}`",
+                                crate::error::excerpt(key.trim())
+                            ))
+                        })?,
                     value.trim(),
                 ),
                 None => (position, arg),
@@ -247,9 +258,13 @@ impl FromStr for Schedule {
         }
         let number = |k: usize, default: Option<f64>| -> Result<f64, CockpitError> {
             match args[k] {
-                Some(v) => v
-                    .parse::<f64>()
-                    .map_err(|_| bad(&format!("`{}` is not a number: `{v}`", signature[k]))),
+                Some(v) => v.parse::<f64>().map_err(|_| {
+                    bad(&format!(
+                        "`{}` is not a number: `{}`",
+                        signature[k],
+                        crate::error::excerpt(v)
+                    ))
+                }),
                 None => default.ok_or_else(|| bad(&format!("`{}` is required", signature[k]))),
             }
         };
@@ -268,8 +283,16 @@ impl FromStr for Schedule {
                 Ok(f) if f.is_finite() && f.fract() != 0.0 => {
                     Err(bad(&format!("`{}` must be a whole number", signature[k])))
                 }
-                Ok(_) => Err(bad(&format!("`{}` is out of range: `{v}`", signature[k]))),
-                Err(_) => Err(bad(&format!("`{}` is not a number: `{v}`", signature[k]))),
+                Ok(_) => Err(bad(&format!(
+                    "`{}` is out of range: `{}`",
+                    signature[k],
+                    crate::error::excerpt(v)
+                ))),
+                Err(_) => Err(bad(&format!(
+                    "`{}` is not a number: `{}`",
+                    signature[k],
+                    crate::error::excerpt(v)
+                ))),
             }
         };
         let out_of_range =
@@ -293,7 +316,10 @@ impl FromStr for Schedule {
                 None | Some("true") => true,
                 Some("false") => false,
                 Some(other) => {
-                    return Err(bad(&format!("`init` must be true or false, got `{other}`")));
+                    return Err(bad(&format!(
+                        "`init` must be true or false, got `{}`",
+                        crate::error::excerpt(other)
+                    )));
                 }
             };
             Self::logarithmic(

@@ -146,14 +146,13 @@ impl Fixture {
     ///
     /// # Errors
     ///
-    /// [`ReplayError::Read`] if unreadable, [`ReplayError::Fixture`] if it is not a valid
+    /// [`ReplayError::Input`] if unreadable or too large, [`ReplayError::Fixture`] if it is not a valid
     /// fixture (the message names the field or the inconsistency).
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ReplayError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text =
+            cockpit_quantities::log::read_bounded(path, cockpit_quantities::log::read_limit())
+                .map_err(ReplayError::from)?;
         Self::parse(&text).map_err(|err| match err {
             ReplayError::Fixture(message) => {
                 ReplayError::Fixture(format!("{}: {message}", path.display()))

@@ -31,15 +31,10 @@ use model::tensor;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReplayError {
-    /// The fixture file could not be read.
-    #[error("cannot read `{}`: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The operating-system error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The fixture file could not be read: unreadable, not UTF-8, or larger than the readers
+    /// take ([`read_limit`](cockpit_quantities::log::read_limit)).
+    #[error(transparent)]
+    Input(#[from] cockpit_quantities::log::LogError),
     /// The fixture is malformed.
     #[error("malformed fixture: {0}")]
     Fixture(String),

@@ -36,6 +36,14 @@ pub(crate) fn non_finite(run: &Run) -> Option<Finding> {
                 .map(|(s, _)| (*s, key)),
         );
     }
+    // A histogram whose range is NaN or infinite counted nothing meaningful: the gradient
+    // elements it bins were not finite (or its adaptation read such a maximum).
+    bad.extend(
+        run.hist1d
+            .iter()
+            .filter(|(_, h)| h.edges.iter().any(|e| !e.is_finite()))
+            .map(|(s, _)| (*s, "GradHist1d edges")),
+    );
     if bad.is_empty() {
         return None;
     }

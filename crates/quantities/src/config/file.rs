@@ -120,19 +120,24 @@ impl Cockpit {
 }
 
 impl CockpitConfig {
+    /// The largest config file read (1 MiB); anything longer is refused unread.
+    pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
     /// Reads a config from `path`: TOML for `.toml`, JSON for `.json`.
     ///
     /// # Errors
     ///
-    /// [`CockpitError::ConfigFile`] if the file cannot be read, has another extension, or does
-    /// not parse (unknown fields included).
+    /// [`CockpitError::ConfigFile`] if the file cannot be read, is longer than
+    /// [`CockpitConfig::MAX_FILE_BYTES`], has another extension, or does not parse (unknown
+    /// fields included).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, CockpitError> {
         let path = path.as_ref();
         let refuse = |reason: String| CockpitError::ConfigFile {
             path: path.to_path_buf(),
             reason,
         };
-        let text = std::fs::read_to_string(path).map_err(|err| refuse(err.to_string()))?;
+        let text = crate::log::read_bounded(path, Self::MAX_FILE_BYTES)
+            .map_err(|err| refuse(err.to_string()))?;
         match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => Self::from_toml(&text),
             Some("json") => Self::from_json(&text),

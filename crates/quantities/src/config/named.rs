@@ -49,7 +49,11 @@ pub(crate) const EPOCH_KEYS: [&str; 8] = [
 /// that quantity's), not a key of the epoch log.
 fn check_key(key: &str, class: &str) -> Result<(), CockpitError> {
     let refuse = |reason: String| CockpitError::InvalidSettings {
-        quantity: format!("{class} (key `{key}`)"),
+        quantity: format!(
+            "{} (key `{}`)",
+            crate::error::excerpt(class),
+            crate::error::excerpt(key)
+        ),
         reason,
     };
     if key.trim().is_empty() {
@@ -66,7 +70,8 @@ fn check_key(key: &str, class: &str) -> Result<(), CockpitError> {
     }
     if EPOCH_KEYS.contains(&key) {
         return Err(refuse(format!(
-            "`{key}` is a key of the epoch log (`Cockpit::log`)"
+            "`{}` is a key of the epoch log (`Cockpit::log`)",
+            crate::error::excerpt(key)
         )));
     }
     Ok(())

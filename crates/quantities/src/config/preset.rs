@@ -60,7 +60,7 @@ impl FromStr for Configuration {
             "full" => Ok(Self::Full),
             other => Err(CockpitError::Unknown {
                 what: "configuration",
-                name: other.to_string(),
+                name: crate::error::excerpt(other),
                 expected: "economy, business, full".into(),
             }),
         }

@@ -44,7 +44,7 @@ impl std::str::FromStr for DiagonalKind {
             .find(|k| k.cockpit_name() == s)
             .ok_or_else(|| crate::CockpitError::Unknown {
                 what: "curvature",
-                name: s.to_string(),
+                name: crate::error::excerpt(s),
                 expected: "diag_h, diag_ggn_exact, diag_ggn_mc".into(),
             })
     }

@@ -36,6 +36,32 @@ pub enum LogError {
         /// What the parser said.
         message: String,
     },
+    /// The file is larger than the readers take ([`read_limit`](super::read_limit)); nothing
+    /// beyond the limit was read.
+    #[error(
+        "`{}` is larger than {limit} bytes, the most a reader takes; raise the limit \
+         (`cockpit --max-input-bytes N`, or `log::set_read_limit`) if it is a real log",
+        path.display()
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// An export into a folder that already holds TensorBoard event files (TensorBoard would
+    /// show each step twice).
+    #[error(
+        "`{}` already holds {files} TensorBoard event file(s); export into a new folder, or \
+         pass --replace to replace them",
+        dir.display()
+    )]
+    AlreadyExported {
+        /// The folder.
+        dir: PathBuf,
+        /// How many event files it holds.
+        files: usize,
+    },
     /// The JSON is not a Cockpit log (e.g. a step key that is not a number).
     #[error("`{}` is not a Cockpit log: {message}", path.display())]
     Format {

@@ -33,15 +33,12 @@ pub fn write_log(path: impl AsRef<Path>, output: &Output) -> Result<(), LogError
 ///
 /// # Errors
 ///
-/// [`LogError::Io`] if unreadable, [`LogError::Parse`] if not JSON, [`LogError::Format`] if the
-/// JSON is not a Cockpit log.
+/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the
+/// [`read_limit`](super::read_limit), [`LogError::Parse`] if not JSON, [`LogError::Format`]
+/// if the JSON is not a Cockpit log.
 pub fn read_log(path: impl AsRef<Path>) -> Result<Output, LogError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| LogError::Io {
-        action: "read",
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = super::read_bounded(path, super::read_limit())?;
     parse_log(&text).map_err(|err| match err {
         LogError::Parse { line, message, .. } => LogError::Parse {
             path: path.to_path_buf(),

@@ -61,7 +61,9 @@ pub(crate) fn decode_output(json: Json) -> Result<Output, String> {
                 output.set_parameter_names(names);
                 continue;
             }
-            output.insert(step, name, decode_value(value));
+            let value =
+                decode_value(value).map_err(|why| format!("step {key}, `{name}`: {why}"))?;
+            output.insert(step, name, value);
         }
     }
     Ok(output)
@@ -164,8 +166,9 @@ fn nested(array: &HostArray) -> Json {
     level(&array.shape, &array.data)
 }
 
-fn decode_value(json: Json) -> Value {
-    match json {
+/// A value of the log; `Err` says why a histogram is not one (edges and counts that disagree).
+fn decode_value(json: Json) -> Result<Value, String> {
+    let value = match json {
         Json::Int(i) => Value::Int(i),
         Json::Float(f) => Value::Float(f),
         Json::Array(items) if items.iter().all(|i| i.as_f64().is_some()) => {
@@ -179,6 +182,31 @@ fn decode_value(json: Json) -> Value {
             decode_histogram(&map).unwrap_or_else(|| Value::Other(Json::Object(map).into_serde()))
         }
         other => Value::Other(other.into_serde()),
+    };
+    match &value {
+        Value::Hist1d(h) => check_edges("", h.hist.len(), h.edges.len())?,
+        Value::Hist2d(h) => {
+            for (which, single) in std::iter::once(("", h))
+                .chain(h.individual.iter().map(|single| ("a parameter's ", single)))
+            {
+                check_edges(which, single.bins.0, single.x_edges.len())?;
+                check_edges(which, single.bins.1, single.y_edges.len())?;
+            }
+        }
+        _ => {}
+    }
+    Ok(value)
+}
+
+/// A histogram axis has one edge more than bins.
+fn check_edges(which: &str, bins: usize, edges: usize) -> Result<(), String> {
+    if edges == bins + 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{which}histogram has {bins} bins but {edges} edges (an axis has one edge more \
+             than bins)"
+        ))
     }
 }
 
@@ -337,5 +365,26 @@ mod tests {
                 .unwrap_err()
                 .contains("step-one")
         );
+    }
+
+    /// A histogram whose edges and counts disagree is refused (it was cut to fit), naming the
+    /// step and the key; so plot, diagnose, serve and export, which read through here,
+    /// refuse it too.
+    #[test]
+    fn histograms_whose_edges_and_counts_disagree_are_refused() {
+        let log = r#"{"3": {"GradHist1d": {"hist": [1, 2, 3, 4, 5], "edges": [0, 1, 2]}}}"#;
+        let err = decode_output(Json::parse(log).unwrap()).unwrap_err();
+        assert!(
+            err.contains("step 3")
+                && err.contains("GradHist1d")
+                && err.contains("5 bins but 3 edges"),
+            "{err}"
+        );
+        let log =
+            r#"{"0": {"GradHist2d": {"hist": [[1, 2], [3, 4]], "edges": [[0, 1, 2], [0, 1]]}}}"#;
+        let err = decode_output(Json::parse(log).unwrap()).unwrap_err();
+        assert!(err.contains("2 bins but 2 edges"), "{err}");
+        let fine = r#"{"0": {"GradHist1d": {"hist": [1, 2], "edges": [0, 1, 2]}}}"#;
+        assert!(decode_output(Json::parse(fine).unwrap()).is_ok());
     }
 }

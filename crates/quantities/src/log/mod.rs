@@ -5,12 +5,14 @@ mod error;
 mod file;
 mod json;
 mod json_tricks;
+mod limit;
 mod stream;
 pub mod tensorboard;
 
 pub use atomic::write_atomic;
 pub use error::LogError;
 pub use file::{parse_log, read_log, to_log_string, write_log};
+pub use limit::{DEFAULT_READ_LIMIT, read_bounded, read_limit, set_read_limit};
 pub use stream::{JsonLinesWriter, read_stream};
 
 use std::path::Path;

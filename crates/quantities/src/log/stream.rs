@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::LogError;
@@ -85,18 +85,12 @@ impl JsonLinesWriter {
 ///
 /// # Errors
 ///
-/// [`LogError::Io`] if unreadable, [`LogError::Parse`] / [`LogError::Format`] naming the line.
+/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the
+/// [`read_limit`](super::read_limit), [`LogError::Parse`] / [`LogError::Format`] naming the
+/// line.
 pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
     let path = path.as_ref();
-    let io = |source| LogError::Io {
-        action: "read",
-        path: path.to_path_buf(),
-        source,
-    };
-    let lines: Vec<String> = BufReader::new(File::open(path).map_err(io)?)
-        .lines()
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
+    let lines = super::limit::read_lines_bounded(path, super::read_limit())?;
     let mut output = Output::new();
     let last = lines.len();
     for (index, line) in lines.iter().enumerate() {

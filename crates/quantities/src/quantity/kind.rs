@@ -173,7 +173,7 @@ impl FromStr for QuantityKind {
             .find(|k| k.name() == s)
             .ok_or_else(|| CockpitError::Unknown {
                 what: "quantity",
-                name: s.to_string(),
+                name: crate::error::excerpt(s),
                 expected: Self::ALL.map(QuantityKind::name).join(", "),
             })
     }

@@ -53,18 +53,12 @@ impl TensorBoardWriter {
             path: dir.to_path_buf(),
             source,
         })?;
-        let seconds = now().floor() as u64;
-        let host = std::env::var("HOSTNAME")
-            .ok()
-            .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
-            .unwrap_or_else(|| "localhost".to_string());
-        // Unique per process and writer: two Cockpits of one run may share a directory.
-        static WRITERS: AtomicUsize = AtomicUsize::new(0);
-        let path = dir.join(format!(
-            "events.out.tfevents.{seconds}.{host}.{}.{}.cockpit",
-            std::process::id(),
-            WRITERS.fetch_add(1, Ordering::Relaxed)
-        ));
+        let path = event_file_name(dir);
+        Self::create_file(path)
+    }
+
+    /// A new event file at exactly `path`, with the file's version written.
+    fn create_file(path: PathBuf) -> Result<Self, LogError> {
         let file = File::options()
             .create_new(true)
             .write(true)
@@ -81,6 +75,72 @@ impl TensorBoardWriter {
             what: Some(What::FileVersion("brain.Event:2".into())),
         })?;
         Ok(writer)
+    }
+
+    /// Exports a whole log into `dir` as one event file, all or nothing: the events are
+    /// written to a temporary file (a name TensorBoard does not read), synced and renamed, so
+    /// a failed export (a full disk) leaves no event file. A folder that already holds event
+    /// files is refused unless `replace`, which removes them once the new one is in place
+    /// (TensorBoard would otherwise show every step twice). Returns the event file.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::AlreadyExported`] for a folder with event files and no `replace`,
+    /// [`LogError::Io`] if the folder or the file cannot be written.
+    pub fn export(
+        dir: impl AsRef<Path>,
+        output: &Output,
+        names: &[String],
+        replace: bool,
+    ) -> Result<PathBuf, LogError> {
+        let dir = dir.as_ref();
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| LogError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+        let existing: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(io("read", dir))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("events.out.tfevents."))
+            })
+            .collect();
+        if !existing.is_empty() && !replace {
+            return Err(LogError::AlreadyExported {
+                dir: dir.to_path_buf(),
+                files: existing.len(),
+            });
+        }
+        let final_path = event_file_name(dir);
+        let temp = dir.join(format!(
+            ".cockpit-export.{}.partial",
+            final_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+                .replace("tfevents", "events")
+        ));
+        let written = (|| {
+            let mut writer = Self::create_file(temp.clone())?;
+            writer.write_output(output, names)?;
+            writer.file.sync_all().map_err(|source| writer.io(source))?;
+            std::fs::rename(&temp, &final_path).map_err(io("write", &final_path))
+        })();
+        if let Err(err) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(err);
+        }
+        for old in existing {
+            std::fs::remove_file(&old).map_err(io("remove", &old))?;
+        }
+        Ok(final_path)
     }
 
     /// The event file.
@@ -164,6 +224,22 @@ impl TensorBoardWriter {
 }
 
 /// Seconds since the Unix epoch.
+/// A new event file's name in `dir`: `events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`,
+/// `n` counting this process's writers (two Cockpits of one run may share a folder).
+fn event_file_name(dir: &Path) -> PathBuf {
+    let seconds = now().floor() as u64;
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        .unwrap_or_else(|| "localhost".to_string());
+    static WRITERS: AtomicUsize = AtomicUsize::new(0);
+    dir.join(format!(
+        "events.out.tfevents.{seconds}.{host}.{}.{}.cockpit",
+        std::process::id(),
+        WRITERS.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

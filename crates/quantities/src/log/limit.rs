@@ -1,0 +1,134 @@
+//! The bound on what a reader takes in: every log, stream, config file and fixture is read
+//! through [`read_bounded`], which refuses an input larger than the limit before holding more
+//! than the limit in memory (an endless input such as `/dev/zero` included).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::LogError;
+
+/// The default limit on a log or stream file: 1 GiB (a 10 000-step `economy` log is about
+/// 70 MB; logs that keep every parameter value grow faster: raise it with
+/// [`set_read_limit`] or `cockpit --max-input-bytes`).
+pub const DEFAULT_READ_LIMIT: u64 = 1 << 30;
+
+static READ_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_READ_LIMIT);
+
+/// Sets the largest file (in bytes) the log readers take in this process (at least 1 KiB).
+pub fn set_read_limit(bytes: u64) {
+    READ_LIMIT.store(bytes.max(1024), Ordering::Relaxed);
+}
+
+/// The largest file (in bytes) the log readers take ([`DEFAULT_READ_LIMIT`] unless
+/// [`set_read_limit`] changed it).
+pub fn read_limit() -> u64 {
+    READ_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Reads `path` as UTF-8 text of at most `limit` bytes.
+///
+/// # Errors
+///
+/// [`LogError::TooLarge`] past `limit` (read no further than one byte beyond it),
+/// [`LogError::Io`] if unreadable or not UTF-8.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, LogError> {
+    let io = |source| LogError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if let Ok(metadata) = file.metadata()
+        && metadata.is_file()
+        && metadata.len() > limit
+    {
+        return Err(too_large(path, limit));
+    }
+    let mut text = String::new();
+    file.take(limit.saturating_add(1))
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    if text.len() as u64 > limit {
+        return Err(too_large(path, limit));
+    }
+    Ok(text)
+}
+
+/// The lines of `path`, at most `limit` bytes in all.
+///
+/// # Errors
+///
+/// As [`read_bounded`].
+pub(crate) fn read_lines_bounded(path: &Path, limit: u64) -> Result<Vec<String>, LogError> {
+    let io = |source| LogError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if let Ok(metadata) = file.metadata()
+        && metadata.is_file()
+        && metadata.len() > limit
+    {
+        return Err(too_large(path, limit));
+    }
+    let mut reader = BufReader::new(file.take(limit.saturating_add(1)));
+    let (mut lines, mut total) = (Vec::new(), 0u64);
+    loop {
+        let mut line = String::new();
+        let read = reader.read_line(&mut line).map_err(io)?;
+        if read == 0 {
+            return Ok(lines);
+        }
+        total += read as u64;
+        if total > limit {
+            return Err(too_large(path, limit));
+        }
+        if line.ends_with('\n') {
+            line.pop();
+            if line.ends_with('\r') {
+                line.pop();
+            }
+        }
+        lines.push(line);
+    }
+}
+
+fn too_large(path: &Path, limit: u64) -> LogError {
+    LogError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_input_is_refused_at_the_limit() {
+        #[cfg(unix)]
+        {
+            let err = read_bounded(Path::new("/dev/zero"), 4096).unwrap_err();
+            assert!(
+                matches!(err, LogError::TooLarge { limit: 4096, .. }),
+                "{err}"
+            );
+            let err = read_lines_bounded(Path::new("/dev/zero"), 4096).unwrap_err();
+            assert!(matches!(err, LogError::TooLarge { .. }), "{err}");
+        }
+        let dir = std::env::temp_dir().join(format!("cockpit-limit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("big.json");
+        std::fs::write(&path, vec![b' '; 5000]).unwrap();
+        assert!(matches!(
+            read_bounded(&path, 4096),
+            Err(LogError::TooLarge { .. })
+        ));
+        assert_eq!(read_bounded(&path, 5000).unwrap().len(), 5000);
+        std::fs::write(&path, "a\nb\r\nc").unwrap();
+        assert_eq!(read_lines_bounded(&path, 100).unwrap(), ["a", "b", "c"]);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

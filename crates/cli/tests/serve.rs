@@ -370,3 +370,97 @@ fn a_log_that_goes_back_keeps_the_last_good_run() {
     let state = await_state(&address, "to no step");
     assert!(state.contains("\"last_step\":5"), "{state}");
 }
+
+/// Random clients: connections that send random bytes, half a request, a request with random
+/// methods, paths and headers, or nothing, and close at random points, in a random order
+/// (a seeded generator; `SERVE_FUZZ_ROUNDS` for longer runs). The server stays up and answers
+/// a normal request after each round.
+#[test]
+fn random_clients_do_not_bring_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 3);
+    let (mut server, _) = start(&[log.to_str().unwrap(), "--port", "0", "--size", "600x300"]);
+    let address = server.address.clone();
+    let mut state: u64 = std::env::var("SERVE_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed);
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let rounds: usize = std::env::var("SERVE_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let methods = ["GET", "POST", "HEAD", "DELETE", "OPTIONS", "G\0T", ""];
+    let targets = [
+        "/",
+        "/state",
+        "/events",
+        "/primary.png",
+        "/secondary.png",
+        "/../x",
+        "*",
+        "/%00",
+        "",
+    ];
+    for _ in 0..rounds {
+        let mut open = Vec::new();
+        for _ in 0..60 {
+            let Ok(mut stream) = TcpStream::connect(&address) else {
+                continue;
+            };
+            stream
+                .set_write_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            let bytes: Vec<u8> = match next() % 5 {
+                0 => (0..next() % 2000).map(|_| next() as u8).collect(),
+                1 => format!(
+                    "{} {} HTTP/1.1\r\nHost: {address}\r\n",
+                    methods[next() as usize % methods.len()],
+                    targets[next() as usize % targets.len()]
+                )
+                .into_bytes(),
+                2 => format!(
+                    "{} {} HTTP/1.{}\r\nHost: {}\r\nContent-Length: {}\r\n\r\n",
+                    methods[next() as usize % methods.len()],
+                    targets[next() as usize % targets.len()],
+                    next() % 3,
+                    if next() % 2 == 0 {
+                        address.clone()
+                    } else {
+                        "x".repeat((next() % 9000) as usize)
+                    },
+                    next() % 100_000
+                )
+                .into_bytes(),
+                3 => format!(
+                    "GET / HTTP/1.1\r\nHost: {address}\r\n{}: y\r\n\r\n",
+                    "h".repeat((next() % 100_000) as usize)
+                )
+                .into_bytes(),
+                _ => Vec::new(),
+            };
+            let _ = stream.write_all(&bytes);
+            if next() % 2 == 0 {
+                open.push(stream); // left open (half-sent or waiting)
+            }
+        }
+        // Close the kept ones in a random order.
+        while !open.is_empty() {
+            let index = next() as usize % open.len();
+            drop(open.swap_remove(index));
+        }
+        assert!(
+            server.child.try_wait().unwrap().is_none(),
+            "the server exited"
+        );
+        let (status, _) = get(&address, "/state");
+        assert_eq!(status, 200);
+    }
+}

@@ -476,4 +476,48 @@ mod tests {
         let schedule = Schedule::logarithmic(0.0, 3.0, Schedule::MAX_LOGARITHMIC_STEPS, 10.0, true);
         assert!(schedule.unwrap().is_active(1000));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any text: a schedule or a typed error, never a panic; an error quotes the text
+        /// short.
+        #[test]
+        fn any_text_parses_or_is_refused(text in "(linear|logarithmic|steps)?\\(?[-0-9a-z=., e+]{0,40}\\)?") {
+            if let Err(err) = text.parse::<Schedule>() {
+                proptest::prop_assert!(matches!(err, CockpitError::InvalidSchedule(_)));
+                proptest::prop_assert!(err.to_string().len() < 400);
+            }
+        }
+
+        /// `linear(interval, offset)` in any spelling of its keywords means Cockpit's rule:
+        /// step − offset ≥ 0 and a multiple of the interval.
+        #[test]
+        fn linear_schedules_follow_cockpits_rule(interval in 1usize..50, offset in -20i64..20, keywords in proptest::bool::ANY, step in 0usize..500) {
+            let text = if keywords {
+                format!("linear(offset={offset}, interval={interval})")
+            } else {
+                format!("linear({interval}, {offset})")
+            };
+            let schedule: Schedule = text.parse().unwrap();
+            let shifted = step as i64 - offset;
+            let expected = shifted >= 0 && shifted % interval as i64 == 0;
+            proptest::prop_assert_eq!(schedule.is_active(step), expected, "{} at {}", text, step);
+        }
+
+        /// `logarithmic(start, end, steps)`: refused, or active at step 0 (init) and at
+        /// `⌊10^end⌋` when that is reachable, never at a step beyond it.
+        #[test]
+        fn logarithmic_schedules_are_bounded(start in -3.0f64..3.0, span in 0.0f64..4.0, steps in 1usize..200) {
+            let end = start + span;
+            match format!("logarithmic({start}, {end}, {steps})").parse::<Schedule>() {
+                Ok(schedule) => {
+                    proptest::prop_assert!(schedule.is_active(0));
+                    let last = 10f64.powf(end).floor() as usize;
+                    proptest::prop_assert!(!schedule.is_active(last + 2));
+                }
+                Err(err) => proptest::prop_assert!(matches!(err, CockpitError::InvalidSchedule(_))),
+            }
+        }
+    }
 }

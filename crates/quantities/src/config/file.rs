@@ -167,10 +167,14 @@ impl CockpitConfig {
     ///
     /// [`CockpitError::ConfigFile`] (with an empty path) if it does not parse.
     pub fn from_json(text: &str) -> Result<Self, CockpitError> {
-        serde_json::from_str(text).map_err(|err| CockpitError::ConfigFile {
+        let refuse = |err: serde_json::Error| CockpitError::ConfigFile {
             path: Default::default(),
             reason: err.to_string(),
-        })
+        };
+        // serde_json keeps the last of a repeated key; a setting said twice is refused (TOML's
+        // parser refuses it already).
+        serde_json::from_str::<NoDuplicateKeys>(text).map_err(refuse)?;
+        serde_json::from_str(text).map_err(refuse)
     }
 
     /// The preset's quantities that no configured quantity replaces (same output key).
@@ -230,9 +234,93 @@ impl CockpitConfig {
     }
 }
 
+/// A JSON document walked for objects that name a key twice.
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NoDuplicateKeysVisitor)
+    }
+}
+
+struct NoDuplicateKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeysVisitor {
+    type Value = NoDuplicateKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{}` is given twice (the last would silently win)",
+                    crate::error::excerpt(&key)
+                )));
+            }
+            map.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(NoDuplicateKeys)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let twice =
+            r#"{"quantity": [{"class": "GradHist1d", "kwargs": {"bins": 10, "bins": 20}}]}"#;
+        let err = CockpitConfig::from_json(twice).unwrap_err().to_string();
+        assert!(err.contains("`bins` is given twice"), "{err}");
+        let top = r#"{"schedule": "linear(1)", "schedule": "linear(2)"}"#;
+        assert!(
+            CockpitConfig::from_json(top)
+                .unwrap_err()
+                .to_string()
+                .contains("`schedule`")
+        );
+        let toml = "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 10, bins = 20 }";
+        assert!(
+            CockpitConfig::from_toml(toml).is_err(),
+            "TOML refuses it too"
+        );
+        let once = r#"{"quantity": [{"class": "GradHist1d", "kwargs": {"bins": 10}}]}"#;
+        assert!(CockpitConfig::from_json(once).is_ok());
+    }
 
     const TOML: &str = r#"
 configuration = "economy"

@@ -589,3 +589,42 @@ fn closed_output_streams_never_panic() {
     assert_eq!(early, None, "serve exited with both streams closed");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Endless inputs are refused at the readers' limits, quickly and with exit status 2, not
+/// read until memory runs out.
+#[cfg(unix)]
+#[test]
+fn endless_inputs_are_refused_at_the_limit() {
+    let dir = scratch("endless");
+    let started = std::time::Instant::now();
+    for args in [
+        vec!["check".to_string(), "/dev/zero".into()],
+        vec!["diagnose".into(), "/dev/zero".into()],
+        vec![
+            "export".into(),
+            "/dev/zero".into(),
+            "--tensorboard".into(),
+            dir.join("tb").display().to_string(),
+        ],
+        vec![
+            "plot".into(),
+            "/dev/zero".into(),
+            "-o".into(),
+            dir.join("x.png").display().to_string(),
+        ],
+    ] {
+        // A small limit keeps the test's memory small; the default (1 GiB) is the same code.
+        let run = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .args(["--max-input-bytes", "1000000"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("larger than"), "{args:?}: {stderr}");
+        assert!(stderr.len() < 1000, "{args:?}: a short message");
+    }
+    assert!(!dir.join("tb").exists() || std::fs::read_dir(dir.join("tb")).unwrap().count() == 0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(&dir);
+}

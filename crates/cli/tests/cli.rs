@@ -625,6 +625,10 @@ fn endless_inputs_are_refused_at_the_limit() {
         assert!(stderr.len() < 1000, "{args:?}: a short message");
     }
     assert!(!dir.join("tb").exists() || std::fs::read_dir(dir.join("tb")).unwrap().count() == 0);
-    assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1310,3 +1310,34 @@ fn plain_layers_fall_back_to_single_sample_passes_when_allowed() {
     }
     assert!(compared >= 20, "compared {compared}");
 }
+
+/// A Learner whose configuration holds only a histogram (a text metric, no numeric one) still
+/// writes Cockpit's log at every epoch end (the epoch end was reported by the first numeric
+/// metric only).
+#[test]
+fn a_histogram_only_configuration_writes_the_log_at_epoch_end() {
+    let device = Device::flex().autodiff();
+    let dir = scratch("histogram-only");
+    let cockpit = CockpitLearner::from_kinds(
+        vec![QuantityKind::GradHist1d],
+        Schedule::every_step(),
+        OptimizerInfo::sgd(LR),
+    )
+    .unwrap()
+    .with_artifact_dir(&dir)
+    .unwrap();
+    launch(
+        cockpit.instrument(Net::new(&device)).unwrap(),
+        &cockpit,
+        &dir,
+        1,
+        |t| t,
+    );
+    let log = cockpit_quantities::log::read_log(dir.join("cockpit.json")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!log.series("GradHist1d").is_empty());
+    assert!(
+        !log.series("epoch_count").is_empty(),
+        "the epoch entry was written"
+    );
+}

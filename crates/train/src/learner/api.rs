@@ -378,23 +378,22 @@ impl CockpitLearner {
         training: SupervisedTraining<M>,
     ) -> SupervisedTraining<M> {
         let board = self.lock().board.clone();
-        let mut epoch_writer = Some(EpochWriter(self.tracker.state().clone()));
         let mut training = training;
         for (key, kind) in &self.keys {
             board.add_reader();
             let key = key.clone();
             training = match MetricForm::of(*kind) {
                 MetricForm::Numeric => {
-                    let epoch = epoch_writer.take().map(|w| Arc::new(w) as _);
-                    let metric = CockpitMetric::new(key, *kind, board.clone(), epoch);
-                    training.metric_train_numeric(metric)
+                    training.metric_train_numeric(CockpitMetric::new(key, *kind, board.clone()))
                 }
                 MetricForm::Text => {
                     training.metric_train(CockpitTextMetric::new(key, board.clone()))
                 }
             };
         }
-        training.metric_train(CockpitNotesMetric::new(board))
+        // The notes metric is always there: it reports the epoch ends.
+        let epoch = Arc::new(EpochWriter(self.tracker.state().clone()));
+        training.metric_train(CockpitNotesMetric::new(board, epoch))
     }
 
     /// Writes Cockpit's log to the artifact directory and returns its path.

@@ -145,8 +145,21 @@ impl State {
     ) {
         match self.cockpit.track(step, model, grads, info) {
             Ok(report) => {
+                let uncovered = report
+                    .failures
+                    .iter()
+                    .any(|(_, err)| err.to_string().contains("does not cover the model"));
                 for line in report.failure_lines() {
                     self.problem(line);
+                }
+                if uncovered {
+                    self.problem(
+                        "in a Learner: build the model from the drop-ins, or let the per-sample \
+                         quantities fall back to single-sample passes with \
+                         cockpit.instrument(model)?.with_exact_fallback(|model, batch| \
+                         per-sample losses [B]) (B extra passes per tracked step)"
+                            .into(),
+                    );
                 }
             }
             Err(err) => self.problem(format!("step {step} not tracked: {err}")),

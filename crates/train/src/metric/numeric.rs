@@ -9,7 +9,7 @@ use burn::train::metric::{
     SerializedEntry,
 };
 
-use super::base::{EpochSink, metric_name};
+use super::base::metric_name;
 use crate::board::Board;
 use cockpit_quantities::QuantityKind;
 
@@ -31,28 +31,18 @@ pub struct CockpitMetric {
     kind: QuantityKind,
     name: MetricName,
     board: Arc<Board>,
-    /// Set on the one metric that reports epoch ends.
-    epoch: Option<Arc<dyn EpochSink>>,
-    learning_rate: Option<f64>,
     state: NumericMetricState,
     updates: usize,
     current: Option<f64>,
 }
 
 impl CockpitMetric {
-    pub(crate) fn new(
-        key: String,
-        kind: QuantityKind,
-        board: Arc<Board>,
-        epoch: Option<Arc<dyn EpochSink>>,
-    ) -> Self {
+    pub(crate) fn new(key: String, kind: QuantityKind, board: Arc<Board>) -> Self {
         Self {
             name: Arc::new(metric_name(&key)),
             key,
             kind,
             board,
-            epoch,
-            learning_rate: None,
             state: NumericMetricState::default(),
             updates: 0,
             current: None,
@@ -89,12 +79,9 @@ impl Metric for CockpitMetric {
     fn update(
         &mut self,
         _item: &(),
-        metadata: &MetricMetadata,
+        _metadata: &MetricMetadata,
     ) -> Result<SerializedEntry, TensorReadError> {
         self.updates += 1;
-        if let Some(lr) = &metadata.lr {
-            self.learning_rate = Some(lr.base());
-        }
         self.current = self
             .board
             .take(self.updates, &self.key)
@@ -109,9 +96,6 @@ impl Metric for CockpitMetric {
     }
 
     fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
-        if let Some(epoch) = &self.epoch {
-            epoch.end_epoch(self.learning_rate);
-        }
         Ok(self.state.compute_final(self.format()))
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use burn::tensor::TensorReadError;
 use burn::train::metric::{Metric, MetricMetadata, MetricName, SerializedEntry};
 
-use super::base::{metric_name, text_value};
+use super::base::{EpochSink, metric_name, text_value};
 use crate::board::Board;
 
 /// A Cockpit histogram (GradHist1d, GradHist2d) as a text burn-train metric: one line per
@@ -82,18 +82,25 @@ impl Metric for CockpitTextMetric {
 /// whose loss was not handed over). All of them are in
 /// [`CockpitLearner::warnings`](crate::CockpitLearner::warnings) and were printed to stderr.
 ///
+/// Always registered, it also reports burn's epoch ends to the adapter (Cockpit's epoch entry,
+/// the log file, the diagnosis), whatever quantities are configured.
+///
 /// Made only by [`CockpitLearner::register`](crate::CockpitLearner::register).
 #[derive(Clone)]
 pub struct CockpitNotesMetric {
     name: MetricName,
     board: Arc<Board>,
+    epoch: Arc<dyn EpochSink>,
+    learning_rate: Option<f64>,
 }
 
 impl CockpitNotesMetric {
-    pub(crate) fn new(board: Arc<Board>) -> Self {
+    pub(crate) fn new(board: Arc<Board>, epoch: Arc<dyn EpochSink>) -> Self {
         Self {
             name: Arc::new("Cockpit notes".to_string()),
             board,
+            epoch,
+            learning_rate: None,
         }
     }
 
@@ -122,12 +129,16 @@ impl Metric for CockpitNotesMetric {
     fn update(
         &mut self,
         _item: &(),
-        _metadata: &MetricMetadata,
+        metadata: &MetricMetadata,
     ) -> Result<SerializedEntry, TensorReadError> {
+        if let Some(lr) = &metadata.lr {
+            self.learning_rate = Some(lr.base());
+        }
         Ok(self.entry())
     }
 
     fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
+        self.epoch.end_epoch(self.learning_rate);
         Ok(self.entry())
     }
 

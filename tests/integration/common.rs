@@ -95,6 +95,7 @@ fn numbers(value: &burn_cockpit::Value) -> Vec<f64> {
     match value {
         Value::Float(v) => vec![*v],
         Value::List(v) => v.clone(),
+        Value::Estimate(e) => e.values.clone(),
         Value::Arrays(arrays) => arrays.iter().flat_map(|a| a.data.clone()).collect(),
         other => panic!("unexpected value {other:?}"),
     }

@@ -506,6 +506,58 @@ fn piecewise_linear_cnn_diag_h_equals_dense_hessian() {
     );
 }
 
+/// The standard errors an estimated `diag_h` reports are honest: over 20 seeds, each
+/// parameter's estimated trace (exact GGN plus the residual's estimate, 10 probes) is within 3
+/// reported standard errors of the dense Hessian's trace for at least 95 % of parameters
+/// (measured: attention 232 of 240, LSTM 351 of 360: below the 99.7 % a normal error would
+/// give, as ten probes give a t-distributed, heavy-tailed error).
+fn standard_errors_cover_the_true_error<M: Tiny>(what: &str) {
+    let s = setup::<M>(&common::flex());
+    let params = Snapshot::of_params(&s.model);
+    let (d, hessian) = dense_hessian(&s);
+    let truth = diag(d, &hessian);
+    let mut true_traces = Vec::new();
+    let mut offset = 0;
+    for entry in params.entries() {
+        true_traces.push(truth[offset..offset + entry.numel()].iter().sum::<f64>());
+        offset += entry.numel();
+    }
+    let (mut covered, mut total) = (0, 0);
+    for seed in 0..20 {
+        let source = source(&s, 100 + seed);
+        let diagonal = source.diagonal(&params, DiagonalKind::Hessian).unwrap();
+        let errors = source
+            .diagonal_errors(&params, DiagonalKind::Hessian)
+            .unwrap_or_else(|| panic!("{what}: an estimate without standard errors"));
+        for ((estimate, error), truth) in diagonal.into_iter().zip(errors).zip(&true_traces) {
+            let estimate: f64 = host(estimate).iter().sum();
+            let error = host(error)[0];
+            total += 1;
+            // The oracle's own accuracy (central differences, ~1e-8) where an entry's residual
+            // is exactly zero and so is its reported error.
+            if (estimate - truth).abs() <= 3.0 * error + 1e-7 * truth.abs().max(1.0) {
+                covered += 1;
+            }
+        }
+    }
+    let share = covered as f64 / total as f64;
+    eprintln!("{what}: {covered} of {total} traces within 3 reported standard errors");
+    assert!(
+        share >= 0.95,
+        "{what}: {covered} of {total} traces within 3 SE"
+    );
+}
+
+#[test]
+fn attention_standard_errors_are_honest() {
+    standard_errors_cover_the_true_error::<Attention>("attention");
+}
+
+#[test]
+fn lstm_standard_errors_are_honest() {
+    standard_errors_cover_the_true_error::<Recurrent>("lstm");
+}
+
 /// A piecewise-linear declaration is checked against a float64 model: the ReLU/max-pool CNN
 /// passes, the same CNN with a sigmoid called as a function between its drop-ins is refused
 /// with the parameter named. A float32 model is believed, and a note says so.

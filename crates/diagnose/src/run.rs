@@ -70,7 +70,17 @@ impl Run {
             param_norm,
             grad_param_ratio: K::GradParamRatio.lists(output),
             max_ev: K::HessMaxEV.numbers(output),
-            trace: K::HessTrace.numbers(output),
+            // An estimated trace within 3 standard errors of zero says nothing, its sign least
+            // of all: such steps are left out.
+            trace: K::HessTrace
+                .series(output)
+                .into_iter()
+                .filter(|(_, value)| match value {
+                    Value::Estimate(estimate) => estimate.is_significant(3.0),
+                    _ => true,
+                })
+                .filter_map(|(step, value)| K::HessTrace.network_value(value).map(|v| (step, v)))
+                .collect(),
             // Not a quantity: what the epoch log recorded.
             learning_rate: output
                 .series("learning_rate")

@@ -361,7 +361,11 @@ impl<DB: DrawingBackend> Page<'_, DB> {
                 w,
                 h,
             };
-            let title = format!("parameter {i}");
+            let title = data
+                .parameter_names
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("parameter {i}"));
             let drawn = histogram_2d_gauge::draw_histogram(&self.area(rect), small, &title, hist)?;
             self.record(format!("layerwise[{i}]"), rect, drawn);
         }

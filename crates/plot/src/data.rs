@@ -114,6 +114,9 @@ pub struct DashboardData {
     pub max_ev: Series,
     /// HessTrace (summed over layers).
     pub trace: Series,
+    /// The standard error of HessTrace's sum at the steps where it is an estimate (empty
+    /// where it is exact).
+    pub trace_stderr: Series,
     /// TICDiag.
     pub tic_diag: Series,
     /// TICTrace.
@@ -134,6 +137,9 @@ pub struct DashboardData {
     pub early_stopping: Series,
     /// Steps in the log.
     pub steps: usize,
+    /// The parameters' dotted names the log carries (empty for a Python-written log): the
+    /// per-layer histograms' titles.
+    pub parameter_names: Vec<String>,
     /// Every quantity with a number per step, network-wide ([`QuantityKind::network_value`]),
     /// for the gauges drawn by kind (the quantity gauge).
     pub quantities: std::collections::BTreeMap<QuantityKind, Series>,
@@ -181,6 +187,15 @@ impl DashboardData {
             hist2d,
             max_ev: Series::quantity(output, QuantityKind::HessMaxEV),
             trace: Series::quantity(output, QuantityKind::HessTrace),
+            trace_stderr: Series::of(
+                QuantityKind::HessTrace
+                    .series(output)
+                    .into_iter()
+                    .filter_map(|(step, value)| match value {
+                        Value::Estimate(estimate) => Some((step, estimate.stderr_of_sum())),
+                        _ => None,
+                    }),
+            ),
             tic_diag: Series::quantity(output, QuantityKind::TICDiag),
             tic_trace: Series::quantity(output, QuantityKind::TICTrace),
             learning_rate: Series::epoch(output, "learning_rate"),
@@ -191,6 +206,7 @@ impl DashboardData {
             cabs: Series::quantity(output, QuantityKind::CABS),
             early_stopping: Series::quantity(output, QuantityKind::EarlyStopping),
             steps: output.steps().count(),
+            parameter_names: output.parameter_names().to_vec(),
             quantities: QuantityKind::ALL
                 .into_iter()
                 .filter(|kind| kind.spec().shape.is_numeric())

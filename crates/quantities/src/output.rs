@@ -55,6 +55,33 @@ pub struct Histogram2d {
     pub individual: Vec<Histogram2d>,
 }
 
+/// A per-parameter estimate and the standard error of each entry (HessTrace where the
+/// Hessian diagonal is Hutchinson's estimate): the word "estimate" travels with the numbers.
+/// In a log the values stay under the quantity's key, as Cockpit writes them, and the errors
+/// sit under `<key>_stderr` (a column the Python `CockpitPlotter` has no instrument for).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// The estimates, one per parameter.
+    pub values: Vec<f64>,
+    /// Their standard errors, from the probes' own spread.
+    pub stderr: Vec<f64>,
+}
+
+impl Estimate {
+    /// The standard error of the network-wide sum of the entries (independent probes per
+    /// entry are not assumed: the errors are added in quadrature, the probes' covariance
+    /// across parameters left out).
+    pub fn stderr_of_sum(&self) -> f64 {
+        self.stderr.iter().map(|e| e * e).sum::<f64>().sqrt()
+    }
+
+    /// Whether the network-wide sum is at least `z` standard errors from zero (its sign means
+    /// something).
+    pub fn is_significant(&self, z: f64) -> bool {
+        self.values.iter().sum::<f64>().abs() >= z * self.stderr_of_sum()
+    }
+}
+
 /// One value in the Cockpit output.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -65,6 +92,9 @@ pub enum Value {
     Float(f64),
     /// One number per parameter (GradNorm, Distance, UpdateSize, HessTrace).
     List(Vec<f64>),
+    /// One estimated number per parameter with its standard error (HessTrace on an estimated
+    /// diagonal).
+    Estimate(Estimate),
     /// One array per parameter (Parameters), written as nested lists.
     Arrays(Vec<HostArray>),
     /// A 1-d histogram (GradHist1d).
@@ -89,6 +119,7 @@ impl Value {
     pub fn as_list(&self) -> Option<&[f64]> {
         match self {
             Value::List(v) => Some(v),
+            Value::Estimate(e) => Some(&e.values),
             _ => None,
         }
     }
@@ -99,6 +130,7 @@ impl Value {
             Value::Int(_) | Value::Other(_) | Value::Hist2d(_) => true,
             Value::Float(v) => v.is_finite(),
             Value::List(v) => v.iter().all(|x| x.is_finite()),
+            Value::Estimate(e) => e.values.iter().chain(&e.stderr).all(|x| x.is_finite()),
             Value::Arrays(a) => a.iter().all(|a| a.data.iter().all(|x| x.is_finite())),
             Value::Hist1d(h) => h.hist.iter().all(|x| x.is_finite()),
         }
@@ -130,6 +162,16 @@ impl Output {
     /// The value of `name` at `step`.
     pub fn get(&self, step: usize, name: &str) -> Option<&Value> {
         self.steps.get(&step)?.get(name)
+    }
+
+    /// Removes and returns the value of `name` at `step`.
+    pub fn remove(&mut self, step: usize, name: &str) -> Option<Value> {
+        let values = self.steps.get_mut(&step)?;
+        let removed = values.remove(name);
+        if values.is_empty() {
+            self.steps.remove(&step);
+        }
+        removed
     }
 
     /// All values stored at `step`.
@@ -196,6 +238,7 @@ impl Output {
             .flat_map(|values| values.values())
             .find_map(|value| match value {
                 Value::List(list) => Some(list.len()),
+                Value::Estimate(e) => Some(e.values.len()),
                 _ => None,
             })
     }

@@ -282,6 +282,7 @@ fn numbers(v: &Value) -> Vec<f64> {
         Value::Int(i) => vec![*i as f64],
         Value::Float(f) => vec![*f],
         Value::List(l) => l.clone(),
+        Value::Estimate(e) => e.values.iter().chain(&e.stderr).copied().collect(),
         Value::Hist1d(h) => h.hist.iter().chain(&h.edges).copied().collect(),
         other => panic!("unexpected value {other:?}"),
     }

@@ -116,6 +116,15 @@ pub trait CurvatureSource: Send + Sync + Debug {
         )))
     }
 
+    /// The standard error of each parameter's trace of the diagonal of `kind` (one-element
+    /// tensors, in `params` order), where the diagonal computed by [`CurvatureSource::diagonal`]
+    /// is an estimate whose spread the source knows (Hutchinson's probes); `None` where it is
+    /// exact or the spread is unknown. Call it after `diagonal`.
+    fn diagonal_errors(&self, params: &Snapshot, kind: DiagonalKind) -> Option<Vec<Tensor<1>>> {
+        let _ = (params, kind);
+        None
+    }
+
     /// What the user should know about how the diagonals computed so far were obtained:
     /// where one is an estimate rather than exact, and why. The Cockpit turns each distinct
     /// note into one warning. None by default.
@@ -137,6 +146,10 @@ impl CurvatureSource for Box<dyn CurvatureSource> {
         kind: DiagonalKind,
     ) -> Result<Vec<Tensor<1>>, QuantityError> {
         self.as_ref().diagonal(params, kind)
+    }
+
+    fn diagonal_errors(&self, params: &Snapshot, kind: DiagonalKind) -> Option<Vec<Tensor<1>>> {
+        self.as_ref().diagonal_errors(params, kind)
     }
 
     fn notes(&self) -> Vec<String> {

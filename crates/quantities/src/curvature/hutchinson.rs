@@ -28,6 +28,32 @@ pub struct Hutchinson {
     probes: usize,
     rng: SplitMix,
     cache: std::sync::Mutex<Option<Vec<Tensor<1>>>>,
+    /// The standard error of each parameter's trace, from the probes' spread.
+    errors: std::sync::Mutex<Option<Vec<Tensor<1>>>>,
+}
+
+/// The standard error of the mean of each parameter's probe traces (`traces[k][p]`), on the
+/// device; `None` with fewer than two probes.
+pub(crate) fn standard_errors(traces: &[Vec<Tensor<1>>]) -> Option<Vec<Tensor<1>>> {
+    let m = traces.len();
+    if m < 2 {
+        return None;
+    }
+    let params = traces.first()?.len();
+    Some(
+        (0..params)
+            .map(|p| {
+                let column: Vec<Tensor<1>> = traces.iter().map(|t| t[p].clone()).collect();
+                let column = Tensor::cat(column, 0);
+                let centred = column.clone() - column.mean();
+                centred
+                    .square()
+                    .sum()
+                    .mul_scalar(((m * (m - 1)) as f64).recip())
+                    .sqrt()
+            })
+            .collect(),
+    )
 }
 
 impl Hutchinson {
@@ -38,6 +64,7 @@ impl Hutchinson {
             probes: probes.max(1),
             rng: SplitMix::new(seed),
             cache: std::sync::Mutex::new(None),
+            errors: std::sync::Mutex::new(None),
         }
     }
 }
@@ -62,6 +89,8 @@ impl CurvatureSource for Hutchinson {
             return Ok(cached);
         }
         let mut sums: Option<Vec<Tensor<1>>> = None;
+        // Each probe's trace per parameter, for the estimate's standard error.
+        let mut traces: Vec<Vec<Tensor<1>>> = Vec::with_capacity(self.probes);
         for _ in 0..self.probes {
             let probe = Snapshot::from_entries(
                 params
@@ -84,6 +113,7 @@ impl CurvatureSource for Hutchinson {
                 .zip(hv.entries())
                 .map(|(v, h)| v.value.clone() * h.value.clone())
                 .collect();
+            traces.push(terms.iter().map(|t| t.clone().sum()).collect());
             sums = Some(match sums {
                 None => terms,
                 Some(acc) => acc.into_iter().zip(terms).map(|(a, t)| a + t).collect(),
@@ -97,7 +127,19 @@ impl CurvatureSource for Hutchinson {
         if let Ok(mut cache) = self.cache.lock() {
             *cache = Some(estimate.clone());
         }
+        if let Ok(mut errors) = self.errors.lock() {
+            *errors = standard_errors(&traces);
+        }
         Ok(estimate)
+    }
+
+    /// The standard error of each parameter's trace: `√(Σ_k (t_k − t̄)² / (m(m − 1)))` over
+    /// the probes' traces `t_k` (none with a single probe).
+    fn diagonal_errors(&self, _params: &Snapshot, kind: DiagonalKind) -> Option<Vec<Tensor<1>>> {
+        if kind != DiagonalKind::Hessian {
+            return None;
+        }
+        self.errors.lock().ok()?.clone()
     }
 
     fn notes(&self) -> Vec<String> {

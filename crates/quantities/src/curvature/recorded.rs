@@ -96,6 +96,8 @@ pub struct RecordedCurvature<M: Module> {
     rng: SplitMix,
     seed: u64,
     cache: Mutex<HashMap<DiagonalKind, Vec<Tensor<1>>>>,
+    /// The standard errors of each estimated diagonal's per-parameter traces.
+    errors: Mutex<HashMap<DiagonalKind, Vec<Tensor<1>>>>,
     /// The exact GGN diagonal and the curved layers its passes saw (`None` inside where the
     /// drop-ins do not cover the model), shared by `diag_ggn_exact` and `diag_h`.
     ggn: Mutex<Option<Option<Ggn>>>,
@@ -142,6 +144,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             rng: SplitMix::new(seed),
             seed,
             cache: Mutex::new(HashMap::new()),
+            errors: Mutex::new(HashMap::new()),
             ggn: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
         }
@@ -330,12 +333,21 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
              (not exact)",
             self.fallback_probes
         ));
-        Hutchinson::new(
+        let estimate = Hutchinson::new(
             self.hvp.clone(),
             self.fallback_probes,
             self.seed ^ 0x4855_5443,
-        )
-        .diagonal(params, DiagonalKind::Hessian)
+        );
+        let diagonal = estimate.diagonal(params, DiagonalKind::Hessian)?;
+        self.keep_errors(estimate.diagonal_errors(params, DiagonalKind::Hessian));
+        Ok(diagonal)
+    }
+
+    /// Keeps the standard errors of the Hessian diagonal's estimate (its traces').
+    fn keep_errors(&self, errors: Option<Vec<Tensor<1>>>) {
+        if let (Some(errors), Ok(mut kept)) = (errors, self.errors.lock()) {
+            kept.insert(DiagonalKind::Hessian, errors);
+        }
     }
 
     /// The residual's products `R v = Σ_n Σ_k ḡ_{n,k} ∇²f_{n,k} v` (`H v` minus the
@@ -494,10 +506,13 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         }
     }
 
-    /// Hutchinson's estimate of the residual's diagonal from [`Self::residual_product`]s.
+    /// Hutchinson's estimate of the residual's diagonal from [`Self::residual_product`]s;
+    /// its standard errors are kept (the GGN's part is exact).
     fn residual(&self, params: &Snapshot, probes: usize) -> Result<Vec<Tensor<1>>, QuantityError> {
-        Hutchinson::new(self.residual_products(), probes, self.seed ^ 0x5245_5344)
-            .diagonal(params, DiagonalKind::Hessian)
+        let estimate = Hutchinson::new(self.residual_products(), probes, self.seed ^ 0x5245_5344);
+        let diagonal = estimate.diagonal(params, DiagonalKind::Hessian)?;
+        self.keep_errors(estimate.diagonal_errors(params, DiagonalKind::Hessian));
+        Ok(diagonal)
     }
 
     fn compute(
@@ -608,6 +623,10 @@ impl<M: Module + Sync + 'static> CurvatureSource for RecordedCurvature<M> {
             cache.insert(kind, diagonal.clone());
         }
         Ok(diagonal)
+    }
+
+    fn diagonal_errors(&self, _params: &Snapshot, kind: DiagonalKind) -> Option<Vec<Tensor<1>>> {
+        self.errors.lock().ok()?.get(&kind).cloned()
     }
 
     fn notes(&self) -> Vec<String> {

@@ -14,6 +14,9 @@ use crate::{Histogram1d, Histogram2d, HostArray, Output, Value};
 /// Python `CockpitPlotter` has no instrument for, so it ignores it).
 pub(crate) const PARAMETER_NAMES_KEY: &str = "parameter_names";
 
+/// The suffix of the key beside an estimate's that holds its standard errors.
+pub(crate) const STDERR_SUFFIX: &str = "_stderr";
+
 /// Encodes a whole output as Cockpit's log document.
 pub(crate) fn encode_output(output: &Output) -> Json {
     let mut steps: BTreeMap<String, Json> = BTreeMap::new();
@@ -23,6 +26,9 @@ pub(crate) fn encode_output(output: &Output) -> Json {
             .or_insert_with(|| Json::Object(BTreeMap::new()));
         if let Json::Object(map) = entry {
             map.insert(name.to_string(), encode_value(value));
+            if let Value::Estimate(estimate) = value {
+                map.insert(format!("{name}{STDERR_SUFFIX}"), floats(&estimate.stderr));
+            }
         }
     }
     if let (Some(first), false) = (output.steps().next(), output.parameter_names().is_empty())
@@ -65,8 +71,40 @@ pub(crate) fn decode_output(json: Json) -> Result<Output, String> {
                 decode_value(value).map_err(|why| format!("step {key}, `{name}`: {why}"))?;
             output.insert(step, name, value);
         }
+        join_estimates(&mut output, step);
     }
     Ok(output)
+}
+
+/// Joins each `<key>_stderr` list at `step` to the same-length list under `<key>` as an
+/// [`Estimate`](crate::Estimate).
+fn join_estimates(output: &mut Output, step: usize) {
+    let Some(values) = output.at(step) else {
+        return;
+    };
+    let pairs: Vec<(String, String)> = values
+        .keys()
+        .filter_map(|key| {
+            let base = key.strip_suffix(STDERR_SUFFIX)?;
+            let (Some(Value::List(v)), Some(Value::List(e))) = (values.get(base), values.get(key))
+            else {
+                return None;
+            };
+            (v.len() == e.len()).then(|| (base.to_string(), key.clone()))
+        })
+        .collect();
+    for (base, key) in pairs {
+        let (Some(Value::List(values)), Some(Value::List(stderr))) =
+            (output.get(step, &base).cloned(), output.remove(step, &key))
+        else {
+            continue;
+        };
+        output.insert(
+            step,
+            base,
+            Value::Estimate(crate::Estimate { values, stderr }),
+        );
+    }
 }
 
 pub(crate) fn encode_value(value: &Value) -> Json {
@@ -74,6 +112,7 @@ pub(crate) fn encode_value(value: &Value) -> Json {
         Value::Int(i) => Json::Int(*i),
         Value::Float(f) => Json::Float(*f),
         Value::List(values) => floats(values),
+        Value::Estimate(estimate) => floats(&estimate.values),
         Value::Arrays(arrays) => Json::Array(arrays.iter().map(nested).collect()),
         Value::Hist1d(h) => encode_hist1d(h),
         Value::Hist2d(h) => {
@@ -340,6 +379,34 @@ mod tests {
         let decoded =
             decode_output(Json::parse(&encode_output(&output).to_pretty()).unwrap()).unwrap();
         assert_eq!(decoded, output);
+    }
+
+    /// An estimate keeps Cockpit's list under its key, its errors beside it under
+    /// `<key>_stderr`, and comes back as an estimate.
+    #[test]
+    fn estimates_travel_with_their_errors() {
+        let mut output = Output::new();
+        output.insert(
+            4,
+            "HessTrace",
+            Value::Estimate(crate::Estimate {
+                values: vec![1.5, -0.25],
+                stderr: vec![0.5, 0.125],
+            }),
+        );
+        let text = encode_output(&output).to_line();
+        assert!(text.contains(r#""HessTrace": [1.5, -0.25]"#), "{text}");
+        assert!(
+            text.contains(r#""HessTrace_stderr": [0.5, 0.125]"#),
+            "{text}"
+        );
+        let decoded = decode_output(Json::parse(&text).unwrap()).unwrap();
+        assert_eq!(decoded, output);
+        // A `_stderr` list of another length, or beside no list, stays what it is.
+        let odd = r#"{"0": {"HessTrace": [1.0], "HessTrace_stderr": [0.1, 0.2], "X_stderr": [1]}}"#;
+        let decoded = decode_output(Json::parse(odd).unwrap()).unwrap();
+        assert!(matches!(decoded.get(0, "HessTrace"), Some(Value::List(_))));
+        assert!(decoded.get(0, "X_stderr").is_some());
     }
 
     #[test]

@@ -11,9 +11,14 @@ use crate::{CockpitError, QuantityError, Schedule, Value};
 /// `HessTrace`), with the exact Hessian diagonal by default (`diag_h`) or the exact or
 /// Monte-Carlo GGN diagonal.
 ///
+/// Where the diagonal is an estimate (Hutchinson's, or the GGN plus an estimated residual),
+/// the value is a [`Value::Estimate`]: the traces and their standard errors from the probes'
+/// spread, written under `HessTrace_stderr` in the log beside the traces.
+///
 /// # Cost
 ///
-/// The step's curvature diagonal (shared with TICDiag / TICTrace); one host read of `P` numbers.
+/// The step's curvature diagonal (shared with TICDiag / TICTrace); `P` numbers (`2P` for an
+/// estimate) in the step's one read.
 #[derive(Debug, Clone)]
 pub struct HessTrace {
     schedule: Schedule,
@@ -100,13 +105,30 @@ impl Quantity for HessTrace {
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        let diagonal = ctx.curvature()?.diagonal(ctx.params, self.curvature)?;
-        let traces = diagonal.into_iter().map(|d| d.sum()).collect();
-        Ok(self.awaiting.read(ctx.step, 0, traces))
+        let source = ctx.curvature()?;
+        let diagonal = source.diagonal(ctx.params, self.curvature)?;
+        let mut traces: Vec<_> = diagonal.into_iter().map(|d| d.sum()).collect();
+        // An estimated diagonal brings its standard errors into the same read.
+        let errors = source
+            .diagonal_errors(ctx.params, self.curvature)
+            .filter(|e| e.len() == traces.len());
+        let estimated = usize::from(errors.is_some());
+        traces.extend(errors.unwrap_or_default());
+        Ok(self.awaiting.read(ctx.step, estimated, traces))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, _) = self.awaiting.take()?;
+        let (step, estimated) = self.awaiting.take()?;
+        if estimated == 1 {
+            let (values, stderr) = host.split_at(host.len() / 2);
+            return Ok(Some((
+                step,
+                Value::Estimate(crate::Estimate {
+                    values: values.to_vec(),
+                    stderr: stderr.to_vec(),
+                }),
+            )));
+        }
         Ok(Some((step, Value::List(host.to_vec()))))
     }
 }

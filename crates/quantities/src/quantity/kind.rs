@@ -119,7 +119,7 @@ impl QuantityKind {
     /// per-parameter lists by [`QuantityKind::reduction`]; `None` for histograms and arrays.
     pub fn network_value(self, value: &Value) -> Option<f64> {
         match value {
-            Value::List(values) => Some(
+            Value::List(values) | Value::Estimate(crate::Estimate { values, stderr: _ }) => Some(
                 self.reduction()
                     .unwrap_or(Reduction::RootSumOfSquares)
                     .apply(values),

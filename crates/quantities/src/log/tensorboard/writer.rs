@@ -28,6 +28,9 @@ pub const TAG_PREFIX: &str = "cockpit";
 /// - GradHist1d becomes a TensorBoard histogram with Cockpit's own edges and counts (bucket
 ///   `k + 1` is `[e_k, e_{k+1})`'s count; the first bucket, up to `e_0`, is empty), not
 ///   re-binned; GradHist2d its gradient marginal (`cockpit/<Quantity>/gradients`);
+/// - an estimate (HessTrace on an estimated diagonal) is written as its list is, and its
+///   standard errors as `cockpit/<Quantity>/stderr` (network-wide, in quadrature) and
+///   `cockpit/<Quantity>/<parameter name>/stderr`;
 /// - the per-parameter arrays of `Parameters` and values of other tools are skipped.
 ///
 /// A histogram's `sum` and `sum_squares` are not in Cockpit's values; they are taken at the
@@ -265,6 +268,16 @@ fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryVal
             for (i, v) in values.iter().enumerate() {
                 let layer = names.get(i).cloned().unwrap_or_else(|| i.to_string());
                 out.push(scalar(format!("{tag}/{layer}"), *v));
+            }
+            out
+        }
+        Value::Estimate(estimate) => {
+            // The values as a list's, then their standard errors under `…/stderr`.
+            let mut out = summary_values(name, &Value::List(estimate.values.clone()), names);
+            out.push(scalar(format!("{tag}/stderr"), estimate.stderr_of_sum()));
+            for (i, e) in estimate.stderr.iter().enumerate() {
+                let layer = names.get(i).cloned().unwrap_or_else(|| i.to_string());
+                out.push(scalar(format!("{tag}/{layer}/stderr"), *e));
             }
             out
         }

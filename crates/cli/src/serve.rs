@@ -34,7 +34,7 @@ use axum::routing::get;
 use cockpit_diagnose::Diagnoser;
 use cockpit_plot::{PlotOptions, Screen, render_png};
 use cockpit_quantities::Output;
-use cockpit_quantities::log::read_any;
+use cockpit_quantities::log::{read_any, read_stream_prefix};
 use tokio::sync::{OnceCell, Semaphore, oneshot, watch};
 
 /// How long a connection may take to send a request's headers before it is closed.
@@ -392,7 +392,9 @@ async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snaps
         match read {
             // A log cut or rewritten in place (fewer steps than before, or none) keeps the
             // last good run on the page, with the problem said.
-            Ok(Ok((_, last_step, _))) if next.last_step.is_some() && last_step < next.last_step => {
+            Ok(Ok((_, last_step, _, _)))
+                if next.last_step.is_some() && last_step < next.last_step =>
+            {
                 seen = stamp;
                 let problem = format!(
                     "the log went back from step {} to {}: showing the last good read (was it \
@@ -405,12 +407,12 @@ async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snaps
                 }
                 next.problem = Some(problem);
             }
-            Ok(Ok((output, last_step, verdict))) => {
+            Ok(Ok((output, last_step, verdict, problem))) => {
                 seen = stamp;
                 next.output = Arc::new(output);
                 next.last_step = last_step;
                 next.verdict = verdict;
-                next.problem = None;
+                next.problem = problem;
             }
             Ok(Err(problem)) => {
                 if next.problem.as_ref() == Some(&problem) {
@@ -428,14 +430,23 @@ async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snaps
 }
 
 /// The log's output, its last step and the diagnosis verdict.
-fn read_snapshot(log: &Path) -> Result<(Output, Option<usize>, String), String> {
-    let output = read_any(log).map_err(|e| e.to_string())?;
+/// A stream with garbage after its good lines gives those lines and the problem.
+fn read_snapshot(log: &Path) -> Result<(Output, Option<usize>, String, Option<String>), String> {
+    let (output, problem) = if log.extension().is_some_and(|e| e == "jsonl") {
+        let (output, problem) = read_stream_prefix(log).map_err(|e| e.to_string())?;
+        (
+            output,
+            problem.map(|e| format!("{e}; showing the lines before it")),
+        )
+    } else {
+        (read_any(log).map_err(|e| e.to_string())?, None)
+    };
     let last_step = output.steps().max();
     let diagnosis = Diagnoser::new().run(&output);
     let verdict = diagnosis
         .summary
         .unwrap_or_else(|| "nothing flagged".to_string());
-    Ok((output, last_step, verdict))
+    Ok((output, last_step, verdict, problem))
 }
 
 /// The page, with the state now filled in (so it shows the run before the first event).

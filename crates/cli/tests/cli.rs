@@ -632,3 +632,32 @@ fn endless_inputs_are_refused_at_the_limit() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An export that fails midway (the file-size limit stands in for a full disk: writes fail
+/// with EFBIG) leaves no event file behind, not a partial one.
+#[cfg(unix)]
+#[test]
+fn a_failed_export_leaves_no_event_file() {
+    let dir = scratch("export-fails");
+    let events = dir.join("tensorboard");
+    std::fs::create_dir_all(&events).unwrap();
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 2; exec {} export {} --tensorboard {}",
+        env!("CARGO_BIN_EXE_cockpit"),
+        fixture("cockpit_write_example").display(),
+        events.display()
+    );
+    let run = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(&events)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

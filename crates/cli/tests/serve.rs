@@ -464,3 +464,26 @@ fn random_clients_do_not_bring_the_server_down() {
         assert_eq!(status, 200);
     }
 }
+
+/// Garbage appended to a stream (complete lines that are not JSON) does not make the run
+/// disappear, even for a server started after it: the good lines are shown with the problem.
+#[test]
+fn garbage_after_a_stream_keeps_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    write_steps(&log, 5);
+    let mut garbage = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    for _ in 0..100 {
+        writeln!(garbage, "{}", "\u{1}not json ".repeat(100)).unwrap();
+    }
+    drop(garbage);
+    let (server, _) = start(&[log.to_str().unwrap(), "--port", "0", "--interval-ms", "50"]);
+    let address = server.address.clone();
+    let state = await_state(&address, "\"last_step\":4");
+    assert!(state.contains("showing the lines before it"), "{state}");
+    assert!(
+        state.len() < 2000,
+        "the garbage is not quoted: {} bytes",
+        state.len()
+    );
+}

@@ -13,7 +13,7 @@ pub use atomic::write_atomic;
 pub use error::LogError;
 pub use file::{parse_log, read_log, to_log_string, write_log};
 pub use limit::{DEFAULT_READ_LIMIT, read_bounded, read_limit, set_read_limit};
-pub use stream::{JsonLinesWriter, read_stream};
+pub use stream::{JsonLinesWriter, read_stream, read_stream_prefix};
 
 use std::path::Path;
 

@@ -89,6 +89,22 @@ impl JsonLinesWriter {
 /// [`read_limit`](super::read_limit), [`LogError::Parse`] / [`LogError::Format`] naming the
 /// line.
 pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
+    match read_stream_prefix(path)? {
+        (output, None) => Ok(output),
+        (_, Some(err)) => Err(err),
+    }
+}
+
+/// Reads the good lines of a JSON-lines stream up to the first bad one: the output of the
+/// lines before it, and the bad line's error (`None` when every line is good; a last line cut
+/// short by a crash is not an error). A live reader (`cockpit serve`) shows the run so far
+/// and says what is wrong after it, rather than losing the run to garbage appended to it.
+///
+/// # Errors
+///
+/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the
+/// [`read_limit`](super::read_limit).
+pub fn read_stream_prefix(path: impl AsRef<Path>) -> Result<(Output, Option<LogError>), LogError> {
     let path = path.as_ref();
     let lines = super::limit::read_lines_bounded(path, super::read_limit())?;
     let mut output = Output::new();
@@ -101,11 +117,12 @@ pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
             Ok(json) => json,
             Err(_) if index + 1 == last => break, // a partial line from an interrupted write
             Err(err) => {
-                return Err(LogError::Parse {
+                let err = LogError::Parse {
                     path: path.to_path_buf(),
                     line: Some(index + 1),
-                    message: err.to_string(),
-                });
+                    message: crate::error::excerpt(&err.to_string()),
+                };
+                return Ok((output, Some(err)));
             }
         };
         let format = |message: String| LogError::Format {
@@ -113,14 +130,17 @@ pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
             message: format!("line {}: {message}", index + 1),
         };
         let Json::Object(mut map) = parsed else {
-            return Err(format("not an object".into()));
+            return Ok((output, Some(format("not an object".into()))));
         };
-        let values = map
-            .remove("output")
-            .ok_or_else(|| format("no `output` field".into()))?;
-        output.merge(decode_output(values).map_err(format)?);
+        let Some(values) = map.remove("output") else {
+            return Ok((output, Some(format("no `output` field".into()))));
+        };
+        match decode_output(values) {
+            Ok(values) => output.merge(values),
+            Err(message) => return Ok((output, Some(format(message)))),
+        }
     }
-    Ok(output)
+    Ok((output, None))
 }
 
 #[cfg(test)]

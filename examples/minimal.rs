@@ -28,19 +28,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         conv: Conv2d::new(&Conv2dConfig::new([1, 4], [3, 3]), &device),
         fc: Linear::new(&LinearConfig::new(4 * 6 * 6, 2), &device),
     };
-    let (sgd, lr) = (SgdConfig::new(), 0.05);
+    let (sgd, lr) = (SgdConfig::new(), 0.1);
     let mut optimizer = sgd.init();
     let mut cockpit = Cockpit::from_configuration(Configuration::Economy, &Schedule::every_step())?
         .with_optimizer(OptimizerInfo::from_sgd(&sgd, lr));
-    for _epoch in 0..4 {
+    for _epoch in 0..8 {
         for _batch in 0..8 {
-            // A toy task: is the image brighter than average?
-            let images = Tensor::<4>::random([16, 1, 8, 8], Distribution::Default, &device);
-            let labels: Tensor<1, Int> = images
-                .clone()
+            // A toy task: is the image's top-left corner brighter than average?
+            let images =
+                Tensor::<4>::random([16, 1, 8, 8], Distribution::Normal(0.0, 1.0), &device);
+            let corner = images.clone().slice([0..16, 0..1, 0..4, 0..4]);
+            let labels: Tensor<1, Int> = corner
                 .flatten::<2>(1, 3)
-                .mean_dim(1)
-                .greater_elem(0.5)
+                .sum_dim(1)
+                .greater_elem(0.0)
                 .int()
                 .reshape([16]);
             let forward = move |model: &Cnn| model.forward(images.clone());

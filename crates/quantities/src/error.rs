@@ -107,6 +107,15 @@ pub(crate) fn excerpt(value: &str) -> String {
 
 /// `A, B: why; C: other` — quantities that failed for the same reason share it.
 fn format_failures(failures: &[(String, QuantityError)]) -> String {
+    group_failures(failures)
+        .into_iter()
+        .map(|(names, message)| format!("{}: {message}", names.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The failed quantities grouped by their reason, in first-seen order: `(names, reason)`.
+pub(crate) fn group_failures(failures: &[(String, QuantityError)]) -> Vec<(Vec<&str>, String)> {
     let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
     for (name, err) in failures {
         let message = err.to_string();
@@ -116,10 +125,6 @@ fn format_failures(failures: &[(String, QuantityError)]) -> String {
         }
     }
     groups
-        .into_iter()
-        .map(|(names, message)| format!("{}: {message}", names.join(", ")))
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Why a single quantity could not be computed at a step.

@@ -115,26 +115,32 @@ impl OptimizerInfo {
     /// The Adam that `config` builds, stepping with learning rate `lr`.
     pub fn from_adam(config: &burn::optim::AdamConfig, lr: f64) -> Self {
         let fields = config_fields(config);
-        Self::Adam {
-            lr,
-            beta_1: number32(&fields["beta_1"], 0.9),
-            beta_2: number32(&fields["beta_2"], 0.999),
-            epsilon: number32(&fields["epsilon"], 1e-5),
-            weight_decay: number32(&fields["weight_decay"]["penalty"], 0.0),
-            decoupled_weight_decay: false,
-        }
+        let weight_decay = number32(&fields["weight_decay"]["penalty"], 0.0);
+        Self::adam_from_fields(&fields, lr, weight_decay, false)
     }
 
     /// The AdamW that `config` builds, stepping with learning rate `lr`.
     pub fn from_adamw(config: &burn::optim::AdamWConfig, lr: f64) -> Self {
         let fields = config_fields(config);
+        let weight_decay = number32(&fields["weight_decay"], 1e-4);
+        Self::adam_from_fields(&fields, lr, weight_decay, true)
+    }
+
+    /// Adam's moments and ε from burn's config fields (the same in `AdamConfig` and
+    /// `AdamWConfig`; burn's defaults where absent).
+    fn adam_from_fields(
+        fields: &serde_json::Value,
+        lr: f64,
+        weight_decay: f64,
+        decoupled_weight_decay: bool,
+    ) -> Self {
         Self::Adam {
             lr,
             beta_1: number32(&fields["beta_1"], 0.9),
             beta_2: number32(&fields["beta_2"], 0.999),
             epsilon: number32(&fields["epsilon"], 1e-5),
-            weight_decay: number32(&fields["weight_decay"], 1e-4),
-            decoupled_weight_decay: true,
+            weight_decay,
+            decoupled_weight_decay,
         }
     }
 

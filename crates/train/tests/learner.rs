@@ -75,13 +75,7 @@ impl TrainStep for Net {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
-        let (losses, logits) = self.losses(&batch);
-        let item = ClassificationOutput {
-            loss: losses.clone().mean(),
-            output: logits,
-            targets: batch.y,
-        };
-        cockpit_train::train_output_per_sample(self, losses, item)
+        train_step(self, self.losses(&batch), batch)
     }
 }
 
@@ -90,13 +84,31 @@ impl InferenceStep for Net {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> ClassificationOutput {
-        let (losses, logits) = self.losses(&batch);
-        ClassificationOutput {
-            loss: losses.mean(),
-            output: logits,
-            targets: batch.y,
-        }
+        classification(self.losses(&batch), batch).1
     }
+}
+
+/// The step's output from its per-sample losses and logits, with the losses kept.
+fn classification(
+    (losses, logits): (Tensor<1>, Tensor<2>),
+    batch: Batch,
+) -> (Tensor<1>, ClassificationOutput) {
+    let item = ClassificationOutput {
+        loss: losses.clone().mean(),
+        output: logits,
+        targets: batch.y,
+    };
+    (losses, item)
+}
+
+/// A training step through `train_output_per_sample`, as the README says.
+fn train_step<M: Module>(
+    model: &M,
+    losses_and_logits: (Tensor<1>, Tensor<2>),
+    batch: Batch,
+) -> TrainOutput<ClassificationOutput> {
+    let (losses, item) = classification(losses_and_logits, batch);
+    cockpit_train::train_output_per_sample(model, losses, item)
 }
 
 #[derive(Debug, Clone)]
@@ -1205,13 +1217,7 @@ impl TrainStep for BurnNet {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
-        let (losses, logits) = self.losses(&batch);
-        let item = ClassificationOutput {
-            loss: losses.clone().mean(),
-            output: logits,
-            targets: batch.y,
-        };
-        cockpit_train::train_output_per_sample(self, losses, item)
+        train_step(self, self.losses(&batch), batch)
     }
 }
 
@@ -1220,12 +1226,7 @@ impl InferenceStep for BurnNet {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> ClassificationOutput {
-        let (losses, logits) = self.losses(&batch);
-        ClassificationOutput {
-            loss: losses.mean(),
-            output: logits,
-            targets: batch.y,
-        }
+        classification(self.losses(&batch), batch).1
     }
 }
 

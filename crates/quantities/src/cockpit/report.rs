@@ -41,15 +41,7 @@ impl StepReport {
 
     /// The failures in words, one line per reason: `NormTest, OrthoTest not computed: why`.
     pub fn failure_lines(&self) -> Vec<String> {
-        let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
-        for (name, err) in &self.failures {
-            let reason = err.to_string();
-            match groups.iter_mut().find(|(_, r)| *r == reason) {
-                Some((names, _)) => names.push(name),
-                None => groups.push((vec![name.as_str()], reason)),
-            }
-        }
-        groups
+        crate::error::group_failures(&self.failures)
             .into_iter()
             .map(|(names, reason)| format!("{} not computed: {reason}", names.join(", ")))
             .collect()

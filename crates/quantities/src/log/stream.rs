@@ -106,7 +106,8 @@ pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
 /// [`read_limit`](super::read_limit).
 pub fn read_stream_prefix(path: impl AsRef<Path>) -> Result<(Output, Option<LogError>), LogError> {
     let path = path.as_ref();
-    let lines = super::limit::read_lines_bounded(path, super::read_limit())?;
+    let text = super::read_bounded(path, super::read_limit())?;
+    let lines: Vec<&str> = text.lines().collect();
     let mut output = Output::new();
     let last = lines.len();
     for (index, line) in lines.iter().enumerate() {

@@ -25,6 +25,8 @@ pub struct HessTrace {
     curvature: DiagonalKind,
     mc_samples: usize,
     awaiting: Awaiting,
+    /// Whether the read being awaited holds standard errors after the traces.
+    estimated: bool,
 }
 
 impl HessTrace {
@@ -35,6 +37,7 @@ impl HessTrace {
             curvature: DiagonalKind::Hessian,
             mc_samples: 1,
             awaiting: Awaiting::default(),
+            estimated: false,
         }
     }
 
@@ -112,14 +115,14 @@ impl Quantity for HessTrace {
         let errors = source
             .diagonal_errors(ctx.params, self.curvature)
             .filter(|e| e.len() == traces.len());
-        let estimated = usize::from(errors.is_some());
+        self.estimated = errors.is_some();
         traces.extend(errors.unwrap_or_default());
-        Ok(self.awaiting.read(ctx.step, estimated, traces))
+        Ok(self.awaiting.read(ctx.step, 0, traces))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, estimated) = self.awaiting.take()?;
-        if estimated == 1 {
+        let (step, _) = self.awaiting.take()?;
+        if std::mem::take(&mut self.estimated) {
             let (values, stderr) = host.split_at(host.len() / 2);
             return Ok(Some((
                 step,

@@ -1,0 +1,153 @@
+//! The counting kernel and its backend extension (CubeCL backends only).
+
+use burn::backend::cubecl::dtype_to_storage_type;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
+use burn::tensor::{DType, Int, Shape, Tensor, TensorCreationOptions, TensorData};
+use burn_cubecl::cubecl::prelude::{CubeCount, CubeDim};
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::zeros;
+use burn_cubecl::{CubeBackend, tensor::CubeTensor};
+
+use super::kernel::count_kernel;
+use super::{SHARED_CELLS, Values};
+
+/// Units per cube.
+const UNITS: u32 = 256;
+
+/// The most cubes one launch uses: units stride over the values, so more cubes would only add
+/// shared histograms to merge.
+const MAX_CUBES: usize = 1024;
+
+/// Histogram counting as a backend operation.
+#[backend_extension(Cube, Fusion)]
+pub trait CountOps: Backend {
+    /// The counts `[bins · y_bins]` (u32) of the values (`a` `[n]` viewed as `[1, n]` with
+    /// `outer` false, or the products of `a` `[b, d_in]` and `e` `[b, d_out]`), each in cell
+    /// `bin·y_bins + y[k mod period]` (`y` is read only when `y_bins > 1`).
+    #[fusion(dtype = burn::tensor::DType::U32, shape = burn::tensor::Shape::new([*bins * *y_bins]))]
+    #[allow(clippy::too_many_arguments)]
+    fn count_histogram(
+        a: FloatTensor<Self>,
+        e: FloatTensor<Self>,
+        thresholds: FloatTensor<Self>,
+        y: IntTensor<Self>,
+        outer: bool,
+        bins: usize,
+        y_bins: usize,
+        period: usize,
+    ) -> IntTensor<Self>;
+}
+
+impl CountOps for CubeBackend {
+    fn count_histogram(
+        a: CubeTensor,
+        e: CubeTensor,
+        thresholds: CubeTensor,
+        y: CubeTensor,
+        outer: bool,
+        bins: usize,
+        y_bins: usize,
+        period: usize,
+    ) -> CubeTensor {
+        let (a, e) = (into_contiguous(a), into_contiguous(e));
+        let (thresholds, y) = (into_contiguous(thresholds), into_contiguous(y));
+        let cells = bins * y_bins;
+        let counts = zeros(a.device.clone(), Shape::new([cells]), DType::U32);
+        let (a_dims, e_dims) = (a.meta.shape().clone(), e.meta.shape().clone());
+        let (total, d_in, d_out) = if outer {
+            (a_dims[0] * a_dims[1] * e_dims[1], a_dims[1], e_dims[1])
+        } else {
+            (a.meta.num_elements(), 1, 1)
+        };
+        if total == 0 {
+            return counts;
+        }
+        let client = a.client.clone();
+        let units = UNITS.min(client.properties().hardware.max_units_per_cube);
+        let cubes = total.div_ceil(units as usize).clamp(1, MAX_CUBES);
+        let shared = cells <= SHARED_CELLS;
+        let dtype = a.dtype;
+        count_kernel::launch(
+            &client,
+            CubeCount::Static(cubes as u32, 1, 1),
+            CubeDim::new_1d(units),
+            a.into_tensor_arg(),
+            e.into_tensor_arg(),
+            thresholds.into_tensor_arg(),
+            y.into_tensor_arg(),
+            counts.clone().into_tensor_arg(),
+            total,
+            d_in,
+            d_out,
+            bins,
+            y_bins,
+            period.max(1),
+            outer,
+            if shared { cells } else { 1 },
+            shared,
+            dtype_to_storage_type(dtype),
+        );
+        counts
+    }
+}
+
+/// Whether `device` is a CubeCL device (or an autodiff device over one).
+pub(crate) fn is_cube(device: &DispatchDevice) -> bool {
+    #[allow(unreachable_patterns)]
+    match device {
+        DispatchDevice::Cube(_) => true,
+        DispatchDevice::Autodiff(inner) => is_cube(inner),
+        _ => false,
+    }
+}
+
+/// Launches the kernel (the caller checked the operands).
+pub(crate) fn count(
+    values: Values,
+    thresholds: Tensor<1>,
+    y: Option<Tensor<1, Int>>,
+    bins: usize,
+    y_bins: usize,
+) -> Option<Tensor<1, Int>> {
+    if values.is_empty() {
+        return Some(Tensor::zeros(
+            [bins * y_bins],
+            TensorCreationOptions::new(values.device()).with_dtype(DType::U32),
+        ));
+    }
+    let (a, e, outer) = match values {
+        Values::Dense(v) => {
+            let n = v.dims()[0];
+            let v = v.reshape([1, n]);
+            (v.clone(), v, false)
+        }
+        Values::Outer { a, e } => (a, e, true),
+    };
+    let device = a.device();
+    let (y, period) = match y {
+        Some(y) => {
+            let period = y.dims()[0];
+            (y.inner().cast(DType::U32), period)
+        }
+        // Never read: an uploaded placeholder, no launch.
+        None => (
+            Tensor::<1, Int>::from_data(
+                TensorData::new(vec![0u32], [1]),
+                TensorCreationOptions::new(device.clone()).with_dtype(DType::U32),
+            ),
+            1,
+        ),
+    };
+    let counts = <Dispatch as CountOps>::count_histogram(
+        a.inner().into_dispatch(),
+        e.inner().into_dispatch(),
+        thresholds.inner().into_dispatch(),
+        y.inner().into_dispatch(),
+        outer,
+        bins,
+        y_bins,
+        period,
+    );
+    Some(Tensor::<1, Int>::from_dispatch(counts))
+}

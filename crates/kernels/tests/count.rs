@@ -1,0 +1,227 @@
+//! The counting kernel against a host count written here (float64 thresholds, each value's
+//! bin found by walking them), on wgpu (lavapipe where there is no GPU).
+#![cfg(feature = "wgpu")]
+
+use burn::tensor::{DType, Device, DeviceKind, Int, Tensor, TensorCreationOptions, TensorData};
+use cockpit_kernels::{SHARED_CELLS, Values, count_bins, count_cells, supports};
+
+fn device() -> Device {
+    Device::wgpu(DeviceKind::DefaultDevice)
+}
+
+/// A reproducible stream of floats in `[-scale, scale)`.
+fn floats(seed: u64, n: usize, scale: f64) -> Vec<f32> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * scale) as f32
+        })
+        .collect()
+}
+
+/// `bins − 1` thresholds splitting `[lo, hi)` evenly, in float64.
+fn thresholds(lo: f64, hi: f64, bins: usize) -> Vec<f64> {
+    (1..bins)
+        .map(|k| lo + (hi - lo) * k as f64 / bins as f64)
+        .collect()
+}
+
+/// The host's bin: how many thresholds the value reaches (NaN reaches none).
+fn host_bin(x: f32, thresholds: &[f64]) -> usize {
+    thresholds.iter().filter(|&&t| f64::from(x) >= t).count()
+}
+
+/// The smallest float32 at or above `t`.
+fn round_up(t: f64) -> f32 {
+    let nearest = t as f32;
+    if f64::from(nearest) < t {
+        nearest.next_up()
+    } else {
+        nearest
+    }
+}
+
+fn device_thresholds(thresholds: &[f64], device: &Device) -> Tensor<1> {
+    let mut extended = vec![f32::NEG_INFINITY];
+    extended.extend(thresholds.iter().map(|&t| round_up(t)));
+    extended.push(f32::INFINITY);
+    let n = extended.len();
+    Tensor::from_data(TensorData::new(extended, [n]), f32s(device))
+}
+
+fn f32s(device: &Device) -> TensorCreationOptions {
+    TensorCreationOptions::new(device.clone()).with_dtype(DType::F32)
+}
+
+fn tensor2(values: Vec<f32>, shape: [usize; 2], device: &Device) -> Tensor<2> {
+    Tensor::from_data(TensorData::new(values, shape), f32s(device))
+}
+
+fn read(counts: Tensor<1, Int>) -> Vec<u64> {
+    counts
+        .cast(DType::I64)
+        .into_data()
+        .convert::<i64>()
+        .try_to_vec::<i64>()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c as u64)
+        .collect()
+}
+
+/// Values on and beside every threshold, ±0, ±∞, NaN, and far outside the range.
+fn with_edges(mut values: Vec<f32>, thresholds: &[f64]) -> Vec<f32> {
+    for &t in thresholds {
+        let up = round_up(t);
+        values.extend([up, up.next_down(), up.next_up(), t as f32]);
+    }
+    values.extend([
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e30,
+        -1e30,
+    ]);
+    values
+}
+
+#[test]
+fn dense_values_land_where_the_host_puts_them() {
+    let device = device();
+    assert!(supports(&device, DType::F32));
+    assert!(supports(&device.clone().autodiff(), DType::F32));
+    assert!(!supports(&Device::flex(), DType::F32));
+    for (bins, lo, hi) in [(100, -2.0, 2.0), (7, -0.3, 0.7), (1, -1.0, 1.0), (5000, -1.0, 1.0)] {
+        let t = thresholds(lo, hi, bins);
+        let values = with_edges(floats(bins as u64, 70_001, 1.5 * hi), &t);
+        let mut expected = vec![0u64; bins];
+        for &v in &values {
+            expected[host_bin(v, &t)] += 1;
+        }
+        let n = values.len();
+        let counts = count_bins(
+            Values::Dense(Tensor::from_data(TensorData::new(values, [n]), f32s(&device))),
+            device_thresholds(&t, &device),
+            bins,
+        )
+        .expect("wgpu float32 is counted by the kernel");
+        assert_eq!(read(counts), expected, "{bins} bins over [{lo}, {hi})");
+    }
+    assert!(5000 > SHARED_CELLS, "one case counts without shared memory");
+}
+
+#[test]
+fn rank_one_products_are_counted_without_forming_them() {
+    let device = device();
+    let (b, d_in, d_out) = (5, 33, 47);
+    let t = thresholds(-1.0, 1.0, 40);
+    let a = floats(1, b * d_in, 1.5);
+    let mut e = floats(2, b * d_out, 1.5);
+    // Some products exactly on a threshold.
+    e[0] = round_up(t[3]);
+    let mut expected = vec![0u64; 40];
+    for n in 0..b {
+        for i in 0..d_in {
+            for o in 0..d_out {
+                // The product rounded to float32, as the kernel (and burn's product) forms it.
+                let p = a[n * d_in + i] * e[n * d_out + o];
+                expected[host_bin(p, &t)] += 1;
+            }
+        }
+    }
+    let counts = count_bins(
+        Values::Outer {
+            a: tensor2(a, [b, d_in], &device),
+            e: tensor2(e, [b, d_out], &device),
+        },
+        device_thresholds(&t, &device),
+        40,
+    )
+    .expect("counted");
+    let counts = read(counts);
+    assert_eq!(counts.iter().sum::<u64>(), (b * d_in * d_out) as u64);
+    assert_eq!(counts, expected);
+}
+
+#[test]
+fn pairs_are_counted_in_their_cells() {
+    let device = device();
+    let (x_bins, y_bins) = (6, 5);
+    let t = thresholds(-1.0, 1.0, x_bins);
+    let (b, d_in, d_out) = (3, 4, 6);
+    let numel = d_in * d_out;
+    let y: Vec<i64> = (0..numel).map(|j| ((j * 7 + 3) % y_bins) as i64).collect();
+    let y_tensor = || Tensor::<1, Int>::from_data(TensorData::new(y.clone(), [numel]), &device);
+
+    // Dense per-sample gradients `[b, numel]`.
+    let g = floats(5, b * numel, 1.2);
+    let mut expected = vec![0u64; x_bins * y_bins];
+    for n in 0..b {
+        for j in 0..numel {
+            expected[host_bin(g[n * numel + j], &t) * y_bins + y[j] as usize] += 1;
+        }
+    }
+    let counts = count_cells(
+        Values::Dense(Tensor::from_data(TensorData::new(g, [b * numel]), f32s(&device))),
+        device_thresholds(&t, &device),
+        x_bins,
+        y_tensor(),
+        y_bins,
+    )
+    .expect("counted");
+    assert_eq!(read(counts), expected);
+
+    // Rank-one: element `j = i·d_out + o` of sample n is `a_{n,i}·e_{n,o}`.
+    let (a, e) = (floats(6, b * d_in, 1.2), floats(7, b * d_out, 1.2));
+    let mut expected = vec![0u64; x_bins * y_bins];
+    for n in 0..b {
+        for i in 0..d_in {
+            for o in 0..d_out {
+                let p = a[n * d_in + i] * e[n * d_out + o];
+                expected[host_bin(p, &t) * y_bins + y[i * d_out + o] as usize] += 1;
+            }
+        }
+    }
+    let counts = count_cells(
+        Values::Outer {
+            a: tensor2(a, [b, d_in], &device),
+            e: tensor2(e, [b, d_out], &device),
+        },
+        device_thresholds(&t, &device),
+        x_bins,
+        y_tensor(),
+        y_bins,
+    )
+    .expect("counted");
+    assert_eq!(read(counts), expected);
+}
+
+#[test]
+fn what_the_kernel_does_not_count_is_refused() {
+    let device = device();
+    let t = device_thresholds(&thresholds(-1.0, 1.0, 4), &device);
+    let v = Tensor::<1>::from_data(TensorData::new(vec![0.5f32; 8], [8]), f32s(&device));
+    // Thresholds of another number of bins.
+    assert!(count_bins(Values::Dense(v.clone()), t.clone(), 5).is_none());
+    // Float64 values (lavapipe has no usable float64) and CPU backends keep the other path.
+    assert!(count_bins(Values::Dense(v.clone().cast(DType::F64)), t.clone(), 4).is_none());
+    let flex = Device::flex();
+    let on_flex = Tensor::<1>::from_data(TensorData::new(vec![0.5f32; 8], [8]), f32s(&flex));
+    let t_flex = device_thresholds(&thresholds(-1.0, 1.0, 4), &flex);
+    assert!(count_bins(Values::Dense(on_flex), t_flex, 4).is_none());
+    // A y that does not hold one bin per element of a sample.
+    let y = Tensor::<1, Int>::from_data(TensorData::new(vec![0i64; 3], [3]), &device);
+    assert!(count_cells(Values::Dense(v), t, 4, y, 2).is_none());
+    // No values: zero counts.
+    let empty = Tensor::<1>::from_data(TensorData::new(Vec::<f32>::new(), [0]), f32s(&device));
+    let t = device_thresholds(&thresholds(-1.0, 1.0, 4), &device);
+    assert_eq!(
+        read(count_bins(Values::Dense(empty), t, 4).expect("counted")),
+        vec![0; 4]
+    );
+}

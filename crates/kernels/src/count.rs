@@ -10,7 +10,7 @@ use burn_cubecl::ops::numeric::zeros;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
 use super::kernel::count_kernel;
-use super::{SHARED_CELLS, Values};
+use super::{Guess, MAX_ROUNDS, SHARED_CELLS, Values};
 
 /// Units per cube.
 const UNITS: u32 = 256;
@@ -36,6 +36,8 @@ pub trait CountOps: Backend {
         bins: usize,
         y_bins: usize,
         period: usize,
+        guess: [f32; 5],
+        rounds: usize,
     ) -> IntTensor<Self>;
 }
 
@@ -49,6 +51,8 @@ impl CountOps for CubeBackend {
         bins: usize,
         y_bins: usize,
         period: usize,
+        guess: [f32; 5],
+        rounds: usize,
     ) -> CubeTensor {
         let (a, e) = (into_contiguous(a), into_contiguous(e));
         let (thresholds, y) = (into_contiguous(thresholds), into_contiguous(y));
@@ -65,7 +69,9 @@ impl CountOps for CubeBackend {
         }
         let client = a.client.clone();
         let units = UNITS.min(client.properties().hardware.max_units_per_cube);
-        let cubes = total.div_ceil(units as usize).clamp(1, MAX_CUBES);
+        // Units take values (or rank-one rows of `d_out` values) with a stride.
+        let work = if outer { total / d_out } else { total };
+        let cubes = work.div_ceil(units as usize).clamp(1, MAX_CUBES);
         let shared = cells <= SHARED_CELLS;
         let dtype = a.dtype;
         count_kernel::launch(
@@ -83,6 +89,14 @@ impl CountOps for CubeBackend {
             bins,
             y_bins,
             period.max(1),
+            search_top(bins),
+            guess[0],
+            guess[1],
+            guess[2],
+            guess[3],
+            guess[4],
+            rounds.min(MAX_ROUNDS) as u32,
+            rounds <= MAX_ROUNDS,
             outer,
             if shared { cells } else { 1 },
             shared,
@@ -109,6 +123,7 @@ pub(crate) fn count(
     y: Option<Tensor<1, Int>>,
     bins: usize,
     y_bins: usize,
+    guess: Option<Guess>,
 ) -> Option<Tensor<1, Int>> {
     if values.is_empty() {
         return Some(Tensor::zeros(
@@ -148,6 +163,18 @@ pub(crate) fn count(
         bins,
         y_bins,
         period,
+        guess.map_or([0.0; 5], |g| [g.low, g.high, g.offset, g.mul, g.div]),
+        // More rounds than a search is worth: search.
+        guess.map_or(usize::MAX, |g| g.rounds),
     );
     Some(Tensor::<1, Int>::from_dispatch(counts))
+}
+
+/// The binary search's first step: the largest power of two below `bins` (0 for one bin).
+fn search_top(bins: usize) -> usize {
+    if bins <= 1 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - (bins - 1).leading_zeros())
+    }
 }

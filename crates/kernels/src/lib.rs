@@ -32,8 +32,32 @@ pub const SHARED_CELLS: usize = 4096;
 /// The most values one launch counts: counters and positions are 32-bit on the device.
 pub const LAUNCH_VALUES: usize = (1 << 31) - 1;
 
+/// The rule's own formula for a value's bin, `⌊(clamp(x, low, high) − offset)·mul/div⌋` in
+/// float32, and how many correction rounds bring it to the exact bin (the caller's bound on
+/// float32's rounding): the kernel then reads two thresholds a round instead of searching
+/// `log₂ bins` of them. Without one, or with more than [`MAX_ROUNDS`] rounds, it searches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Guess {
+    /// The clamp bounds.
+    pub low: f32,
+    /// See [`Guess::low`].
+    pub high: f32,
+    /// Subtracted after clamping.
+    pub offset: f32,
+    /// Multiplied by.
+    pub mul: f32,
+    /// Divided by.
+    pub div: f32,
+    /// Correction rounds after the formula.
+    pub rounds: usize,
+}
+
+/// The most correction rounds worth taking over a binary search.
+pub const MAX_ROUNDS: usize = 4;
+
 /// What one launch counts.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // tensor handles, moved, never copied
 pub enum Values {
     /// Values `[n]`.
     Dense(Tensor<1>),
@@ -77,11 +101,31 @@ impl Values {
     }
 }
 
+/// The environment variable that turns the kernels off (`BURN_COCKPIT_KERNELS=off`): the
+/// callers' tensor-operation paths count instead. For comparing the two in one build, and as
+/// a way out should a driver miscompile the kernel.
+pub const DISABLE_VARIABLE: &str = "BURN_COCKPIT_KERNELS";
+
 /// Whether values of type `dtype` on `device` are counted by the kernel: a CubeCL device
-/// (with or without autodiff) and float32. Where this is false, [`count_bins`] and
-/// [`count_cells`] return `None`.
+/// (with or without autodiff), float32, and the kernels not turned off by
+/// [`DISABLE_VARIABLE`]. Where this is false, [`count_bins`] and [`count_cells`] return `None`.
 pub fn supports(device: &Device, dtype: DType) -> bool {
-    dtype == DType::F32 && is_cube(device)
+    dtype == DType::F32 && enabled() && is_cube(device)
+}
+
+/// Whether the kernels are on (read once per process).
+fn enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        std::env::var(DISABLE_VARIABLE)
+            .map(|v| {
+                !matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "off" | "0" | "false"
+                )
+            })
+            .unwrap_or(true)
+    })
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -96,12 +140,17 @@ fn is_cube(_device: &Device) -> bool {
 
 /// The counts `[bins]` (unsigned 32-bit integers) of `values` in the bins whose thresholds are
 /// `thresholds` `[bins + 1]` (`−∞`, `T_1 … T_{bins−1}`, `+∞`, in the values' type): one launch,
-/// plus the zeroed output. `None` where [`supports`] is false, the values' factors differ in
+/// plus the zeroed output; `guess` (the rule's formula) saves most threshold reads. `None` where [`supports`] is false, the values' factors differ in
 /// type or device, there are more than [`LAUNCH_VALUES`] values, or `thresholds` has another
 /// length.
-pub fn count_bins(values: Values, thresholds: Tensor<1>, bins: usize) -> Option<Tensor<1, Int>> {
+pub fn count_bins(
+    values: Values,
+    thresholds: Tensor<1>,
+    bins: usize,
+    guess: Option<Guess>,
+) -> Option<Tensor<1, Int>> {
     check(&values, &thresholds, bins)?;
-    imp::count(values, thresholds, None, bins, 1)
+    imp::count(values, thresholds, None, bins, 1, guess)
 }
 
 /// The counts `[bins · y_bins]` (row-major, unsigned 32-bit integers) of the cells
@@ -116,16 +165,17 @@ pub fn count_cells(
     bins: usize,
     y: Tensor<1, Int>,
     y_bins: usize,
+    guess: Option<Guess>,
 ) -> Option<Tensor<1, Int>> {
     check(&values, &thresholds, bins)?;
     let period = match &values {
         Values::Dense(_) => y.dims()[0],
         Values::Outer { a, e } => a.dims()[1] * e.dims()[1],
     };
-    if period == 0 || y.dims()[0] != period || values.len() % period != 0 || y_bins == 0 {
+    if period == 0 || y.dims()[0] != period || !values.len().is_multiple_of(period) || y_bins == 0 {
         return None;
     }
-    imp::count(values, thresholds, Some(y), bins, y_bins)
+    imp::count(values, thresholds, Some(y), bins, y_bins, guess)
 }
 
 fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
@@ -156,6 +206,7 @@ mod imp {
         _y: Option<Tensor<1, Int>>,
         _bins: usize,
         _y_bins: usize,
+        _guess: Option<super::Guess>,
     ) -> Option<Tensor<1, Int>> {
         None
     }

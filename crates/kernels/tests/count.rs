@@ -3,7 +3,7 @@
 #![cfg(feature = "wgpu")]
 
 use burn::tensor::{DType, Device, DeviceKind, Int, Tensor, TensorCreationOptions, TensorData};
-use cockpit_kernels::{SHARED_CELLS, Values, count_bins, count_cells, supports};
+use cockpit_kernels::{Guess, SHARED_CELLS, Values, count_bins, count_cells, supports};
 
 fn device() -> Device {
     Device::wgpu(DeviceKind::DefaultDevice)
@@ -90,13 +90,21 @@ fn with_edges(mut values: Vec<f32>, thresholds: &[f64]) -> Vec<f32> {
     values
 }
 
+// One case of the test below counts without shared memory.
+const _: () = assert!(5000 > SHARED_CELLS);
+
 #[test]
 fn dense_values_land_where_the_host_puts_them() {
     let device = device();
     assert!(supports(&device, DType::F32));
     assert!(supports(&device.clone().autodiff(), DType::F32));
     assert!(!supports(&Device::flex(), DType::F32));
-    for (bins, lo, hi) in [(100, -2.0, 2.0), (7, -0.3, 0.7), (1, -1.0, 1.0), (5000, -1.0, 1.0)] {
+    for (bins, lo, hi) in [
+        (100, -2.0, 2.0),
+        (7, -0.3, 0.7),
+        (1, -1.0, 1.0),
+        (5000, -1.0, 1.0),
+    ] {
         let t = thresholds(lo, hi, bins);
         let values = with_edges(floats(bins as u64, 70_001, 1.5 * hi), &t);
         let mut expected = vec![0u64; bins];
@@ -104,15 +112,34 @@ fn dense_values_land_where_the_host_puts_them() {
             expected[host_bin(v, &t)] += 1;
         }
         let n = values.len();
-        let counts = count_bins(
-            Values::Dense(Tensor::from_data(TensorData::new(values, [n]), f32s(&device))),
-            device_thresholds(&t, &device),
-            bins,
-        )
-        .expect("wgpu float32 is counted by the kernel");
-        assert_eq!(read(counts), expected, "{bins} bins over [{lo}, {hi})");
+        // Searched, and guessed by the formula `⌊(clamp(x) − lo)·bins/(hi − lo)⌋` then
+        // corrected (two rounds cover float32's rounding on these ranges).
+        let formula = Guess {
+            low: lo as f32,
+            high: hi as f32,
+            offset: lo as f32,
+            mul: bins as f32,
+            div: (hi - lo) as f32,
+            rounds: 2,
+        };
+        for guess in [None, Some(formula)] {
+            let counts = count_bins(
+                Values::Dense(Tensor::from_data(
+                    TensorData::new(values.clone(), [n]),
+                    f32s(&device),
+                )),
+                device_thresholds(&t, &device),
+                bins,
+                guess,
+            )
+            .expect("wgpu float32 is counted by the kernel");
+            assert_eq!(
+                read(counts),
+                expected,
+                "{bins} bins over [{lo}, {hi}), {guess:?}"
+            );
+        }
     }
-    assert!(5000 > SHARED_CELLS, "one case counts without shared memory");
 }
 
 #[test]
@@ -141,6 +168,7 @@ fn rank_one_products_are_counted_without_forming_them() {
         },
         device_thresholds(&t, &device),
         40,
+        None,
     )
     .expect("counted");
     let counts = read(counts);
@@ -167,11 +195,15 @@ fn pairs_are_counted_in_their_cells() {
         }
     }
     let counts = count_cells(
-        Values::Dense(Tensor::from_data(TensorData::new(g, [b * numel]), f32s(&device))),
+        Values::Dense(Tensor::from_data(
+            TensorData::new(g, [b * numel]),
+            f32s(&device),
+        )),
         device_thresholds(&t, &device),
         x_bins,
         y_tensor(),
         y_bins,
+        None,
     )
     .expect("counted");
     assert_eq!(read(counts), expected);
@@ -196,6 +228,7 @@ fn pairs_are_counted_in_their_cells() {
         x_bins,
         y_tensor(),
         y_bins,
+        None,
     )
     .expect("counted");
     assert_eq!(read(counts), expected);
@@ -207,21 +240,29 @@ fn what_the_kernel_does_not_count_is_refused() {
     let t = device_thresholds(&thresholds(-1.0, 1.0, 4), &device);
     let v = Tensor::<1>::from_data(TensorData::new(vec![0.5f32; 8], [8]), f32s(&device));
     // Thresholds of another number of bins.
-    assert!(count_bins(Values::Dense(v.clone()), t.clone(), 5).is_none());
+    assert!(count_bins(Values::Dense(v.clone()), t.clone(), 5, None).is_none());
     // Float64 values (lavapipe has no usable float64) and CPU backends keep the other path.
-    assert!(count_bins(Values::Dense(v.clone().cast(DType::F64)), t.clone(), 4).is_none());
+    assert!(
+        count_bins(
+            Values::Dense(v.clone().cast(DType::F64)),
+            t.clone(),
+            4,
+            None
+        )
+        .is_none()
+    );
     let flex = Device::flex();
     let on_flex = Tensor::<1>::from_data(TensorData::new(vec![0.5f32; 8], [8]), f32s(&flex));
     let t_flex = device_thresholds(&thresholds(-1.0, 1.0, 4), &flex);
-    assert!(count_bins(Values::Dense(on_flex), t_flex, 4).is_none());
+    assert!(count_bins(Values::Dense(on_flex), t_flex, 4, None).is_none());
     // A y that does not hold one bin per element of a sample.
     let y = Tensor::<1, Int>::from_data(TensorData::new(vec![0i64; 3], [3]), &device);
-    assert!(count_cells(Values::Dense(v), t, 4, y, 2).is_none());
+    assert!(count_cells(Values::Dense(v), t, 4, y, 2, None).is_none());
     // No values: zero counts.
     let empty = Tensor::<1>::from_data(TensorData::new(Vec::<f32>::new(), [0]), f32s(&device));
     let t = device_thresholds(&thresholds(-1.0, 1.0, 4), &device);
     assert_eq!(
-        read(count_bins(Values::Dense(empty), t, 4).expect("counted")),
+        read(count_bins(Values::Dense(empty), t, 4, None).expect("counted")),
         vec![0; 4]
     );
 }

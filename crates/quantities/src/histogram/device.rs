@@ -1,28 +1,40 @@
-//! Counting on the device: each value's bin is computed by the rule's arithmetic and
-//! corrected against the exact thresholds, and the bins are counted by one scatter-add into
-//! per-row counts; only the counts come back.
+//! Counting on the device, so that only counts come back.
 //!
-//! The bin of `x` is the number of thresholds `T_k` (the smallest value whose bin is at least
-//! `k`) that `x` reaches. On the device the rule's formula gives an index that float32
-//! rounding may put a bin or more off; each correction round moves it up where `x ≥ T_{i+1}`
-//! and down where `x < T_i` (two gathers and two comparisons), and the rounds needed are
-//! bounded beforehand from the range and the float type (one or two for sensible ranges; at
-//! most `bins`), so every value lands exactly where the host's float64 rule puts it.
+//! **On CubeCL devices (wgpu, CUDA), float32:** one launch of our own kernel per chunk
+//! ([`cockpit_kernels`]): each value's bin is the rule's formula corrected against the
+//! thresholds below, as on the tensor-operation path, but in registers (a binary search over
+//! the thresholds where the corrections would take more than a few rounds), counted in the
+//! cube's shared memory and merged with atomic adds; rank-one chunks
+//! (Linear layers, one-position taps) are binned product by product without being formed.
+//! Launches per chunk: the kernel, its zeroed counts and a cast; no piece is materialised.
+//!
+//! **Elsewhere** (CPU backends, other float types, builds without a CubeCL backend): tensor
+//! operations. Each value's bin is computed by the rule's arithmetic and corrected against the
+//! exact thresholds, and the bins are counted by one scatter-add into per-row counts.
+//!
+//! Both paths bin exactly alike. The bin of `x` is the number of thresholds `T_k` (the smallest
+//! value whose bin is at least `k`) that `x` reaches: the kernel searches for it; the
+//! tensor-operation path takes the rule's formula, which float32 rounding may put a bin or more
+//! off, and each correction round moves it up where `x ≥ T_{i+1}` and down where `x < T_i`
+//! (two gathers and two comparisons), the rounds needed bounded beforehand from the range and
+//! the float type (one or two for sensible ranges; at most `bins`), so every value lands exactly
+//! where the host's float64 rule puts it.
 //! Float32 values are compared with each threshold rounded *up* to float32: for a float32 `x`,
 //! `x ≥ ⌈T⌉₃₂` exactly when `x ≥ T` in float64 (narrower floats are widened to float32 first,
-//! exactly). Float64 values use the thresholds themselves.
+//! exactly). Float64 values use the thresholds themselves. A rank-one product is rounded to
+//! float32 once, as burn's element-wise product rounds it, on both paths.
 //!
-//! Counting is one scatter-add of ones into per-row counts `[rows, bins + 1]`, summed over
-//! the rows: each row holds a few hundred values, so where the device adds atomically (every
-//! physical GPU: one unit per value) the adds spread over many counters, and where it does
-//! not (CPU devices: one unit per row) the rows run in parallel. Integer adds are exact and
-//! their order does not matter, so the counts are deterministic. Work per value: the
-//! formula, the corrections and one add; launches per piece: a fixed handful, whatever the
-//! number of values or samples.
+//! The tensor-operation path counts with one scatter-add of ones into per-row counts
+//! `[rows, bins + 1]`, summed over the rows: each row holds a few hundred values, so where the
+//! device adds atomically the adds spread over many counters, and where it does not (CPU
+//! devices: one unit per row) the rows run in parallel. Integer adds are exact and their order
+//! does not matter, so the counts are deterministic. Launches per piece: a fixed handful,
+//! whatever the number of values or samples.
 //!
-//! Pieces: a chunk's per-sample gradients are materialised at most [`PIECE_VALUES`] values
-//! at a time (half the largest buffer wgpu binds by default), so a layer's count takes the
-//! same launches at any batch size until its per-sample gradients outgrow that.
+//! Pieces (tensor-operation path only): a chunk's per-sample gradients are materialised at
+//! most [`PIECE_VALUES`] values at a time (half the largest buffer wgpu binds by default), so a
+//! layer's count takes the same launches at any batch size until its per-sample gradients
+//! outgrow that.
 
 use burn::tensor::{
     DType, Device, IndexingUpdateOp, Int, Tensor, TensorCreationOptions, TensorData,
@@ -256,6 +268,9 @@ pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2
 /// GradHist1d's device counts of one chunk's elements: `[bins]` integers.
 pub(crate) fn count_elements(axis: &DeviceAxis, elements: Elements) -> Tensor<1, Int> {
     let bins = axis.bins();
+    if let Some(counts) = kernel_counts(axis, &elements, None) {
+        return counts;
+    }
     dense_pieces(elements, PIECE_VALUES)
         .into_iter()
         .map(|g| {
@@ -278,7 +293,11 @@ pub(crate) fn count_pairs(
 ) -> Tensor<1, Int> {
     let (xb, yb) = (x.bins(), y.bins());
     let numel = theta.dims()[0];
-    let theta_bins = y.bins_of(theta).reshape([1, numel]);
+    let theta_bins = y.bins_of(theta);
+    if let Some(counts) = kernel_counts(x, &elements, Some((theta_bins.clone(), yb))) {
+        return counts;
+    }
+    let theta_bins = theta_bins.reshape([1, numel]);
     dense_pieces(elements, PIECE_VALUES)
         .into_iter()
         .map(|g| {
@@ -292,6 +311,81 @@ pub(crate) fn count_pairs(
         })
         .reduce(|a, b| a + b)
         .unwrap_or_else(|| Tensor::zeros([xb * yb], &x.device))
+}
+
+/// The counts from our own kernel ([`cockpit_kernels`]): float32 elements on a CubeCL device,
+/// one launch per [`cockpit_kernels::LAUNCH_VALUES`] values (rank-one chunks split by
+/// samples, never formed), each value binned against the same rounded-up thresholds as
+/// [`DeviceAxis::bins_of`] compares with, so the counts are the same. `None` elsewhere
+/// (CPU backends, other float types, no CubeCL backend in this build): the tensor-operation
+/// path counts instead.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn kernel_counts(
+    axis: &DeviceAxis,
+    elements: &Elements,
+    cells: Option<(Tensor<1, Int>, usize)>,
+) -> Option<Tensor<1, Int>> {
+    use cockpit_kernels::{Guess, LAUNCH_VALUES, Values, count_bins, count_cells};
+    let (device, dtype) = placement(elements);
+    if dtype != DType::F32 || axis.dtype != DType::F32 || !cockpit_kernels::supports(&device, dtype)
+    {
+        return None;
+    }
+    let pieces = match elements.clone() {
+        Elements::Dense(g) => {
+            let [b, numel] = g.dims();
+            vec![Values::Dense(g.reshape([b * numel]))]
+        }
+        Elements::Outer { a, e } => {
+            let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+            let rows = (LAUNCH_VALUES / (d_in * d_out).max(1)).max(1);
+            (0..b.div_ceil(rows))
+                .map(|piece| {
+                    let (start, len) = (piece * rows, rows.min(b - piece * rows));
+                    Values::Outer {
+                        a: a.clone().narrow(0, start, len),
+                        e: e.clone().narrow(0, start, len),
+                    }
+                })
+                .collect()
+        }
+    };
+    let ((low, high), offset, mul, div) = axis.formula;
+    let guess = Some(Guess {
+        low: low as f32,
+        high: high as f32,
+        offset: offset as f32,
+        mul: mul as f32,
+        div: div as f32,
+        rounds: axis.rounds,
+    });
+    let int_dtype = device.settings().int_dtype;
+    let mut total: Option<Tensor<1, Int>> = None;
+    for values in pieces {
+        let counts = match &cells {
+            None => count_bins(values, axis.thresholds.clone(), axis.bins(), guess)?,
+            Some((y, y_bins)) => count_cells(
+                values,
+                axis.thresholds.clone(),
+                axis.bins(),
+                y.clone(),
+                *y_bins,
+                guess,
+            )?,
+        };
+        total = Some(add_counts(total, counts.cast(int_dtype)));
+    }
+    total
+}
+
+/// Without a CubeCL backend in this build there is no kernel of our own.
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn kernel_counts(
+    _axis: &DeviceAxis,
+    _elements: &Elements,
+    _cells: Option<(Tensor<1, Int>, usize)>,
+) -> Option<Tensor<1, Int>> {
+    None
 }
 
 #[cfg(test)]

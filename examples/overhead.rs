@@ -25,7 +25,9 @@
 //! <ratio>`: the run's peak host heap above what was allocated before it (model, optimizer,
 //! activations, the Cockpit's state) against a plain run's; on CubeCL backends (wgpu, cuda)
 //! `kernels_per_step plain <n>` and `kernels_per_step <name> <n>`: kernels launched per step
-//! (the launch ledger, `persample::launches`; burn's fused chains count once). Each run
+//! (the launch ledger, `persample::launches`; burn's fused chains count once), and with
+//! `--kernel-names` `kernels_added <name> <n> <kernel>`: what each configuration adds to a
+//! plain step, by CubeCL's kernel name. Each run
 //! starts with one step outside the timing and the counts (a GPU compiles its kernels then).
 
 use std::time::Instant;
@@ -261,6 +263,13 @@ struct Run {
     /// Kernels launched per step (the launch ledger; CubeCL backends only), the final
     /// synchronising forward pass spread over the steps alike in every run.
     kernels: Option<f64>,
+    /// Kernels launched per step by kernel name (CubeCL backends only).
+    by_kernel: std::collections::HashMap<&'static str, f64>,
+}
+
+/// Launches so far by kernel name.
+fn launched_by_kernel() -> std::collections::HashMap<&'static str, u64> {
+    launches::by_kernel().into_iter().collect()
 }
 
 /// Runs `steps` training steps, tracking with `cockpit` if given.
@@ -282,12 +291,14 @@ fn run<M: Net>(
     // timing and the counts.
     let warm_up = 1;
     let (mut launched, mut start) = (None, Instant::now());
+    let mut named = std::collections::HashMap::new();
     for step in 0..warm_up + steps {
         if step == warm_up {
             let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
                 .sum()
                 .into_scalar::<f32>();
             launched = launches::launches();
+            named = launched_by_kernel();
             start = Instant::now();
         }
         let (x, y) = &data[step % data.len()];
@@ -361,12 +372,21 @@ fn run<M: Net>(
     let kernels = launches::launches()
         .zip(launched)
         .map(|(after, before)| (after - before) as f64 / steps as f64);
+    let by_kernel = launched_by_kernel()
+        .into_iter()
+        .map(|(name, after)| {
+            let before = named.get(name).copied().unwrap_or(0);
+            (name, (after - before) as f64 / steps as f64)
+        })
+        .filter(|(_, per_step)| *per_step > 0.0)
+        .collect();
     Run {
         seconds,
         products,
         peak_bytes: HEAP.peak_usage().saturating_sub(before),
         reads,
         kernels,
+        by_kernel,
     }
 }
 
@@ -428,6 +448,9 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     );
     let (mut plain_times, mut plain_peaks, mut plain_kernels) = (Vec::new(), Vec::new(), None);
     let mut kernels: Vec<Option<f64>> = vec![None; configs.len()];
+    let names_wanted = std::env::args().any(|a| a == "--kernel-names");
+    let mut plain_names = std::collections::HashMap::new();
+    let mut names = vec![std::collections::HashMap::new(); configs.len()];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut peaks: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut reads: Vec<Vec<(u64, u64)>> = vec![Vec::new(); configs.len()];
@@ -438,6 +461,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         plain_times.push(plain.seconds);
         plain_peaks.push(plain.peak_bytes as f64);
         plain_kernels = plain.kernels;
+        plain_names = plain.by_kernel;
         for (i, (name, kinds)) in configs.iter().enumerate() {
             let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?
                 .with_histogram_engine(histograms);
@@ -446,6 +470,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             peaks[i].push(tracked.peak_bytes as f64);
             reads[i].extend(tracked.reads.iter().copied());
             kernels[i] = tracked.kernels;
+            names[i] = tracked.by_kernel;
             if name == "HessMaxEV" {
                 products.extend(tracked.products.into_iter().map(|p| p as f64));
             }
@@ -500,6 +525,20 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         );
         if let Some(kernels) = kernels {
             println!("kernels_per_step {name} {kernels:.1}");
+        }
+    }
+    if names_wanted {
+        // Which kernels each configuration adds to a plain step (last repeat), most first.
+        for ((name, _), named) in configs.iter().zip(&names) {
+            let mut added: Vec<(&str, f64)> = named
+                .iter()
+                .map(|(k, n)| (*k, n - plain_names.get(k).copied().unwrap_or(0.0)))
+                .filter(|(_, n)| n.abs() > 1e-9)
+                .collect();
+            added.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+            for (kernel, n) in added {
+                println!("kernels_added {name} {n:.1} {kernel}");
+            }
         }
     }
     Ok(())

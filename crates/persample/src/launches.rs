@@ -31,10 +31,18 @@ pub fn launches() -> Option<u64> {
     imp::launches()
 }
 
+/// Kernels launched since [`observe`] was first called, by kernel name (CubeCL's name for the
+/// kernel, such as a fused chain's or a matmul's), most launched first; empty where launches
+/// are not counted. For finding which operations a step's launches come from.
+pub fn by_kernel() -> Vec<(&'static str, u64)> {
+    imp::by_kernel()
+}
+
 #[cfg(feature = "launches")]
 mod imp {
+    use std::collections::HashMap;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::{Arc, OnceLock};
+    use std::sync::{Arc, Mutex, OnceLock};
 
     use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
 
@@ -45,13 +53,32 @@ mod imp {
     /// observer stays installed).
     static OBSERVATION: OnceLock<LaunchObservation> = OnceLock::new();
 
+    /// Launches by kernel name.
+    static BY_KERNEL: Mutex<Option<HashMap<&'static str, u64>>> = Mutex::new(None);
+
     /// Counts each launch.
     struct Counter;
 
     impl LaunchObserver for Counter {
-        fn launched(&self, _kernel: &'static str) {
+        fn launched(&self, kernel: &'static str) {
             LAUNCHED.fetch_add(1, Ordering::Relaxed);
+            // A poisoned map (a panic elsewhere while it was held) keeps counting.
+            let mut names = BY_KERNEL.lock().unwrap_or_else(|e| e.into_inner());
+            *names
+                .get_or_insert_with(HashMap::new)
+                .entry(kernel)
+                .or_default() += 1;
         }
+    }
+
+    pub(super) fn by_kernel() -> Vec<(&'static str, u64)> {
+        let names = BY_KERNEL.lock().unwrap_or_else(|e| e.into_inner());
+        let mut list: Vec<_> = names
+            .iter()
+            .flat_map(|map| map.iter().map(|(k, v)| (*k, *v)))
+            .collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        list
     }
 
     pub(super) fn observe() -> bool {
@@ -75,5 +102,9 @@ mod imp {
 
     pub(super) fn launches() -> Option<u64> {
         None
+    }
+
+    pub(super) fn by_kernel() -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
 }

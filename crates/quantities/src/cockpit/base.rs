@@ -389,6 +389,8 @@ impl Cockpit {
             grads: &grads,
             info: &info,
             loss: std::cell::OnceCell::new(),
+            grad_sq_norms: std::cell::OnceCell::new(),
+            grad_sq_norm: std::cell::OnceCell::new(),
             per_sample: match &per_sample {
                 Ok(stats) => Ok(stats.as_ref()),
                 Err(err) => Err(err),

@@ -25,6 +25,10 @@ pub struct StepContext<'a> {
     pub info: &'a StepInfo,
     /// The mini-batch loss once read ([`StepContext::loss`]).
     pub(crate) loss: std::cell::OnceCell<f64>,
+    /// The gradient's per-parameter squared norms once computed ([`StepContext::grad_sq_norms`]).
+    pub(crate) grad_sq_norms: std::cell::OnceCell<Tensor<1>>,
+    /// Their sum once computed ([`StepContext::grad_sq_norm`]).
+    pub(crate) grad_sq_norm: std::cell::OnceCell<Tensor<1>>,
     /// The per-sample statistics every quantity of this step asked for, reduced in one pass
     /// (or why they could not be had).
     pub per_sample: Result<Option<&'a PerSampleStats>, &'a QuantityError>,
@@ -41,6 +45,23 @@ impl StepContext<'_> {
                 .and_then(|values| values.first().copied())
                 .unwrap_or(f64::NAN)
         })
+    }
+
+    /// `‖∇_p L‖²` per parameter, `[P]`, on the device: computed the first time a quantity asks
+    /// and shared by every other quantity of the step (GradNorm, GradParamRatio, the gradient
+    /// tests, CABS), so a step issues the `P` reductions once however many quantities need them.
+    pub fn grad_sq_norms(&self) -> Tensor<1> {
+        self.grad_sq_norms
+            .get_or_init(|| self.grads.sq_norms())
+            .clone()
+    }
+
+    /// `‖∇L‖²`, `[1]`, on the device: the sum of [`StepContext::grad_sq_norms`], computed once
+    /// per step like them.
+    pub fn grad_sq_norm(&self) -> Tensor<1> {
+        self.grad_sq_norm
+            .get_or_init(|| self.grad_sq_norms().sum())
+            .clone()
     }
 
     /// The learning rate of plain SGD (no momentum, dampening or weight decay), which CABS and

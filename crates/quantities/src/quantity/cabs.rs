@@ -80,7 +80,7 @@ impl Quantity for CABS {
         let totals: Vec<_> = sum_sq.iter().map(|s| s.clone().sum()).collect();
         let parts = vec![
             sum_over_params(&totals)?,
-            ctx.grads.sq_norms().sum(),
+            ctx.grad_sq_norm(),
             ctx.info.loss().clone(),
         ];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))

@@ -361,6 +361,8 @@ mod regressions {
             grads: &params,
             info: &info,
             loss: 1.0.into(),
+            grad_sq_norms: Default::default(),
+            grad_sq_norm: Default::default(),
             per_sample: Err(&failure),
         };
         assert!(hist.compute(&failed).is_err());

@@ -54,7 +54,7 @@ impl Quantity for GradNorm {
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         Ok(self
             .awaiting
-            .read(ctx.step, 0, vec![ctx.grads.sq_norms().sqrt()]))
+            .read(ctx.step, 0, vec![ctx.grad_sq_norms().sqrt()]))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {

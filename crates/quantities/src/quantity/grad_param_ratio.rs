@@ -56,7 +56,7 @@ impl Quantity for GradParamRatio {
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        let ratio = (ctx.grads.sq_norms() / ctx.params.sq_norms()).sqrt();
+        let ratio = (ctx.grad_sq_norms() / ctx.params.sq_norms()).sqrt();
         Ok(self.awaiting.read(ctx.step, 0, vec![ratio]))
     }
 

@@ -124,6 +124,8 @@ impl TinyStep {
             grads: &self.grads,
             info: &self.info,
             loss: self.loss.into(),
+            grad_sq_norms: Default::default(),
+            grad_sq_norm: Default::default(),
             per_sample: Ok(Some(&self.stats)),
         }
     }

@@ -82,7 +82,7 @@ impl Quantity for InnerTest {
         let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
         let pi = sum_over_params(dots)?;
         let centred = (pi.clone() - pi.mean()).square().sum();
-        let numbers = vec![centred, ctx.grads.sq_norms().sum()];
+        let numbers = vec![centred, ctx.grad_sq_norm()];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
     }
 

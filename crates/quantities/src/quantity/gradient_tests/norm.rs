@@ -74,7 +74,7 @@ impl Quantity for NormTest {
         let stats = ctx.per_sample_stats()?;
         let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
         let sum_sq = sum_over_params(sq_norms)?.sum();
-        let numbers = vec![sum_sq, ctx.grads.sq_norms().sum()];
+        let numbers = vec![sum_sq, ctx.grad_sq_norm()];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
     }
 

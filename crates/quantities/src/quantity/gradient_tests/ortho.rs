@@ -79,7 +79,7 @@ impl Quantity for OrthoTest {
         let parts = vec![
             sum_over_params(sq_norms)?.sum(),
             sum_over_params(dots)?.square().sum(),
-            ctx.grads.sq_norms().sum(),
+            ctx.grad_sq_norm(),
         ];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
     }

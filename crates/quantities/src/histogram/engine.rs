@@ -7,11 +7,13 @@ use serde::Deserialize;
 ///
 /// - `Host`: elements (or the factors of rank-one gradients) are read back and counted on every
 ///   core. On a GPU each chunk is a synchronisation and a copy of `b·numel` values.
-/// - `Device`: elements are compared with the bin thresholds on the device and only counts
-///   come back, in the step's one batched read.
+/// - `Device`: elements are binned on the device and only counts come back, in the step's one
+///   batched read. On CubeCL devices float32 elements are counted by a kernel of our own, one
+///   launch per chunk, rank-one gradients without being formed (`cockpit-kernels`).
 /// - `Auto` (the default): the device on a graphics card (wgpu, cuda), the host everywhere
 ///   else: on CPU backends (flex, ndarray) and on wgpu over a software rasterizer (Mesa's
-///   lavapipe), where host counting is hundreds of times faster (`BENCHMARKS.md`).
+///   lavapipe), where host counting is still about 4× faster than the kernel, measured
+///   (`BENCHMARKS.md`).
 ///
 /// Both engines give identical counts for materialised elements. For rank-one gradients
 /// `a_{n,i}·e_{n,o}` the host bins the exact product; the device bins the product rounded to

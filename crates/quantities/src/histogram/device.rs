@@ -243,25 +243,31 @@ fn count_indices(index: Tensor<1, Int>, bins: usize) -> Tensor<1, Int> {
     sum_dim(per_row, 0).reshape([bins + 1]).narrow(0, 0, bins)
 }
 
+/// Rank-one factors `a` `[b, d_in]`, `e` `[b, d_out]` split by samples into pieces of at most
+/// `per_piece` products each (at least one sample a piece).
+fn outer_pieces(a: Tensor<2>, e: Tensor<2>, per_piece: usize) -> Vec<(Tensor<2>, Tensor<2>)> {
+    let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+    let rows = (per_piece / (d_in * d_out).max(1)).max(1);
+    (0..b.div_ceil(rows))
+        .map(|piece| {
+            let (start, len) = (piece * rows, rows.min(b - piece * rows));
+            (
+                a.clone().narrow(0, start, len),
+                e.clone().narrow(0, start, len),
+            )
+        })
+        .collect()
+}
+
 /// A chunk's per-sample gradients `[b, numel]`, materialised a few samples at a time: the
 /// samples of each piece hold at most `per_piece` elements (at least one sample).
 pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2>> {
     match elements {
         Elements::Dense(g) => vec![g],
-        Elements::Outer { a, e } => {
-            let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
-            let rows = (per_piece / (d_in * d_out).max(1)).max(1);
-            (0..b.div_ceil(rows))
-                .map(|piece| {
-                    let (start, len) = (piece * rows, rows.min(b - piece * rows));
-                    Elements::Outer {
-                        a: a.clone().narrow(0, start, len),
-                        e: e.clone().narrow(0, start, len),
-                    }
-                    .dense()
-                })
-                .collect()
-        }
+        Elements::Outer { a, e } => outer_pieces(a, e, per_piece)
+            .into_iter()
+            .map(|(a, e)| Elements::Outer { a, e }.dense())
+            .collect(),
     }
 }
 
@@ -336,19 +342,10 @@ fn kernel_counts(
             let [b, numel] = g.dims();
             vec![Values::Dense(g.reshape([b * numel]))]
         }
-        Elements::Outer { a, e } => {
-            let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
-            let rows = (LAUNCH_VALUES / (d_in * d_out).max(1)).max(1);
-            (0..b.div_ceil(rows))
-                .map(|piece| {
-                    let (start, len) = (piece * rows, rows.min(b - piece * rows));
-                    Values::Outer {
-                        a: a.clone().narrow(0, start, len),
-                        e: e.clone().narrow(0, start, len),
-                    }
-                })
-                .collect()
-        }
+        Elements::Outer { a, e } => outer_pieces(a, e, LAUNCH_VALUES)
+            .into_iter()
+            .map(|(a, e)| Values::Outer { a, e })
+            .collect(),
     };
     let ((low, high), offset, mul, div) = axis.formula;
     let guess = Some(Guess {

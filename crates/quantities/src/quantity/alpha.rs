@@ -31,6 +31,8 @@ enum Path {
     Sgd {
         lr: f64,
         grads: Snapshot,
+        /// `‖∇L_s‖²`, `[1]`: the start step's shared norm (no reductions again at the end).
+        grad_sq_norm: Tensor<1>,
         /// `Σ_p ⟨g_{n,p}, ∇_p L_s⟩`, `[B]`.
         dots: Tensor<1>,
     },
@@ -146,6 +148,7 @@ impl Alpha {
                 Some(Path::Sgd {
                     lr,
                     grads: ctx.grads.clone(),
+                    grad_sq_norm: ctx.grad_sq_norm(),
                     dots: sum_over_params(dots)?,
                 })
             }
@@ -179,7 +182,12 @@ impl Alpha {
             // `t = ‖d‖` and `y_n = g_nᵀd/‖d‖` for `d = −lr·∇L_s`, from the dots the steps'
             // shared passes computed. Every SGD_CHECK_EVERY-th end point (the first included)
             // also checks that the parameters moved by `d`.
-            Path::Sgd { lr, grads, dots } => {
+            Path::Sgd {
+                lr,
+                grads,
+                grad_sq_norm,
+                dots,
+            } => {
                 let stats = ctx.per_sample_stats()?;
                 let end_dots =
                     stats
@@ -192,7 +200,7 @@ impl Alpha {
                 let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
                 let checked = self.sgd_end_points.is_multiple_of(SGD_CHECK_EVERY);
                 self.sgd_end_points += 1;
-                parts.push(grads.sq_norms().sum());
+                parts.push(grad_sq_norm.clone());
                 if checked {
                     let moved = ctx.params.difference(&start.params)?;
                     parts.push(moved.sq_distances(&grads.scaled(-lr))?.sum());

@@ -92,11 +92,11 @@ impl Values {
         }
     }
 
-    fn dtype(&self) -> DType {
+    /// The values' float type; `None` for factors of two different types.
+    fn dtype(&self) -> Option<DType> {
         match self {
-            Values::Dense(v) => v.dtype(),
-            Values::Outer { a, e } if a.dtype() == e.dtype() => a.dtype(),
-            Values::Outer { .. } => DType::Bool(burn::tensor::BoolStore::Native),
+            Values::Dense(v) => Some(v.dtype()),
+            Values::Outer { a, e } => (a.dtype() == e.dtype()).then(|| a.dtype()),
         }
     }
 }
@@ -179,10 +179,10 @@ pub fn count_cells(
 }
 
 fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
-    let device = values.device();
-    let fits = supports(&device, values.dtype())
+    let (device, dtype) = (values.device(), values.dtype()?);
+    let fits = supports(&device, dtype)
         && thresholds.device() == device
-        && thresholds.dtype() == values.dtype()
+        && thresholds.dtype() == dtype
         && thresholds.dims()[0] == bins + 1
         && bins >= 1
         && values.len() <= LAUNCH_VALUES

@@ -1,7 +1,7 @@
 //! Counting on the device, so that only counts come back.
 //!
 //! **On CubeCL devices (wgpu, CUDA), float32:** one launch of our own kernel per chunk
-//! ([`cockpit_kernels`]): each value's bin is the rule's formula corrected against the
+//! (`cockpit-kernels`): each value's bin is the rule's formula corrected against the
 //! thresholds below, as on the tensor-operation path, but in registers (a binary search over
 //! the thresholds where the corrections would take more than a few rounds), counted in the
 //! cube's shared memory and merged with atomic adds; rank-one chunks
@@ -13,9 +13,10 @@
 //! exact thresholds, and the bins are counted by one scatter-add into per-row counts.
 //!
 //! Both paths bin exactly alike. The bin of `x` is the number of thresholds `T_k` (the smallest
-//! value whose bin is at least `k`) that `x` reaches: the kernel searches for it; the
-//! tensor-operation path takes the rule's formula, which float32 rounding may put a bin or more
-//! off, and each correction round moves it up where `x ≥ T_{i+1}` and down where `x < T_i`
+//! value whose bin is at least `k`) that `x` reaches. Both take the rule's formula, which
+//! float32 rounding may put a bin or more off (the kernel searches the thresholds instead
+//! where the rounds below would exceed `cockpit_kernels::MAX_ROUNDS`), and each correction
+//! round moves it up where `x ≥ T_{i+1}` and down where `x < T_i`
 //! (two gathers and two comparisons), the rounds needed bounded beforehand from the range and
 //! the float type (one or two for sensible ranges; at most `bins`), so every value lands exactly
 //! where the host's float64 rule puts it.

@@ -267,6 +267,8 @@ pub struct StepInfo {
     pub(crate) optimizer: Option<OptimizerInfo>,
     pub(crate) per_sample: Option<Arc<dyn PerSampleSource>>,
     pub(crate) curvature: Option<Arc<dyn CurvatureSource>>,
+    pub(crate) sample_ids: Option<Arc<[u64]>>,
+    pub(crate) margins: Option<Tensor<1>>,
 }
 
 impl StepInfo {
@@ -279,6 +281,8 @@ impl StepInfo {
             optimizer: None,
             per_sample: None,
             curvature: None,
+            sample_ids: None,
+            margins: None,
         }
     }
 
@@ -293,6 +297,40 @@ impl StepInfo {
         self.batch_size.get_or_insert(losses.dims()[0]);
         self.individual_losses = Some(losses);
         self
+    }
+
+    /// Whose examples the batch holds: one id per sample, in the batch's order (dataset
+    /// indices, or any `u64` below 2⁶³ that names an example across the run). The
+    /// [`Examples`](crate::quantity::Examples) quantity keeps its per-example record under
+    /// these ids; without them it reports the batch's positions and keeps no record. The ids
+    /// are host numbers: they add nothing to the step's read.
+    pub fn with_sample_ids(mut self, ids: impl Into<Vec<u64>>) -> Self {
+        let ids: Vec<u64> = ids.into();
+        self.batch_size.get_or_insert(ids.len());
+        self.sample_ids = Some(ids.into());
+        self
+    }
+
+    /// Each example's classification margin, `[B]`: the logit of its labelled class minus the
+    /// largest other logit (Pleiss et al.'s *area under the margin* averages it over training;
+    /// negative while the network prefers another class). Optional: the
+    /// [`Examples`](crate::quantity::Examples) record uses it, where given, to tell learned
+    /// examples (margin > 0) from unlearned ones. [`Cockpit::step`](crate::Cockpit::step)
+    /// hands it in for cross-entropy losses itself ([`OutputLoss::margins`](crate::curvature::OutputLoss::margins)).
+    pub fn with_margins(mut self, margins: Tensor<1>) -> Self {
+        self.batch_size.get_or_insert(margins.dims()[0]);
+        self.margins = Some(margins);
+        self
+    }
+
+    /// The sample ids, if given ([`StepInfo::with_sample_ids`]).
+    pub fn sample_ids(&self) -> Option<&[u64]> {
+        self.sample_ids.as_deref()
+    }
+
+    /// The margins, if given ([`StepInfo::with_margins`]).
+    pub fn margins(&self) -> Option<&Tensor<1>> {
+        self.margins.as_ref()
     }
 
     /// The optimizer that will take this step.
@@ -365,6 +403,12 @@ impl StepInfo {
         if let Some(losses) = &self.individual_losses {
             let dims = losses.dims();
             sizes.push(("the per-sample losses", dims[0]));
+        }
+        if let Some(ids) = &self.sample_ids {
+            sizes.push(("the sample ids", ids.len()));
+        }
+        if let Some(margins) = &self.margins {
+            sizes.push(("the margins", margins.dims()[0]));
         }
         // A source that recorded nothing reports 0 samples; its own error (a coverage
         // report) says more than a batch mismatch would.

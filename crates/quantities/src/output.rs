@@ -82,6 +82,47 @@ impl Estimate {
     }
 }
 
+/// One example's part of a step's gradient ([`ExampleShares::top`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleShare {
+    /// The example's id ([`StepInfo::with_sample_ids`](crate::StepInfo::with_sample_ids)), or
+    /// its position in the batch where the step had no ids.
+    pub id: u64,
+    /// `‖g_n‖² / Σ_m ‖g_m‖²`: its share of the batch's summed squared per-sample gradient
+    /// norms.
+    pub share: f64,
+    /// Its loss `ℓ_n` at this step.
+    pub loss: f64,
+}
+
+/// Which examples carry a step's gradient ([`Examples`](crate::quantity::Examples)): the
+/// largest shares of `Σ_n ‖g_n‖²` and how concentrated they are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExampleShares {
+    /// The batch size `B`.
+    pub batch: usize,
+    /// The fewest examples whose squared gradient norms add up to at least half of
+    /// `Σ_n ‖g_n‖²` (`B/2`-ish for an even spread, 1 when one example dominates; 0 for an
+    /// all-zero gradient).
+    pub half: usize,
+    /// Whether [`ExampleShare::id`]s are the user's ids (else batch positions).
+    pub ids_known: bool,
+    /// The examples with the largest shares, largest first.
+    pub top: Vec<ExampleShare>,
+}
+
+impl ExampleShares {
+    /// [`ExampleShares::half`] as a fraction of the batch, `half / B` (NaN for an empty batch).
+    pub fn half_fraction(&self) -> f64 {
+        self.half as f64 / self.batch as f64
+    }
+
+    /// The largest single share (NaN when none is known).
+    pub fn top_share(&self) -> f64 {
+        self.top.first().map_or(f64::NAN, |e| e.share)
+    }
+}
+
 /// One value in the Cockpit output.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -101,6 +142,8 @@ pub enum Value {
     Hist1d(Histogram1d),
     /// A 2-d histogram (GradHist2d).
     Hist2d(Histogram2d),
+    /// The examples that carry the step's gradient (Examples).
+    Examples(ExampleShares),
     /// Anything else found in a log written by another tool.
     Other(serde_json::Value),
 }
@@ -133,6 +176,7 @@ impl Value {
             Value::Estimate(e) => e.values.iter().chain(&e.stderr).all(|x| x.is_finite()),
             Value::Arrays(a) => a.iter().all(|a| a.data.iter().all(|x| x.is_finite())),
             Value::Hist1d(h) => h.hist.iter().all(|x| x.is_finite()),
+            Value::Examples(e) => e.top.iter().all(|x| x.share.is_finite()),
         }
     }
 }

@@ -649,13 +649,36 @@ impl Cockpit {
         std::mem::take(&mut self.output)
     }
 
-    /// Writes the output in Cockpit's log format to `path` (exactly that path).
+    /// Writes the output in Cockpit's log format to `path` (exactly that path) and, where an
+    /// [`Examples`](crate::quantity::Examples) quantity has recorded examples, its
+    /// per-example table beside it ([`examples::table_path`](crate::examples::table_path):
+    /// `run.json` → `run.examples.csv`). Both files are replaced atomically.
     ///
     /// # Errors
     ///
-    /// [`CockpitError::Log`] if the file cannot be written; the output stays in memory.
+    /// [`CockpitError::Log`] if a file cannot be written; the output and the record stay in
+    /// memory.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), CockpitError> {
-        write_log(path, &self.output).map_err(CockpitError::from)
+        let path = path.as_ref();
+        write_log(path, &self.output).map_err(CockpitError::from)?;
+        if let Some(record) = self.examples().filter(|r| !r.is_empty()) {
+            crate::examples::write_table(crate::examples::table_path(path), record)?;
+        }
+        Ok(())
+    }
+
+    /// The per-example record of the [`Examples`](crate::quantity::Examples) quantity, if the
+    /// Cockpit runs one.
+    pub fn examples(&self) -> Option<&crate::examples::ExampleRecord> {
+        self.quantities.iter().find_map(|q| q.example_record())
+    }
+
+    /// Whether a quantity due at `step` keeps a per-example record (then
+    /// [`Cockpit::step`] hands it the margins of a cross-entropy loss).
+    pub(super) fn records_examples(&self, step: usize) -> bool {
+        self.quantities
+            .iter()
+            .any(|q| q.should_compute(step) && q.example_record().is_some())
     }
 
     /// Warnings recorded so far, oldest first: non-finite losses and values, quantities'

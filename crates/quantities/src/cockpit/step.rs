@@ -114,11 +114,60 @@ impl Cockpit {
         M: Module + Sync + 'static,
         F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
     {
+        self.step_inner(model, forward, loss, None)
+    }
+
+    /// [`Cockpit::step`] on a batch whose examples are named by `ids` (dataset indices, one
+    /// per sample in the batch's order; [`StepInfo::with_sample_ids`]): the
+    /// [`Examples`](crate::quantity::Examples) quantity keeps its per-example record under
+    /// them, with the margins of a cross-entropy loss.
+    ///
+    /// ```no_run
+    /// # use burn::tensor::{Int, Tensor};
+    /// # use cockpit_quantities::{Cockpit, curvature::OutputLoss};
+    /// # fn demo<M: burn::module::Module + Sync + 'static>(cockpit: &mut Cockpit, model: &M, forward: fn(&M, Tensor<2>) -> Tensor<2>, x: Tensor<2>, labels: Tensor<1, Int>, indices: Vec<u64>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let step = cockpit.step_with_ids(model, move |m: &M| forward(m, x.clone()), OutputLoss::classes(labels, 10), indices)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Cockpit::step`]; [`CockpitError::BatchMismatch`] if there are not as many ids
+    /// as samples.
+    pub fn step_with_ids<M, F>(
+        &mut self,
+        model: &M,
+        forward: F,
+        loss: OutputLoss,
+        ids: impl Into<Vec<u64>>,
+    ) -> Result<Stepped, CockpitError>
+    where
+        M: Module + Sync + 'static,
+        F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+    {
+        self.step_inner(model, forward, loss, Some(ids.into()))
+    }
+
+    fn step_inner<M, F>(
+        &mut self,
+        model: &M,
+        forward: F,
+        loss: OutputLoss,
+        ids: Option<Vec<u64>>,
+    ) -> Result<Stepped, CockpitError>
+    where
+        M: Module + Sync + 'static,
+        F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+    {
         let step = self.next_step();
         let forward = Arc::new(forward);
         let recorder = self.needs_per_sample(step).then(Recorder::start);
         let output = forward(model);
         let loss = loss.with_dtype(output.dtype());
+        let margins = self
+            .records_examples(step)
+            .then(|| loss.margins(output.clone().detach()))
+            .flatten();
         let losses = loss.per_sample(output);
         let mean = losses.clone().mean();
         let grads = mean.backward();
@@ -127,6 +176,12 @@ impl Cockpit {
         let batch = losses.dims()[0];
         let mut info =
             StepInfo::new(mean.clone().detach()).with_individual_losses(losses.clone().detach());
+        if let Some(ids) = ids {
+            info = info.with_sample_ids(ids);
+        }
+        if let Some(margins) = margins {
+            info = info.with_margins(margins);
+        }
         match recording {
             Some(Ok(recording)) if self.step_options.exact_fallback => {
                 let (model, forward, loss) = (model.clone(), forward.clone(), loss.clone());

@@ -86,6 +86,25 @@ impl OutputLoss {
             Self::CrossEntropy(y) => crate::persample::loss::cross_entropy_with_probabilities(f, y),
         }
     }
+
+    /// Each example's classification margin on the logits `f` `[B, C]`, `[B]`: the logit of
+    /// its labelled class (the target's largest entry) minus the largest other logit;
+    /// `None` for a regression loss. −∞ with a single class.
+    ///
+    /// # Cost
+    ///
+    /// A few element-wise kernels and two reductions over `[B, C]`; no read.
+    pub fn margins(&self, f: Tensor<2>) -> Option<Tensor<1>> {
+        let Self::CrossEntropy(y) = self.clone().with_dtype(f.dtype()) else {
+            return None;
+        };
+        let batch = f.dims()[0];
+        let label = y.clone().argmax(1);
+        let labelled = f.clone().gather(1, label);
+        let is_label = y.clone().equal(y.max_dim(1));
+        let other = f.mask_fill(is_label, f64::NEG_INFINITY).max_dim(1);
+        Some((labelled - other).reshape([batch]))
+    }
 }
 
 /// Second-order information about the step's mean mini-batch loss `L(θ_t)`, on the batch of the

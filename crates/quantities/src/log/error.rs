@@ -70,4 +70,14 @@ pub enum LogError {
         /// What is wrong.
         message: String,
     },
+    /// The per-example table ([`examples::write_table`](crate::examples::write_table)) could
+    /// not be written or is not one.
+    #[error("`{}` is not a per-example table: {source}", path.display())]
+    Table {
+        /// The file.
+        path: PathBuf,
+        /// What the CSV reader or writer said.
+        #[source]
+        source: csv::Error,
+    },
 }

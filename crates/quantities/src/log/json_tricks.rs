@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::json::Json;
-use crate::{Histogram1d, Histogram2d, HostArray, Output, Value};
+use crate::{ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Output, Value};
 
 /// The key of the first step's entry that holds the parameters' dotted names (a column the
 /// Python `CockpitPlotter` has no instrument for, so it ignores it).
@@ -125,8 +125,67 @@ pub(crate) fn encode_value(value: &Value) -> Json {
             }
             Json::Object(map)
         }
+        Value::Examples(e) => encode_examples(e),
         Value::Other(json) => Json::from_serde(json.clone()),
     }
+}
+
+/// Examples' value: an object the Python `CockpitPlotter` has no instrument for (it reads
+/// only the keys it knows).
+fn encode_examples(e: &ExampleShares) -> Json {
+    let mut map = BTreeMap::new();
+    map.insert("batch".into(), Json::Int(e.batch as i64));
+    map.insert("half".into(), Json::Int(e.half as i64));
+    map.insert("ids_known".into(), Json::Bool(e.ids_known));
+    map.insert(
+        "top_ids".into(),
+        Json::Array(e.top.iter().map(|t| Json::Int(t.id as i64)).collect()),
+    );
+    map.insert(
+        "top_shares".into(),
+        floats(&e.top.iter().map(|t| t.share).collect::<Vec<_>>()),
+    );
+    map.insert(
+        "top_losses".into(),
+        floats(&e.top.iter().map(|t| t.loss).collect::<Vec<_>>()),
+    );
+    Json::Object(map)
+}
+
+/// The object [`encode_examples`] writes, or `None` for any other object.
+fn decode_examples(map: &BTreeMap<String, Json>) -> Option<Value> {
+    let count = |key: &str| match map.get(key)? {
+        Json::Int(i) if *i >= 0 => Some(*i as usize),
+        _ => None,
+    };
+    let numbers = |key: &str| match map.get(key)? {
+        Json::Array(items) => items.iter().map(Json::as_f64).collect::<Option<Vec<_>>>(),
+        _ => None,
+    };
+    let ids: Vec<u64> = match map.get("top_ids")? {
+        Json::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Json::Int(i) if *i >= 0 => Some(*i as u64),
+                _ => None,
+            })
+            .collect::<Option<_>>()?,
+        _ => return None,
+    };
+    let (shares, losses) = (numbers("top_shares")?, numbers("top_losses")?);
+    if shares.len() != ids.len() || losses.len() != ids.len() {
+        return None;
+    }
+    Some(Value::Examples(ExampleShares {
+        batch: count("batch")?,
+        half: count("half")?,
+        ids_known: matches!(map.get("ids_known"), Some(Json::Bool(true))),
+        top: ids
+            .into_iter()
+            .zip(shares.into_iter().zip(losses))
+            .map(|(id, (share, loss))| ExampleShare { id, share, loss })
+            .collect(),
+    }))
 }
 
 fn encode_hist1d(h: &Histogram1d) -> Json {
@@ -218,7 +277,10 @@ fn decode_value(json: Json) -> Result<Value, String> {
             None => Value::Other(Json::Array(items).into_serde()),
         },
         Json::Object(map) => {
-            decode_histogram(&map).unwrap_or_else(|| Value::Other(Json::Object(map).into_serde()))
+            match decode_histogram(&map).or_else(|| decode_examples(&map)) {
+                Some(value) => value,
+                None => Value::Other(Json::Object(map).into_serde()),
+            }
         }
         other => Value::Other(other.into_serde()),
     };

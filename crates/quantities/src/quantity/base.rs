@@ -252,6 +252,13 @@ pub trait Quantity: Send {
         PerSampleNeeds::NONE
     }
 
+    /// The per-example record this quantity keeps across the run
+    /// ([`Examples`](crate::quantity::Examples)); `None` for every other quantity. The
+    /// Cockpit writes it beside the log and hands margins to steps where it is due.
+    fn example_record(&self) -> Option<&crate::examples::ExampleRecord> {
+        None
+    }
+
     /// Warnings from the last `compute` (e.g. HessMaxEV not converging), handed to the
     /// Cockpit's warnings.
     fn take_warnings(&mut self) -> Vec<String> {

@@ -19,6 +19,7 @@ kind::kinds! {
     cabs => CABS;
     distance => Distance;
     early_stopping => EarlyStopping;
+    examples => Examples;
     grad_hist1d => GradHist1d;
     grad_hist2d => GradHist2d;
     grad_norm => GradNorm;

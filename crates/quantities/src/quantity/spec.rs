@@ -51,6 +51,8 @@ pub enum ValueShape {
     Histogram2d,
     /// One array per parameter.
     Arrays,
+    /// Which examples carry the step's gradient ([`ExampleShares`](crate::ExampleShares)).
+    Examples,
 }
 
 impl ValueShape {

@@ -285,6 +285,11 @@ fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryVal
         Value::Hist2d(h) => histogram(format!("{tag}/gradients"), &gradient_marginal(h))
             .into_iter()
             .collect(),
+        Value::Examples(e) => vec![
+            scalar(format!("{tag}/half_fraction"), e.half_fraction()),
+            scalar(format!("{tag}/half_count"), e.half as f64),
+            scalar(format!("{tag}/top_share"), e.top_share()),
+        ],
         _ => Vec::new(),
     }
 }

@@ -37,6 +37,10 @@ pub(crate) struct Captured {
     pub(crate) losses: Option<Tensor<1>>,
     /// The per-sample factors of the instrumented layers.
     pub(crate) factors: Option<Result<Recording, PerSampleError>>,
+    /// The batch's example ids, when given ([`train_output_with_ids`]).
+    pub(crate) ids: Option<Vec<u64>>,
+    /// The examples' margins `[B]` (detached), when given ([`train_output_with_margins`]).
+    pub(crate) margins: Option<Tensor<1>>,
 }
 
 thread_local! {
@@ -88,6 +92,56 @@ pub fn train_output_per_sample<M: Module, T>(
     capture(model, loss, Some(losses), item)
 }
 
+/// Like [`train_output_per_sample`], with the batch's example ids (dataset indices, one per
+/// sample in the batch's order): the [`Examples`](cockpit_quantities::quantity::Examples)
+/// quantity keeps its per-example record under them. With gradient accumulation and on
+/// several devices each micro-batch's ids are joined like its statistics.
+///
+/// ```ignore
+/// fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
+///     let (item, losses) = self.forward_with_losses(batch.images, batch.targets);
+///     cockpit_train::train_output_with_ids(self, losses, batch.indices.clone(), item)
+/// }
+/// ```
+pub fn train_output_with_ids<M: Module, T>(
+    model: &M,
+    losses: Tensor<1>,
+    ids: impl Into<Vec<u64>>,
+    item: T,
+) -> TrainOutput<T> {
+    let loss = losses.clone().mean();
+    let ids = ids.into();
+    with_examples(Some(ids), None);
+    capture(model, loss, Some(losses), item)
+}
+
+/// Like [`train_output_with_ids`], with each example's classification margin `[B]` (the
+/// labelled class's logit minus the largest other one;
+/// [`OutputLoss::margins`](cockpit_quantities::curvature::OutputLoss::margins) computes it
+/// from the logits), which the record uses to tell learned examples from unlearned ones.
+pub fn train_output_with_margins<M: Module, T>(
+    model: &M,
+    losses: Tensor<1>,
+    ids: impl Into<Vec<u64>>,
+    margins: Tensor<1>,
+    item: T,
+) -> TrainOutput<T> {
+    let loss = losses.clone().mean();
+    with_examples(Some(ids.into()), Some(margins.detach()));
+    capture(model, loss, Some(losses), item)
+}
+
+/// Keeps the step's ids and margins in the open capture (outside an instrumented step:
+/// nothing).
+fn with_examples(ids: Option<Vec<u64>>, margins: Option<Tensor<1>>) {
+    CAPTURE.with(|c| {
+        if let Some(capture) = c.borrow_mut().as_mut() {
+            capture.captured.ids = ids;
+            capture.captured.margins = margins;
+        }
+    });
+}
+
 fn capture<M: Module, T>(
     model: &M,
     loss: Tensor<1>,
@@ -98,12 +152,11 @@ fn capture<M: Module, T>(
     CAPTURE.with(|c| {
         if let Some(capture) = c.borrow_mut().as_mut() {
             let factors = capture.recorder.take().map(|r| r.finish(&grads));
-            capture.captured = Captured {
-                seen: true,
-                loss: Some(loss.detach()),
-                losses: losses.map(Tensor::detach),
-                factors,
-            };
+            let captured = &mut capture.captured;
+            captured.seen = true;
+            captured.loss = Some(loss.detach());
+            captured.losses = losses.map(Tensor::detach);
+            captured.factors = factors;
         }
     });
     TrainOutput::new(model, grads, item)

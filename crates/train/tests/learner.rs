@@ -21,7 +21,7 @@ use burn::train::{
     ClassificationOutput, ExecutionStrategy, InferenceStep, Learner, LearnerModel,
     MultiDeviceOptim, SupervisedTraining, TrainOutput, TrainStep, TrainingStrategy,
 };
-use cockpit_quantities::curvature::{FiniteDifferenceHvp, Hutchinson};
+use cockpit_quantities::curvature::{FiniteDifferenceHvp, Hutchinson, OutputLoss};
 use cockpit_quantities::persample::{Linear, Recorder};
 use cockpit_quantities::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, StepInfo, Value,
@@ -68,6 +68,8 @@ impl Net {
 struct Batch {
     x: Tensor<2>,
     y: Tensor<1, Int>,
+    /// The items' indices in the data set.
+    ids: Vec<u64>,
 }
 
 impl TrainStep for Net {
@@ -75,7 +77,10 @@ impl TrainStep for Net {
     type Output = ClassificationOutput;
 
     fn step(&self, batch: Batch) -> TrainOutput<ClassificationOutput> {
-        train_step(self, self.losses(&batch), batch)
+        let (losses, logits) = self.losses(&batch);
+        let (ids, margins) = (batch.ids.clone(), margins(&logits, &batch));
+        let (losses, item) = classification((losses, logits), batch);
+        cockpit_train::train_output_with_margins(self, losses, ids, margins, item)
     }
 }
 
@@ -101,6 +106,13 @@ fn classification(
     (losses, item)
 }
 
+/// Each example's margin from its `logits` (the labelled entry minus the largest other).
+fn margins(logits: &Tensor<2>, batch: &Batch) -> Tensor<1> {
+    OutputLoss::classes(batch.y.clone(), 3)
+        .margins(logits.clone().detach())
+        .unwrap()
+}
+
 /// A training step through `train_output_per_sample`, as the README says.
 fn train_step<M: Module>(
     model: &M,
@@ -115,6 +127,7 @@ fn train_step<M: Module>(
 struct Item {
     x: [f32; 3],
     y: i64,
+    id: u64,
 }
 
 #[derive(Clone)]
@@ -128,6 +141,7 @@ impl Batcher<Item, Batch> for ItemBatcher {
         Batch {
             x: Tensor::from_data(TensorData::new(x, [n, 3]), device),
             y: Tensor::from_data(TensorData::new(y, [n]), device),
+            ids: items.iter().map(|i| i.id).collect(),
         }
     }
 }
@@ -140,6 +154,7 @@ fn items() -> Vec<Item> {
             Item {
                 x: [t.sin(), (1.3 * t).cos(), ((i % 5) as f32 - 2.0) * 0.4],
                 y: (i % 3) as i64,
+                id: i as u64,
             }
         })
         .collect()
@@ -296,6 +311,12 @@ fn numbers(v: &Value) -> Vec<f64> {
         Value::List(l) => l.clone(),
         Value::Estimate(e) => e.values.iter().chain(&e.stderr).copied().collect(),
         Value::Hist1d(h) => h.hist.iter().chain(&h.edges).copied().collect(),
+        // The shares in order; which id holds each is checked through the per-example record
+        // (two near-equal shares may trade places between float32 computations).
+        Value::Examples(e) => [e.batch as f64, e.half as f64, f64::from(u8::from(e.ids_known))]
+            .into_iter()
+            .chain(e.top.iter().map(|t| t.share))
+            .collect(),
         other => panic!("unexpected value {other:?}"),
     }
 }
@@ -538,13 +559,30 @@ fn assert_tracks_the_union(reference: &Cockpit, cockpit: &CockpitLearner) {
         for (a, b) in x.iter().zip(&y) {
             assert!(
                 (a - b).abs() <= tol * a.abs().max(1e-2) || (a.is_nan() && b.is_nan()),
-                "{name} at {at}: tracked {b}, one step on the union {a}"
+                "{name} at {at}: tracked {b}, one step on the union {a}: {other:?} vs {value:?}"
             );
         }
         compared += 1;
     }
-    // 6 steps × 13 quantities, less what a step does not store (Alpha, UpdateSize at the last).
-    assert!(compared >= 70, "{compared} values compared");
+    // 6 steps × 14 quantities, less what a step does not store (Alpha, UpdateSize at the last).
+    assert!(compared >= 76, "{compared} values compared");
+    // The per-example record: the union's ids joined in the same order, every example seen
+    // as often with the same numbers.
+    let (want, have) = (reference.examples().unwrap(), cockpit.examples().unwrap());
+    assert_eq!(want.len(), SAMPLES, "every example recorded");
+    assert_eq!(have.len(), want.len());
+    for (a, b) in want.rows().into_iter().zip(have.rows()) {
+        assert_eq!((a.id, a.seen, a.forgetting), (b.id, b.seen, b.forgetting));
+        assert_eq!((a.learned_visit, a.learned_now), (b.learned_visit, b.learned_now));
+        for (x, y) in [
+            (a.loss_mean, b.loss_mean),
+            (a.grad_norm_mean, b.grad_norm_mean),
+            (a.margin_mean, b.margin_mean),
+            (a.share_mean, b.share_mean),
+        ] {
+            assert!((x - y).abs() <= 1e-4 * x.abs().max(1e-2), "example {}: {x} vs {y}", a.id);
+        }
+    }
     let warnings = cockpit.warnings();
     assert!(
         !warnings.iter().any(|w| w.contains("refused")),
@@ -556,7 +594,7 @@ fn assert_tracks_the_union(reference: &Cockpit, cockpit: &CockpitLearner) {
 /// `cockpit` asks for (per-sample factors, finite-difference curvature).
 fn union_step(cockpit: &mut Cockpit, step: usize, net: Net, batch: &Batch, lr: f64) -> Net {
     let recorder = Recorder::start();
-    let (losses, _) = net.losses(batch);
+    let (losses, logits) = net.losses(batch);
     let loss = losses.clone().mean();
     let grads = loss.backward();
     let factors = recorder.finish(&grads).unwrap();
@@ -571,7 +609,9 @@ fn union_step(cockpit: &mut Cockpit, step: usize, net: Net, batch: &Batch, lr: f
         .with_optimizer(OptimizerInfo::sgd(lr))
         .with_batch_size(batch.x.dims()[0])
         .with_per_sample(factors)
-        .with_curvature(hvp);
+        .with_curvature(hvp)
+        .with_sample_ids(batch.ids.clone())
+        .with_margins(margins(&logits, batch));
     cockpit.track(step, &net, &grads, info).unwrap();
     SgdConfig::new().init().step(lr, net, grads)
 }
@@ -580,6 +620,7 @@ fn union(batches: &[&Batch]) -> Batch {
     Batch {
         x: Tensor::cat(batches.iter().map(|b| b.x.clone()).collect(), 0),
         y: Tensor::cat(batches.iter().map(|b| b.y.clone()).collect(), 0),
+        ids: batches.iter().flat_map(|b| b.ids.iter().copied()).collect(),
     }
 }
 
@@ -591,6 +632,7 @@ fn union_kinds() -> Vec<QuantityKind> {
         QuantityKind::CABS,
         QuantityKind::EarlyStopping,
         QuantityKind::HessMaxEV,
+        QuantityKind::Examples,
     ]);
     kinds
 }
@@ -647,6 +689,7 @@ fn shards(device: &Device, n: usize) -> Vec<Vec<Batch>> {
     let part = |from: usize, to: usize| Batch {
         x: all.x.clone().slice(from..to),
         y: all.y.clone().slice(from..to),
+        ids: all.ids[from..to].to_vec(),
     };
     (0..n)
         .map(|r| {

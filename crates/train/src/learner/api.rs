@@ -415,6 +415,13 @@ impl CockpitLearner {
         self.lock().cockpit.output().clone()
     }
 
+    /// The per-example record so far (a copy), where the configuration runs
+    /// [`Examples`](cockpit_quantities::quantity::Examples) and the steps hand in ids
+    /// ([`train_output_with_ids`](crate::train_output_with_ids)).
+    pub fn examples(&self) -> Option<cockpit_quantities::examples::ExampleRecord> {
+        self.lock().cockpit.examples().cloned()
+    }
+
     /// Warnings so far: the Cockpit's own (non-finite values) and the adapter's (quantities
     /// that failed, refused per-sample or curvature work), each adapter warning once.
     pub fn warnings(&self) -> Vec<String> {

@@ -84,8 +84,17 @@ pub(super) fn track<M: Module>(
     );
 
     // Hand this worker's part to rank 0.
+    let ids: Option<Vec<u64>> = pending
+        .iter()
+        .map(|p| p.capture.ids.clone())
+        .collect::<Option<Vec<_>>>()
+        .map(|parts| parts.concat());
+    let margins: Option<Vec<Tensor<1>>> =
+        pending.iter().map(|p| p.capture.margins.clone()).collect();
     let deposit = Deposit {
         step,
+        ids,
+        margins: margins.filter(|m| !m.is_empty()).map(|m| Tensor::cat(m, 0)),
         losses: pending
             .iter()
             .filter_map(|p| p.capture.loss.clone())
@@ -244,6 +253,22 @@ fn union_info(
     }
     let mut info = StepInfo::new(Tensor::cat(losses, 0).mean())
         .with_optimizer(state.optimizer.on_union(lr, k));
+    // The workers' ids and margins joined in rank order, as their statistics are.
+    let ids: Option<Vec<u64>> = deposits
+        .iter()
+        .map(|d| d.ids.clone())
+        .collect::<Option<Vec<_>>>()
+        .map(|parts| parts.concat());
+    if let Some(ids) = ids {
+        info = info.with_sample_ids(ids);
+    }
+    let margins: Option<Vec<Tensor<1>>> = deposits
+        .iter()
+        .map(|d| d.margins.clone().map(|m| m.to_device(device)))
+        .collect();
+    if let Some(margins) = margins {
+        info = info.with_margins(Tensor::cat(margins, 0));
+    }
     match joined {
         Ok(joined) if joined.sizes.iter().any(|b| *b != joined.sizes[0]) => {
             state.problem(format!(

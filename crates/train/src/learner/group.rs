@@ -61,6 +61,10 @@ pub(super) struct Deposit {
     pub(super) step: usize,
     /// The mean loss of each of its micro-batches.
     pub(super) losses: Vec<Tensor<1>>,
+    /// Its micro-batches' example ids, joined (`None` if one has none).
+    pub(super) ids: Option<Vec<u64>>,
+    /// Its micro-batches' margins, joined (`None` if one has none).
+    pub(super) margins: Option<Tensor<1>>,
     /// Its per-sample sources (for the histograms' gradient elements).
     pub(super) factors: Option<Arc<dyn PerSampleSource>>,
     /// Its curvature sources, with their batch sizes.

@@ -211,6 +211,12 @@ impl State {
         else {
             return Some(info);
         };
+        if let Some(ids) = capture.ids {
+            info = info.with_sample_ids(ids);
+        }
+        if let Some(margins) = capture.margins {
+            info = info.with_margins(margins);
+        }
         match capture.losses {
             Some(losses) => info = info.with_individual_losses(losses),
             None if self.cockpit.needs_per_sample(step) => self.problem(
@@ -280,6 +286,8 @@ impl State {
             return info;
         }
         let mut losses = Vec::new();
+        let mut ids: Option<Vec<u64>> = Some(Vec::new());
+        let mut margins = Vec::new();
         let mut factors: Vec<Arc<dyn PerSampleSource>> = Vec::new();
         let mut curvature: Vec<(usize, Box<dyn CurvatureSource>)> = Vec::new();
         let (mut missing_factors, mut missing_curvature) = (false, false);
@@ -287,6 +295,13 @@ impl State {
             if let Some(l) = p.capture.losses {
                 losses.push(l);
             }
+            // The micro-batches' ids joined in order, like their losses and statistics; a
+            // micro-batch without ids leaves the step without.
+            ids = ids.zip(p.capture.ids).map(|(mut all, own)| {
+                all.extend(own);
+                all
+            });
+            margins.extend(p.capture.margins);
             match p.capture.factors {
                 Some(Ok(f)) => factors.push(Pending::per_sample(f, p.fallback)),
                 Some(Err(err)) => {
@@ -302,6 +317,12 @@ impl State {
         }
         if losses.len() == k {
             info = info.with_individual_losses(Tensor::cat(losses, 0));
+        }
+        if let Some(ids) = ids {
+            info = info.with_sample_ids(ids);
+        }
+        if margins.len() == k {
+            info = info.with_margins(Tensor::cat(margins, 0));
         }
         if !missing_factors {
             match MergedPerSample::new(factors) {

@@ -5,6 +5,7 @@
 //! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...]             # what it shows, in words
 //! cockpit replay FIXTURE.json --out LOG.json [--variants]                     # a PyTorch run in burn
 //! cockpit check CONFIG.toml|CONFIG.json                                      # a config, before training
+//! cockpit examples LOG.json|TABLE.csv [--top N] [--kind K,K] [--json]         # which examples
 //! ```
 //!
 //! Exit status: 0 on success (and when `diagnose` flags nothing), 1 when `diagnose` flags
@@ -54,6 +55,31 @@ enum Command {
     /// Serves the dashboard (both screens, the last step seen, the diagnosis) as a page that
     /// redraws itself as the log grows; open the printed address in a browser.
     Serve(ServeArgs),
+    /// Ranks a run's examples from its per-example table (written beside the log when the run
+    /// tracks `Examples` with sample ids): likely mislabeled, never learned, forgotten, hard,
+    /// with the evidence for each.
+    Examples(ExamplesArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExamplesArgs {
+    /// The run's log (`run.json`, `run.jsonl`: the table beside it, `run.examples.csv`) or the
+    /// table itself (`.csv`).
+    log: PathBuf,
+    /// How many examples to list (0: all).
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    /// Only these kinds, comma-separated: never-learned, likely-mislabeled, forgotten, hard,
+    /// unremarkable (default: every kind but unremarkable).
+    #[arg(long, value_delimiter = ',', value_parser = cockpit_cli::examples::parse_suspicion)]
+    kind: Vec<cockpit_quantities::examples::Suspicion>,
+    /// The loss below which an example counted as learned, for runs without margins (the
+    /// `Examples` setting `learned_loss`; default ln 2).
+    #[arg(long, default_value_t = std::f64::consts::LN_2)]
+    learned_loss: f64,
+    /// Print the ranking as JSON (for tools).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -249,6 +275,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check(args).map(|()| true),
         Command::Export(args) => export(args).map(|()| true),
         Command::Serve(args) => serve(args).map(|()| true),
+        Command::Examples(args) => examples(args).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -346,6 +373,22 @@ fn export(args: ExportArgs) -> Result<(), CliError> {
         args.log.display(),
         path.display()
     );
+    Ok(())
+}
+
+fn examples(args: ExamplesArgs) -> Result<(), CliError> {
+    use cockpit_cli::examples;
+    let (table, all) = examples::ranked(&args.log, args.learned_loss)?;
+    let total = all.len();
+    let mut ranked = examples::select(all, &args.kind);
+    if args.top > 0 {
+        ranked.truncate(args.top);
+    }
+    if args.json {
+        sayln!("{}", examples::to_json(&ranked));
+    } else {
+        say!("{}", examples::report(&table, total, &ranked));
+    }
     Ok(())
 }
 

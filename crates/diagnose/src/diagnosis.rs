@@ -92,7 +92,7 @@ const READ: [(cockpit_quantities::QuantityKind, &str); 7] = {
 /// The codes of every check, in the order they run.
 pub const CHECKS: &str = "non-finite, step-too-large, step-too-small, exploding-start, \
     misscaled-inputs, gradient-imbalance, frozen-layer, small-batch, rising-curvature, \
-    loss-not-decreasing";
+    loss-not-decreasing, few-examples";
 
 impl Diagnosis {
     /// Orders `findings` by the step they first show and merges each into the earliest

@@ -32,6 +32,8 @@ pub enum Code {
     LossNotDecreasing,
     /// NaN or infinite values.
     NonFinite,
+    /// Late in training, a handful of examples carry most of the gradient (Examples).
+    FewExamples,
 }
 
 impl Code {
@@ -50,6 +52,7 @@ impl Code {
             Self::VanishingGradient => "vanishing-gradient",
             Self::LossNotDecreasing => "loss-not-decreasing",
             Self::NonFinite => "non-finite",
+            Self::FewExamples => "few-examples",
         }
     }
 
@@ -112,6 +115,9 @@ impl Code {
             Self::VanishingGradient => "check for saturated or dead units",
             Self::LossNotDecreasing => "check the data, labels and loss",
             Self::NonFinite => "find the first non-finite step; lower the learning rate",
+            Self::FewExamples => {
+                "look at those examples (`cockpit examples LOG`): wrong labels, duplicates or outliers the network is memorising"
+            }
         }
     }
 }

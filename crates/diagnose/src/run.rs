@@ -1,6 +1,6 @@
 //! [`Run`]: the series of a Cockpit output that the checks read, with the parameter names.
 
-use cockpit_quantities::{Histogram1d, Output, QuantityKind, Value};
+use cockpit_quantities::{ExampleShares, Histogram1d, Output, QuantityKind, Value};
 
 /// `(step, value)` pairs in step order.
 pub type Scalars = Vec<(usize, f64)>;
@@ -33,6 +33,8 @@ pub struct Run {
     pub tests: Vec<(&'static str, Scalars)>,
     /// The gradient-element histograms.
     pub hist1d: Vec<(usize, Histogram1d)>,
+    /// Which examples carried each step's gradient (Examples).
+    pub examples: Vec<(usize, ExampleShares)>,
     names: Vec<String>,
 }
 
@@ -92,6 +94,14 @@ impl Run {
                 .map(|k| (k.name(), k.numbers(output)))
                 .collect(),
             hist1d,
+            examples: K::Examples
+                .series(output)
+                .into_iter()
+                .filter_map(|(s, v)| match v {
+                    Value::Examples(e) => Some((s, e.clone())),
+                    _ => None,
+                })
+                .collect(),
             names: names.to_vec(),
         }
     }

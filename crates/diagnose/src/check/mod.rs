@@ -3,6 +3,7 @@
 mod batch;
 mod curvature;
 mod depth;
+mod examples;
 mod layers;
 mod progress;
 mod start;
@@ -24,5 +25,6 @@ pub(crate) fn all(run: &Run) -> Vec<Finding> {
     findings.extend(batch::small_batch(run));
     findings.extend(curvature::rising(run));
     findings.extend(progress::loss_not_decreasing(run));
+    findings.extend(examples::few_examples(run));
     findings
 }

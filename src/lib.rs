@@ -30,10 +30,10 @@ pub use cockpit_diagnose as diagnose;
 /// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
 pub use cockpit_plot as plot;
 pub use cockpit_quantities::{
-    Cockpit, CockpitConfig, CockpitError, Configuration, EpochLog, Estimate, Histogram1d,
-    Histogram2d, HostArray, Named, OptimizerInfo, Output, QuantityConfig, QuantityError, Schedule,
-    StepInfo, StepOptions, StepReport, Stepped, Value, curvature, histogram, log, persample,
-    quantity, readback,
+    Cockpit, CockpitConfig, CockpitError, Configuration, EpochLog, Estimate, ExampleShare,
+    ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OptimizerInfo, Output,
+    QuantityConfig, QuantityError, Schedule, StepInfo, StepOptions, StepReport, Stepped, Value,
+    curvature, examples, histogram, log, persample, quantity, readback,
 };
 // Types whose home is a module (`quantity`, `persample`): one page each, there.
 #[doc(no_inline)]

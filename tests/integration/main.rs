@@ -19,6 +19,7 @@ mod cifar3c3d;
 mod cockpit_api;
 mod curvature;
 mod dashboard;
+mod examples;
 mod fuzz;
 mod kill_writes;
 mod launch_ledger;

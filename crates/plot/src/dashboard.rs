@@ -8,7 +8,7 @@ use crate::data::DashboardData;
 use crate::error::{PlotError, draw_err};
 use crate::instrument::base::{Area, Scale};
 use crate::instrument::{
-    alpha_gauge, cabs_gauge, distance_gauge, early_stopping_gauge, grad_norm_gauge,
+    alpha_gauge, cabs_gauge, distance_gauge, early_stopping_gauge, examples_gauge, grad_norm_gauge,
     gradient_tests_gauge, histogram_1d_gauge, histogram_2d_gauge, hyperparameter_gauge,
     max_ev_gauge, mean_gsnr_gauge, performance_gauge, quantity_gauge, tic_gauge, trace_gauge,
 };
@@ -92,6 +92,7 @@ impl Panel {
             "mean_gsnr_gauge" => "MeanGSNR",
             "cabs_gauge" => "CABS",
             "early_stopping_gauge" => "EarlyStopping",
+            "examples_gauge" => "Examples (with sample ids)",
             name if name.starts_with("layerwise") => "GradHist2d",
             _ => "its quantity",
         }
@@ -247,13 +248,31 @@ pub fn draw<DB: DrawingBackend>(
                 ],
                 SECONDARY_QUANTITIES,
             )?;
-            let layers = Rect {
+            let right = Rect {
                 x: col_x(1),
                 y: top,
                 w: 2 * col_w + gap,
                 h: body_h,
             };
-            page.layerwise(layers)?;
+            if data.examples_top.is_some() {
+                // The examples below the per-layer histograms (beyond Cockpit).
+                let upper = body_h.saturating_sub(gap) * 3 / 5;
+                page.layerwise(Rect { h: upper, ..right })?;
+                let lower = Rect {
+                    y: top + upper + gap,
+                    h: body_h.saturating_sub(upper + gap),
+                    ..right
+                };
+                page.column(
+                    lower,
+                    "EXAMPLES",
+                    GREY,
+                    &[("examples_gauge", examples_gauge::draw::<DB>)],
+                    &[],
+                )?;
+            } else {
+                page.layerwise(right)?;
+            }
         }
     }
     Ok(page.rendered)

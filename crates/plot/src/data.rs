@@ -135,6 +135,10 @@ pub struct DashboardData {
     pub cabs: Series,
     /// EarlyStopping.
     pub early_stopping: Series,
+    /// Examples' concentration: the share of the batch that carries half of `Σ_n ‖g_n‖²`.
+    pub examples_half: Series,
+    /// The last Examples value and its step (the examples with the largest shares).
+    pub examples_top: Option<(usize, cockpit_quantities::ExampleShares)>,
     /// Steps in the log.
     pub steps: usize,
     /// The parameters' dotted names the log carries (empty for a Python-written log): the
@@ -205,6 +209,21 @@ impl DashboardData {
             mean_gsnr: Series::quantity(output, QuantityKind::MeanGSNR),
             cabs: Series::quantity(output, QuantityKind::CABS),
             early_stopping: Series::quantity(output, QuantityKind::EarlyStopping),
+            examples_half: Series::of(
+                QuantityKind::Examples
+                    .series(output)
+                    .into_iter()
+                    .filter_map(|(step, value)| match value {
+                        Value::Examples(e) => Some((step, e.half_fraction())),
+                        _ => None,
+                    }),
+            ),
+            examples_top: QuantityKind::Examples
+                .last(output)
+                .and_then(|(step, v)| match v {
+                    Value::Examples(e) => Some((step, e.clone())),
+                    _ => None,
+                }),
             steps: output.steps().count(),
             parameter_names: output.parameter_names().to_vec(),
             quantities: QuantityKind::ALL

@@ -46,7 +46,9 @@ pub use cockpit_persample::{ParamEntry, Snapshot};
 pub use config::{CockpitConfig, Configuration, Named, QuantityConfig};
 pub use error::{CockpitError, QuantityError};
 pub use info::{OptimizerInfo, StepInfo};
-pub use output::{Estimate, ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Output, Value};
+pub use output::{
+    Estimate, ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Output, Value,
+};
 #[doc(no_inline)]
 pub use quantity::{Quantity, QuantityKind, QuantityType, Reduction, StepContext};
 pub use schedule::Schedule;

@@ -313,10 +313,14 @@ fn numbers(v: &Value) -> Vec<f64> {
         Value::Hist1d(h) => h.hist.iter().chain(&h.edges).copied().collect(),
         // The shares in order; which id holds each is checked through the per-example record
         // (two near-equal shares may trade places between float32 computations).
-        Value::Examples(e) => [e.batch as f64, e.half as f64, f64::from(u8::from(e.ids_known))]
-            .into_iter()
-            .chain(e.top.iter().map(|t| t.share))
-            .collect(),
+        Value::Examples(e) => [
+            e.batch as f64,
+            e.half as f64,
+            f64::from(u8::from(e.ids_known)),
+        ]
+        .into_iter()
+        .chain(e.top.iter().map(|t| t.share))
+        .collect(),
         other => panic!("unexpected value {other:?}"),
     }
 }
@@ -573,14 +577,21 @@ fn assert_tracks_the_union(reference: &Cockpit, cockpit: &CockpitLearner) {
     assert_eq!(have.len(), want.len());
     for (a, b) in want.rows().into_iter().zip(have.rows()) {
         assert_eq!((a.id, a.seen, a.forgetting), (b.id, b.seen, b.forgetting));
-        assert_eq!((a.learned_visit, a.learned_now), (b.learned_visit, b.learned_now));
+        assert_eq!(
+            (a.learned_visit, a.learned_now),
+            (b.learned_visit, b.learned_now)
+        );
         for (x, y) in [
             (a.loss_mean, b.loss_mean),
             (a.grad_norm_mean, b.grad_norm_mean),
             (a.margin_mean, b.margin_mean),
             (a.share_mean, b.share_mean),
         ] {
-            assert!((x - y).abs() <= 1e-4 * x.abs().max(1e-2), "example {}: {x} vs {y}", a.id);
+            assert!(
+                (x - y).abs() <= 1e-4 * x.abs().max(1e-2),
+                "example {}: {x} vs {y}",
+                a.id
+            );
         }
     }
     let warnings = cockpit.warnings();

@@ -5,6 +5,7 @@ pub mod base;
 pub mod cabs_gauge;
 pub mod distance_gauge;
 pub mod early_stopping_gauge;
+pub mod examples_gauge;
 pub mod grad_norm_gauge;
 pub mod gradient_tests_gauge;
 pub mod histogram_1d_gauge;

@@ -122,9 +122,7 @@ pub fn rank(rows: &[ExampleStats], learned_loss: f64) -> Vec<Ranked> {
             stats: stats.clone(),
         })
         .collect();
-    ranked.sort_by(|a, b| {
-        descending(a.score, b.score).then_with(|| a.stats.id.cmp(&b.stats.id))
-    });
+    ranked.sort_by(|a, b| descending(a.score, b.score).then_with(|| a.stats.id.cmp(&b.stats.id)));
     ranked
 }
 
@@ -265,6 +263,10 @@ mod tests {
                 Suspicion::Unremarkable
             ]
         );
-        assert!(ranked[0].evidence.contains("never learned"), "{}", ranked[0].evidence);
+        assert!(
+            ranked[0].evidence.contains("never learned"),
+            "{}",
+            ranked[0].evidence
+        );
     }
 }

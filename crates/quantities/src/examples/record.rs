@@ -291,8 +291,14 @@ mod tests {
         ]);
         assert_eq!(record.len(), 2);
         assert_eq!(record.dropped(), 1);
-        assert!(record.get(1).unwrap().learned_now, "margin > 0 despite a high loss");
-        assert!(!record.get(2).unwrap().learned_now, "margin < 0 despite a low loss");
+        assert!(
+            record.get(1).unwrap().learned_now,
+            "margin > 0 despite a high loss"
+        );
+        assert!(
+            !record.get(2).unwrap().learned_now,
+            "margin < 0 despite a low loss"
+        );
         assert_eq!(record.fold(&[visit(1, 1, f64::NAN, 1.0, None)]), 1);
         assert_eq!(record.get(1).unwrap().seen, 1);
         record.fold(&[visit(1, 2, 1.0, 1.0, Some(-0.7))]);

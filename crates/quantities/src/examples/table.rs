@@ -103,7 +103,11 @@ mod tests {
         assert_eq!(rows.len(), 2);
         for row in &rows {
             let kept = record.get(row.id).unwrap();
-            assert_eq!(format!("{row:?}"), format!("{kept:?}"), "NaN-aware equality");
+            assert_eq!(
+                format!("{row:?}"),
+                format!("{kept:?}"),
+                "NaN-aware equality"
+            );
         }
         std::fs::write(&path, "id,seen\n1,two\n").unwrap();
         let err = read_table(&path).unwrap_err();

@@ -276,12 +276,10 @@ fn decode_value(json: Json) -> Result<Value, String> {
             Some(arrays) => Value::Arrays(arrays),
             None => Value::Other(Json::Array(items).into_serde()),
         },
-        Json::Object(map) => {
-            match decode_histogram(&map).or_else(|| decode_examples(&map)) {
-                Some(value) => value,
-                None => Value::Other(Json::Object(map).into_serde()),
-            }
-        }
+        Json::Object(map) => match decode_histogram(&map).or_else(|| decode_examples(&map)) {
+            Some(value) => value,
+            None => Value::Other(Json::Object(map).into_serde()),
+        },
         other => Value::Other(other.into_serde()),
     };
     match &value {

@@ -314,8 +314,12 @@ fn run<M: Net>(
         let factors = recorder.map(|r| r.finish(&grads));
         let grads = GradientsParams::from_grads(grads, &model);
         if let Some(cockpit) = cockpit.as_mut() {
+            // Dataset indices of the batch's examples (what the Examples record is keyed by).
+            let b = x.dims()[0];
+            let first = (step % data.len()) * b;
             let mut info = StepInfo::new(loss.detach())
                 .with_individual_losses(per_sample.detach())
+                .with_sample_ids((first as u64..(first + b) as u64).collect::<Vec<_>>())
                 .with_optimizer(OptimizerInfo::sgd(LR));
             if let Some(curvature) = curvature {
                 info = info.with_curvature(curvature);
@@ -434,6 +438,14 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
             .kinds()
             .into_iter()
             .filter(|k| *k != QuantityKind::GradHist1d)
+            .collect(),
+    ));
+    configs.push((
+        "economy+Examples".into(),
+        Configuration::Economy
+            .kinds()
+            .into_iter()
+            .chain([QuantityKind::Examples])
             .collect(),
     ));
     configs.push(("business".into(), Configuration::Business.kinds()));

@@ -210,7 +210,11 @@ fn the_secondary_screen_draws_auxiliary_and_per_layer_histograms() {
         width: 1200,
     };
     let labels: Vec<&str> = rendered.headers.iter().map(|h| h.label).collect();
-    assert_eq!(labels, ["AUXILIARY", "LAYERWISE"]);
+    // The replay tracks Examples too (by batch position: a fixture has no sample ids): its
+    // view sits below the per-layer histograms.
+    assert_eq!(labels, ["AUXILIARY", "LAYERWISE", "EXAMPLES"]);
+    let examples = rendered.panel("examples_gauge").unwrap();
+    assert!(examples.drawn && image.marks(examples.rect) > 300);
     let gsnr = rendered.panel("mean_gsnr_gauge").unwrap();
     assert!(gsnr.drawn && image.marks(gsnr.rect) > 300);
     // mlp_mse has momentum-free SGD: CABS and EarlyStopping are there too.

@@ -14,6 +14,11 @@ mod common;
 #[path = "../../examples/common/architectures.rs"]
 mod architectures;
 
+/// The flipped-label run of `examples/mislabeled.rs`, shared by the examples tests.
+#[path = "../../examples/common/noisy_labels.rs"]
+#[allow(dead_code)]
+mod noisy_labels;
+
 mod backend_reductions;
 mod cifar3c3d;
 mod cockpit_api;

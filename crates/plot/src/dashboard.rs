@@ -254,13 +254,24 @@ pub fn draw<DB: DrawingBackend>(
                 w: 2 * col_w + gap,
                 h: body_h,
             };
+            let layerwise = data
+                .hist2d
+                .as_ref()
+                .is_some_and(|(_, h)| !h.individual.is_empty());
             if data.examples_top.is_some() {
-                // The examples below the per-layer histograms (beyond Cockpit).
-                let upper = body_h.saturating_sub(gap) * 3 / 5;
-                page.layerwise(Rect { h: upper, ..right })?;
+                // The examples (beyond Cockpit) below the per-layer histograms, or in their
+                // place when there are none.
+                let upper = if layerwise {
+                    body_h.saturating_sub(gap) * 3 / 5
+                } else {
+                    0
+                };
+                if layerwise {
+                    page.layerwise(Rect { h: upper, ..right })?;
+                }
                 let lower = Rect {
-                    y: top + upper + gap,
-                    h: body_h.saturating_sub(upper + gap),
+                    y: top + upper + if layerwise { gap } else { 0 },
+                    h: body_h.saturating_sub(upper + if layerwise { gap } else { 0 }),
                     ..right
                 };
                 page.column(

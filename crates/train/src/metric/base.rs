@@ -75,6 +75,21 @@ pub fn text_value(value: &Value) -> String {
             format!("{nx}x{ny} bins, gradient marginal {}", bars(marginal))
         }
         Value::Arrays(arrays) => format!("{} arrays", arrays.len()),
+        Value::Examples(e) => {
+            let top: Vec<String> = e
+                .top
+                .iter()
+                .take(3)
+                .map(|t| format!("{} {:.1}%", t.id, 100.0 * t.share))
+                .collect();
+            let who = if e.ids_known { "ids" } else { "positions" };
+            format!(
+                "{} of {} examples carry half; top {who}: {}",
+                e.half,
+                e.batch,
+                top.join(", ")
+            )
+        }
         other => other
             .as_f64()
             .map_or_else(|| "n/a".into(), |v| format!("{v}")),
@@ -122,6 +137,21 @@ mod tests {
         assert!(text.ends_with(" ▅█"), "{text}"); // 2/4 of the tallest: level round(3.5) = 4
         assert!(text.contains("n=6"), "{text}");
         assert_eq!(MetricForm::of(QuantityKind::GradHist1d), MetricForm::Text);
+        assert_eq!(MetricForm::of(QuantityKind::Examples), MetricForm::Text);
+        let shares = Value::Examples(cockpit_quantities::ExampleShares {
+            batch: 8,
+            half: 2,
+            ids_known: true,
+            top: vec![cockpit_quantities::ExampleShare {
+                id: 41,
+                share: 0.3,
+                loss: 2.0,
+            }],
+        });
+        assert_eq!(
+            text_value(&shares),
+            "2 of 8 examples carry half; top ids: 41 30.0%"
+        );
         assert_eq!(MetricForm::of(QuantityKind::Alpha), MetricForm::Numeric);
     }
 }

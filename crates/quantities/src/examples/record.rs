@@ -181,7 +181,10 @@ impl ExampleRecord {
     pub fn fold(&mut self, visits: &[Visit]) -> usize {
         let mut skipped = 0;
         for visit in visits {
-            if !(visit.loss.is_finite() && visit.grad_norm.is_finite()) {
+            if !(visit.loss.is_finite()
+                && visit.grad_norm.is_finite()
+                && visit.relative_share.is_finite())
+            {
                 skipped += 1;
                 continue;
             }

@@ -139,7 +139,7 @@ fn encode_examples(e: &ExampleShares) -> Json {
     map.insert("ids_known".into(), Json::Bool(e.ids_known));
     map.insert(
         "top_ids".into(),
-        Json::Array(e.top.iter().map(|t| Json::Int(t.id as i64)).collect()),
+        Json::Array(e.top.iter().map(|t| encode_id(t.id)).collect()),
     );
     map.insert(
         "top_shares".into(),
@@ -150,6 +150,12 @@ fn encode_examples(e: &ExampleShares) -> Json {
         floats(&e.top.iter().map(|t| t.loss).collect::<Vec<_>>()),
     );
     Json::Object(map)
+}
+
+/// An id as a JSON integer, or as its decimal text at 2⁶³ and above (beyond JSON's signed
+/// integers as most readers take them).
+fn encode_id(id: u64) -> Json {
+    i64::try_from(id).map_or_else(|_| Json::Str(id.to_string()), Json::Int)
 }
 
 /// The object [`encode_examples`] writes, or `None` for any other object.
@@ -166,7 +172,8 @@ fn decode_examples(map: &BTreeMap<String, Json>) -> Option<Value> {
         Json::Array(items) => items
             .iter()
             .map(|i| match i {
-                Json::Int(i) if *i >= 0 => Some(*i as u64),
+                Json::Int(i) => u64::try_from(*i).ok(),
+                Json::Str(text) => text.parse().ok(),
                 _ => None,
             })
             .collect::<Option<_>>()?,
@@ -467,6 +474,47 @@ mod tests {
         let decoded = decode_output(Json::parse(odd).unwrap()).unwrap();
         assert!(matches!(decoded.get(0, "HessTrace"), Some(Value::List(_))));
         assert!(decoded.get(0, "X_stderr").is_some());
+    }
+
+    /// Examples' shares round-trip, ids at and above 2⁶³ included; an object that only looks
+    /// like one (a negative id, lists of different lengths) stays `Other`.
+    #[test]
+    fn example_shares_round_trip() {
+        let mut output = Output::new();
+        output.insert(
+            2,
+            "Examples",
+            Value::Examples(ExampleShares {
+                batch: 128,
+                half: 3,
+                ids_known: true,
+                top: vec![
+                    ExampleShare {
+                        id: u64::MAX,
+                        share: 0.5,
+                        loss: 2.25,
+                    },
+                    ExampleShare {
+                        id: 7,
+                        share: 0.125,
+                        loss: 0.5,
+                    },
+                ],
+            }),
+        );
+        let text = encode_output(&output).to_line();
+        let decoded = decode_output(Json::parse(&text).unwrap()).unwrap();
+        assert_eq!(decoded, output);
+        for odd in [
+            r#"{"0": {"Examples": {"batch": 2, "half": 1, "top_ids": [-1], "top_shares": [1.0], "top_losses": [1.0]}}}"#,
+            r#"{"0": {"Examples": {"batch": 2, "half": 1, "top_ids": [1, 2], "top_shares": [1.0], "top_losses": [1.0]}}}"#,
+        ] {
+            let decoded = decode_output(Json::parse(odd).unwrap()).unwrap();
+            assert!(
+                matches!(decoded.get(0, "Examples"), Some(Value::Other(_))),
+                "{odd}"
+            );
+        }
     }
 
     #[test]

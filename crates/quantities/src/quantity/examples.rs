@@ -191,7 +191,12 @@ impl Quantity for Examples {
             .take(self.settings.top)
             .map(|&n| ExampleShare {
                 id: id_of(n),
-                share: sq_norms[n] / total,
+                // An all-zero gradient is carried by no one.
+                share: if total > 0.0 {
+                    sq_norms[n] / total
+                } else {
+                    0.0
+                },
                 loss: losses[n],
             })
             .collect();
@@ -204,7 +209,8 @@ impl Quantity for Examples {
                         step,
                         loss: losses[n],
                         grad_norm: sq_norms[n].max(0.0).sqrt(),
-                        relative_share: sq_norms[n] / mean,
+                        // All equal (1) when the whole batch's gradient is zero.
+                        relative_share: if mean > 0.0 { sq_norms[n] / mean } else { 1.0 },
                         margin: with_margins.then(|| margins[n]),
                     })
                     .collect();
@@ -317,6 +323,37 @@ mod tests {
         // Ids that disagree with the batch are refused before any quantity runs.
         let wrong = step.info.clone().with_sample_ids(vec![1, 2, 3]);
         assert!(wrong.check_batch().is_err());
+    }
+
+    /// A zero gradient: shares 0, concentration 0, the record's shares 1 (not NaN); one
+    /// sample: it carries everything.
+    #[test]
+    fn zero_gradients_and_one_sample() {
+        let ids = [ParamId::new()];
+        let mut zero = TinyStep::new(0, &ids, &[&[0.0]], &[vec![vec![0.0]], vec![vec![0.0]]], 1.0);
+        zero.info = zero
+            .info
+            .clone()
+            .with_individual_losses(crate::quantity::testing::tensor(&[0.5, 0.5]))
+            .with_sample_ids(vec![1, 2]);
+        let mut q = Examples::new(Schedule::every_step());
+        let Some((0, Value::Examples(shares))) = q.compute(&zero.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert_eq!(shares.half, 0);
+        assert!(shares.top.iter().all(|t| t.share == 0.0));
+        assert!(Value::Examples(shares).is_finite());
+        assert_eq!(q.example_record().unwrap().get(1).unwrap().share_mean, 1.0);
+        let mut one = TinyStep::new(0, &ids, &[&[0.0]], &[vec![vec![2.0]]], 1.0);
+        one.info = one
+            .info
+            .clone()
+            .with_individual_losses(crate::quantity::testing::tensor(&[3.0]));
+        let Some((0, Value::Examples(shares))) = q.compute(&one.ctx()).unwrap() else {
+            panic!("no value")
+        };
+        assert_eq!((shares.batch, shares.half), (1, 1));
+        assert_eq!(shares.top[0].share, 1.0);
     }
 
     #[test]

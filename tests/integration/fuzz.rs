@@ -14,7 +14,9 @@ use std::time::Duration;
 use burn_cockpit::diagnose::Diagnoser;
 use burn_cockpit::log::{parse_log, read_stream};
 use burn_cockpit::plot::{PlotOptions, Screen, render_rgb};
-use burn_cockpit::{CockpitConfig, Histogram1d, Histogram2d, Output, Schedule, Value};
+use burn_cockpit::{
+    CockpitConfig, ExampleShare, ExampleShares, Histogram1d, Histogram2d, Output, Schedule, Value,
+};
 use cockpit_cli::replay::Fixture;
 use proptest::prelude::*;
 
@@ -75,7 +77,7 @@ fn number() -> impl Strategy<Value = f64> {
 }
 
 /// The keys a reader looks for, and some it does not.
-const KEYS: [&str; 24] = [
+const KEYS: [&str; 25] = [
     "Loss",
     "Alpha",
     "GradNorm",
@@ -93,6 +95,7 @@ const KEYS: [&str; 24] = [
     "MeanGSNR",
     "CABS",
     "EarlyStopping",
+    "Examples",
     "Time",
     "Parameters",
     "train_accuracy",
@@ -127,8 +130,27 @@ fn histogram_2d() -> impl Strategy<Value = Histogram2d> {
         })
 }
 
+fn example_shares() -> impl Strategy<Value = ExampleShares> {
+    (
+        any::<usize>(),
+        any::<usize>(),
+        any::<bool>(),
+        prop::collection::vec((any::<u64>(), number(), number()), 0..6),
+    )
+        .prop_map(|(batch, half, ids_known, top)| ExampleShares {
+            batch,
+            half,
+            ids_known,
+            top: top
+                .into_iter()
+                .map(|(id, share, loss)| ExampleShare { id, share, loss })
+                .collect(),
+        })
+}
+
 fn value() -> impl Strategy<Value = Value> {
     prop_oneof![
+        1 => example_shares().prop_map(Value::Examples),
         4 => number().prop_map(Value::Float),
         1 => any::<i64>().prop_map(Value::Int),
         2 => prop::collection::vec(number(), 0..5).prop_map(Value::List),

@@ -20,7 +20,7 @@ pub(crate) fn few_examples(run: &Run) -> Option<Finding> {
         return None;
     }
     let fraction = median(late.iter().map(|(_, e)| e.half_fraction()));
-    if !(fraction <= CONCENTRATION) {
+    if fraction.is_nan() || fraction > CONCENTRATION {
         return None;
     }
     let batch = median(late.iter().map(|(_, e)| e.batch as f64));

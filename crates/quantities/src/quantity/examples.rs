@@ -102,7 +102,7 @@ impl QuantityType for Examples {
 
 /// The fewest of `sq_norms` (sorted descending) that add up to at least half their sum.
 fn half_count(sorted: &[f64], total: f64) -> usize {
-    if !(total > 0.0) {
+    if total.is_nan() || total <= 0.0 {
         return 0;
     }
     let mut running = 0.0;

@@ -1,7 +1,8 @@
 //! Which examples: a classification run whose training labels are flipped at random (5 % and
 //! 20 % by default), tracked by Cockpit's Examples quantity with the dataset indices as sample
 //! ids, and how well the per-example record finds the flipped examples after the run — the
-//! record's ranking (minus the mean margin) against the loss alone and forgetting events.
+//! record's ranking (the mean loss over visits) and minus the mean margin against the loss at
+//! the end alone and forgetting events.
 //! Run it in release:
 //!
 //! ```text
@@ -98,8 +99,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             outcome.memorised, outcome.clean_fit
         );
         let scores: [(&str, Detection); 4] = [
-            ("ranking(-mean_margin)", outcome.ranking),
-            ("mean_loss", outcome.mean_loss),
+            ("ranking(mean_loss)", outcome.ranking),
+            ("minus_mean_margin", outcome.margin),
             ("last_loss", outcome.last_loss),
             ("forgetting_events", outcome.forgetting),
         ];

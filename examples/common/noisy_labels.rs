@@ -162,14 +162,14 @@ pub struct Detection {
 pub struct Outcome {
     /// The examples flipped.
     pub flipped: usize,
-    /// The record's ranking score (`−mean margin`, [`score`]).
+    /// The record's ranking score ([`score`]: the mean loss over visits).
     pub ranking: Detection,
+    /// Minus the mean margin (the area under the margin, Pleiss et al.).
+    pub margin: Detection,
     /// Baseline: the loss at the last visit alone.
     pub last_loss: Detection,
     /// Baseline: forgetting events (Toneva et al.).
     pub forgetting: Detection,
-    /// The mean loss over visits (the score without margins).
-    pub mean_loss: Detection,
     /// The share of flipped examples the network classified as labelled at the end
     /// (memorised).
     pub memorised: f64,
@@ -261,7 +261,7 @@ pub fn run(
         ranking: detection(&rows, flipped, score),
         last_loss: detection(&rows, flipped, |r| r.loss_last),
         forgetting: detection(&rows, flipped, |r| r.forgetting as f64),
-        mean_loss: detection(&rows, flipped, |r| r.loss_mean),
+        margin: detection(&rows, flipped, |r| -r.margin_mean),
         memorised: share(true),
         clean_fit: share(false),
         reads_per_step: (

@@ -203,7 +203,7 @@ fn ids_reach_every_output(backend: &Backend) {
         );
     }
 
-    // The table beside the log, read back; `cockpit examples` ranks it by mean margin.
+    // The table beside the log, read back; `cockpit examples` ranks it by mean loss.
     cockpit.write(&log).unwrap();
     let table = burn_cockpit::examples::table_path(&log);
     let rows = burn_cockpit::examples::read_table(&table).unwrap();
@@ -215,12 +215,12 @@ fn ids_reach_every_output(backend: &Backend) {
         .map(|(id, seen)| {
             (
                 *id,
-                -seen.iter().map(|v| v.2).sum::<f64>() / seen.len() as f64,
+                seen.iter().map(|v| v.0).sum::<f64>() / seen.len() as f64,
             )
         })
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
-    assert_eq!(ranked[0].stats.id, worst.0, "the lowest mean margin first");
+    assert_eq!(ranked[0].stats.id, worst.0, "the highest mean loss first");
     let json = cockpit_cli::examples::to_json(&ranked);
     assert_eq!(json.as_array().unwrap().len(), EXAMPLES as usize);
 

@@ -51,8 +51,8 @@ pub fn select(ranked: Vec<Ranked>, kinds: &[Suspicion]) -> Vec<Ranked> {
 /// The ranking as text: a header, then one line per example.
 pub fn report(table: &Path, total: usize, ranked: &[Ranked]) -> String {
     let mut text = format!(
-        "{} suspicious example(s) of {total} in {} (most suspicious first; score: −mean \
-         margin where the run gave margins, else the mean loss)\n",
+        "{} suspicious example(s) of {total} in {} (most suspicious first; score: the mean \
+         loss over the example's visits)\n",
         ranked.len(),
         table.display()
     );

@@ -54,7 +54,65 @@ mod architectures;
 mod bench;
 
 use architectures::{ConvAutoencoder, GuideCnn, PAD, TextClassifier, Translator};
-use bench::{arg, median};
+use bench::median;
+use clap::{Parser, ValueEnum};
+
+/// The options (`--help` lists them; unknown options and values are refused).
+#[derive(Debug, Parser)]
+struct Args {
+    /// Benchmark instead of training.
+    #[arg(long)]
+    bench: bool,
+    /// Which models: `both` is the guide CNN and the transformer, `all` every model.
+    #[arg(long, value_enum, default_value_t = Models::Both)]
+    model: Models,
+    /// Steps (default: 300 training, 20 per benchmark run).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: Option<u64>,
+    /// Training: compare with single-sample passes every N steps.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    check_every: u64,
+    /// Training: the batch size.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
+    /// Benchmark: runs per configuration (the median is printed).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: u64,
+    /// Benchmark: keep only these configurations, comma-separated (`economy`, `business`,
+    /// `full` or a per-sample quantity's name; an unknown name is refused).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Benchmark: leave out `economy` through the exact fallback.
+    #[arg(long)]
+    no_exact: bool,
+    /// Benchmark: where the histograms count.
+    #[arg(long, value_enum, default_value_t = Histograms::Auto)]
+    histograms: Histograms,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Models {
+    Cnn,
+    Transformer,
+    Autoencoder,
+    EncoderDecoder,
+    Both,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Histograms {
+    Auto,
+    Host,
+    Device,
+}
+
+/// The command line, parsed once in `main`.
+static ARGS: std::sync::OnceLock<Args> = std::sync::OnceLock::new();
+
+fn args() -> &'static Args {
+    ARGS.get_or_init(Args::parse)
+}
 
 /// The host heap, now and at its peak (flex keeps every tensor there).
 #[global_allocator]
@@ -571,8 +629,8 @@ fn train<T: Task>(
     device: &Device,
     dtype: DType,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let steps: usize = arg("--steps", 300);
-    let check_every: usize = arg("--check-every", 50);
+    let steps = args().steps.unwrap_or(300) as usize;
+    let check_every = args().check_every as usize;
     let mut cockpit = Cockpit::from_kinds(Configuration::Economy.kinds(), &Schedule::every_step())?;
     let mut model = task.model(device);
     let progress = indicatif::ProgressBar::new(steps as u64);
@@ -669,17 +727,17 @@ fn timed<T: Task>(
 
 /// Where the benchmark's histograms count: `--histograms auto|host|device` (default `auto`).
 fn histogram_engine() -> HistogramEngine {
-    match arg("--histograms", "auto".to_string()).as_str() {
-        "host" => HistogramEngine::Host,
-        "device" => HistogramEngine::Device,
-        _ => HistogramEngine::Auto,
+    match args().histograms {
+        Histograms::Host => HistogramEngine::Host,
+        Histograms::Device => HistogramEngine::Device,
+        Histograms::Auto => HistogramEngine::Auto,
     }
 }
 
 /// Plain against tracked steps, interleaved.
 fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::Error>> {
-    let steps: usize = arg("--steps", 20);
-    let repeats: usize = arg("--repeats", 3);
+    let steps = args().steps.unwrap_or(20) as usize;
+    let repeats = args().repeats as usize;
     let data: Vec<_> = (0..4).map(|s| task.batch(device, s)).collect();
     let mut configs: Vec<(String, Vec<QuantityKind>, bool)> =
         vec![("economy".into(), Configuration::Economy.kinds(), false)];
@@ -695,12 +753,18 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     }
     configs.push(("business".into(), Configuration::Business.kinds(), false));
     configs.push(("full".into(), Configuration::Full.kinds(), false));
-    if !std::env::args().any(|a| a == "--no-exact") {
+    if !args().no_exact {
         configs.push(("economy".into(), Configuration::Economy.kinds(), true));
     }
-    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
-    if let Some(only) = only {
-        configs.retain(|(name, _, _)| only.split(',').any(|o| o == name));
+    let only = &args().only;
+    if let Some(unknown) = only
+        .iter()
+        .find(|o| !configs.iter().any(|(name, _, _)| name == *o))
+    {
+        return Err(format!("--only: no configuration `{unknown}`").into());
+    }
+    if !only.is_empty() {
+        configs.retain(|(name, _, _)| only.contains(name));
     }
     let _ = timed(task, device, 2, None, false, &data)?; // warm-up
     let (mut plain, mut plain_peak, mut plain_kernels) = (Vec::new(), Vec::new(), None);
@@ -759,16 +823,16 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = args();
     let (backend_name, device) = backend::device()?;
     let device = device.autodiff();
-    let only: String = arg("--model", "both".to_string());
     // `both`: the guide CNN and the transformer; `all`: every model.
-    let wanted = |name: &str| {
-        only == name
-            || only == "all"
-            || (only == "both" && (name == "cnn" || name == "transformer"))
+    let wanted = |name: Models| {
+        args.model == name
+            || args.model == Models::All
+            || (args.model == Models::Both && matches!(name, Models::Cnn | Models::Transformer))
     };
-    let benchmark = std::env::args().any(|a| a == "--bench");
+    let benchmark = args.bench;
     println!("backend {backend_name}");
     if benchmark {
         let cnn = Images {
@@ -795,21 +859,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             heads: 4,
             dropout: 0.1,
         };
-        if wanted("cnn") {
+        if wanted(Models::Cnn) {
             bench(&cnn, &device)?;
         }
-        if wanted("transformer") {
+        if wanted(Models::Transformer) {
             bench(&text, &device)?;
         }
-        if wanted("autoencoder") {
+        if wanted(Models::Autoencoder) {
             bench(&autoencoder, &device)?;
         }
-        if wanted("encoder-decoder") {
+        if wanted(Models::EncoderDecoder) {
             bench(&translation, &device)?;
         }
         return Ok(());
     }
-    let batch = arg("--batch", 30);
+    let batch = args.batch as usize;
     let cnn = Images {
         batch,
         hidden: 128,
@@ -840,16 +904,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         DType::F64
     };
-    if wanted("cnn") {
+    if wanted(Models::Cnn) {
         train(&cnn, &device, dtype)?;
     }
-    if wanted("transformer") {
+    if wanted(Models::Transformer) {
         train(&text, &device, dtype)?;
     }
-    if wanted("autoencoder") {
+    if wanted(Models::Autoencoder) {
         train(&autoencoder, &device, dtype)?;
     }
-    if wanted("encoder-decoder") {
+    if wanted(Models::EncoderDecoder) {
         train(&translation, &device, dtype)?;
     }
     Ok(())

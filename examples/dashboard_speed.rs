@@ -14,9 +14,13 @@ use burn_cockpit::log::write_log;
 use burn_cockpit::plot::{PlotOptions, Screen, plot_file, render_rgb};
 use burn_cockpit::{Histogram1d, Histogram2d, Output, Value};
 
-#[path = "common/bench.rs"]
-mod bench;
-use bench::arg;
+/// The options (`--help`; unknown options are refused).
+#[derive(Debug, clap::Parser)]
+struct Args {
+    /// Steps in the synthetic log.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+}
 
 fn synthetic(steps: usize) -> Output {
     let mut out = Output::new();
@@ -78,7 +82,7 @@ fn synthetic(steps: usize) -> Output {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let steps = arg("--steps", 10_000);
+    let steps = <Args as clap::Parser>::parse().steps as usize;
     let dir = std::env::temp_dir().join("burn-cockpit-dashboard-speed");
     std::fs::create_dir_all(&dir)?;
     let log = dir.join("log.json");

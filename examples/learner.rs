@@ -36,8 +36,16 @@ use burn::train::{
 use burn_cockpit::train::{CockpitLearner, train_output_per_sample};
 use burn_cockpit::{Configuration, OptimizerInfo, Schedule, backend};
 
-#[path = "common/bench.rs"]
-mod bench;
+/// The options (`--help`; unknown options are refused).
+#[derive(Debug, clap::Parser)]
+struct Args {
+    /// burn's MultiDevice strategy on this many workers (1: one device).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    devices: u64,
+    /// burn's DDP strategy on CUDA devices `0..N` (0: off).
+    #[arg(long, default_value_t = 0)]
+    ddp: u64,
+}
 #[path = "common/iris.rs"]
 mod iris;
 use iris::Classifier;
@@ -120,6 +128,8 @@ fn loader((x, y): &(Vec<[f64; 4]>, Vec<usize>), device: &Device) -> Arc<dyn Data
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let Args { devices, ddp } = clap::Parser::parse();
+    let (devices, ddp) = (devices as usize, ddp as usize);
     let (backend_name, device) = backend::device()?;
     let device = device.autodiff();
     let data = iris::load_iris();
@@ -136,8 +146,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         SgdConfig::new().init(),
         LR,
     );
-    let devices: usize = bench::arg("--devices", 1);
-    let ddp: usize = bench::arg("--ddp", 0);
     let mut training = cockpit.register(SupervisedTraining::new(
         DIR,
         loader(&data.train, &device),

@@ -32,7 +32,18 @@ use burn_cockpit::{Configuration, OptimizerInfo, Schedule, backend};
 
 #[path = "common/bench.rs"]
 mod bench;
-use bench::{arg, median};
+use bench::median;
+
+/// The options (`--help`; unknown options are refused).
+#[derive(Debug, clap::Parser)]
+struct Args {
+    /// Steps per epoch (one epoch per run).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Runs per configuration (the median is printed).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: u64,
+}
 
 const BATCH: usize = 128;
 const LR: f64 = 0.01;
@@ -188,8 +199,8 @@ fn run(
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (backend_name, device) = backend::device()?;
     let device = device.autodiff();
-    let steps = arg("--steps", 30);
-    let repeats = arg("--repeats", 3);
+    let args: Args = clap::Parser::parse();
+    let (steps, repeats) = (args.steps as usize, args.repeats as usize);
     let train = items(steps * BATCH, 1);
     let valid = items(BATCH, 2);
     let economy = |interval: usize| -> Result<CockpitLearner, Box<dyn std::error::Error>> {

@@ -61,9 +61,74 @@ mod bench;
 /// there; wgpu's device memory is not counted).
 #[global_allocator]
 static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
-use bench::{arg, median};
+use bench::median;
+use clap::{Parser, ValueEnum};
 
 const LR: f64 = 0.01;
+
+/// The overhead benchmark's options (`--help` lists them; unknown options and values are
+/// refused).
+#[derive(Debug, Parser)]
+struct Args {
+    /// The model.
+    #[arg(long, value_enum, default_value_t = Model::Mlp)]
+    model: Model,
+    /// Per-sample statistics from the drop-ins' fast path, or from single-sample passes.
+    #[arg(long, value_enum, default_value_t = Engine::Fast)]
+    engine: Engine,
+    /// Where GradHist1d and GradHist2d count.
+    #[arg(long, value_enum, default_value_t = Histograms::Auto)]
+    histograms: Histograms,
+    /// How the CNNs' curvature diagonals are computed (the MLP's are exact either way).
+    #[arg(long, value_enum, default_value_t = Curvature::Recorded)]
+    curvature: Curvature,
+    /// Timed steps per run.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Runs per configuration (the median is printed).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: u64,
+    /// Track every N-th step.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    interval: u64,
+    /// The batch size.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
+    /// Keep only these configurations, comma-separated (a quantity's name, `economy`,
+    /// `economy+Examples`, `business`, `full`, …; an unknown name is refused).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Print which kernels each configuration adds to a plain step (CubeCL backends).
+    #[arg(long)]
+    kernel_names: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Model {
+    Mlp,
+    Cnn,
+    #[value(name = "3c3d")]
+    ThreeC3D,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Engine {
+    Fast,
+    Exact,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Histograms {
+    Auto,
+    Host,
+    Device,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Curvature {
+    Recorded,
+    Hutchinson,
+}
 
 /// A benchmark model on `[B, FEATURES]` inputs with 10 classes.
 trait Net: Module + Sync + 'static {
@@ -108,11 +173,16 @@ impl<S: CurvatureSource> CurvatureSource for Counted<S> {
 /// `recorded`, exact diagonals through recorded backward passes of the drop-ins
 /// (`RecordedCurvature`; the nets here are piecewise linear: ReLU and max pooling), with
 /// `hutchinson` Hutchinson's estimate with 10 probes on finite-difference products.
-fn curvature<M: Net>(model: &M, x: Tensor<2>, y: Tensor<2>) -> Box<dyn CurvatureSource> {
+fn curvature<M: Net>(
+    model: &M,
+    x: Tensor<2>,
+    y: Tensor<2>,
+    how: Curvature,
+) -> Box<dyn CurvatureSource> {
     if let Some(exact) = model.exact_curvature(x.clone(), y.clone()) {
         return Box::new(Counted(exact));
     }
-    if arg("--curvature", "recorded".to_string()) == "recorded" {
+    if how == Curvature::Recorded {
         let source = RecordedCurvature::new(
             model,
             move |m: &M| m.forward(x.clone()),
@@ -278,6 +348,7 @@ fn run<M: Net>(
     steps: usize,
     mut cockpit: Option<Cockpit>,
     exact: bool,
+    how: Curvature,
     data: &[(Tensor<2>, Tensor<2>)],
 ) -> Run {
     HEAP.reset_peak_usage();
@@ -305,7 +376,7 @@ fn run<M: Net>(
         let curvature = cockpit
             .as_ref()
             .is_some_and(|c| c.needs_curvature(step))
-            .then(|| curvature(&model, x.clone(), y.clone()));
+            .then(|| curvature(&model, x.clone(), y.clone(), how));
         let tracking = cockpit.as_ref().is_some_and(|c| c.needs_per_sample(step));
         let recorder = (tracking && !exact).then(Recorder::start);
         let per_sample = per_sample_loss(&model, x.clone(), y.clone());
@@ -394,18 +465,21 @@ fn run<M: Net>(
     }
 }
 
-fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let steps: usize = arg("--steps", 30);
-    let repeats: usize = arg("--repeats", 3);
-    let interval: usize = arg("--interval", 1);
-    let engine: String = arg("--engine", "fast".to_string());
-    let exact = engine == "exact";
-    let histograms = match arg("--histograms", "auto".to_string()).as_str() {
-        "host" => HistogramEngine::Host,
-        "device" => HistogramEngine::Device,
-        _ => HistogramEngine::Auto,
+fn bench<M: Net>(
+    device: &Device,
+    name: &str,
+    args: &Args,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (steps, repeats) = (args.steps as usize, args.repeats as usize);
+    let (interval, batch) = (args.interval as usize, args.batch as usize);
+    let exact = args.engine == Engine::Exact;
+    let engine = if exact { "exact" } else { "fast" };
+    let how = args.curvature;
+    let histograms = match args.histograms {
+        Histograms::Host => HistogramEngine::Host,
+        Histograms::Device => HistogramEngine::Device,
+        Histograms::Auto => HistogramEngine::Auto,
     };
-    let batch: usize = arg("--batch", 128);
     let data: Vec<(Tensor<2>, Tensor<2>)> = (0..8)
         .map(|_| {
             let x =
@@ -450,17 +524,24 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     ));
     configs.push(("business".into(), Configuration::Business.kinds()));
     configs.push(("full".into(), Configuration::Full.kinds()));
-    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
-    if let Some(only) = only {
-        configs.retain(|(name, _)| only.split(',').any(|o| o == name));
+    if let Some(unknown) = args
+        .only
+        .iter()
+        .find(|o| !configs.iter().any(|(name, _)| name == *o))
+    {
+        let known: Vec<&str> = configs.iter().map(|(name, _)| name.as_str()).collect();
+        return Err(format!("--only: no configuration `{unknown}`; one of {known:?}").into());
     }
-    let _ = run::<M>(device, 3, None, exact, &data); // warm-up
+    if !args.only.is_empty() {
+        configs.retain(|(name, _)| args.only.contains(name));
+    }
+    let _ = run::<M>(device, 3, None, exact, how, &data); // warm-up
     println!(
         "model {name}, batch {batch}, engine {engine}, histograms {histograms:?}, {steps} steps x {repeats} repeats, median, tracking every {interval} step(s)"
     );
     let (mut plain_times, mut plain_peaks, mut plain_kernels) = (Vec::new(), Vec::new(), None);
     let mut kernels: Vec<Option<f64>> = vec![None; configs.len()];
-    let names_wanted = std::env::args().any(|a| a == "--kernel-names");
+    let names_wanted = args.kernel_names;
     let mut plain_names = std::collections::HashMap::new();
     let mut names = vec![std::collections::HashMap::new(); configs.len()];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
@@ -469,7 +550,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
     let mut products: Vec<f64> = Vec::new();
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
-        let plain = run::<M>(device, steps, None, exact, &data);
+        let plain = run::<M>(device, steps, None, exact, how, &data);
         plain_times.push(plain.seconds);
         plain_peaks.push(plain.peak_bytes as f64);
         plain_kernels = plain.kernels;
@@ -477,7 +558,7 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
         for (i, (name, kinds)) in configs.iter().enumerate() {
             let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?
                 .with_histogram_engine(histograms);
-            let tracked = run::<M>(device, steps, Some(cockpit), exact, &data);
+            let tracked = run::<M>(device, steps, Some(cockpit), exact, how, &data);
             results[i].push(tracked.seconds);
             peaks[i].push(tracked.peak_bytes as f64);
             reads[i].extend(tracked.reads.iter().copied());
@@ -557,12 +638,17 @@ fn bench<M: Net>(device: &Device, name: &str) -> Result<(), Box<dyn std::error::
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
     let (backend_name, device) = backend::device()?;
     println!("backend {backend_name}");
     let device = device.autodiff();
-    match arg("--model", "mlp".to_string()).as_str() {
-        "cnn" => bench::<Cnn>(&device, "cnn (conv 1→8→16, 3×3 stride 2, Linear 784→10)"),
-        "3c3d" => bench::<ThreeC3D>(&device, "cifar10_3c3d (DeepOBS)"),
-        _ => bench::<Mlp>(&device, "mlp 784-256-128-10"),
+    match args.model {
+        Model::Cnn => bench::<Cnn>(
+            &device,
+            "cnn (conv 1→8→16, 3×3 stride 2, Linear 784→10)",
+            &args,
+        ),
+        Model::ThreeC3D => bench::<ThreeC3D>(&device, "cifar10_3c3d (DeepOBS)", &args),
+        Model::Mlp => bench::<Mlp>(&device, "mlp 784-256-128-10", &args),
     }
 }

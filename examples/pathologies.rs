@@ -22,9 +22,21 @@ use gallery::{Pathology, train};
 /// Optimizer steps per run.
 const STEPS: usize = 160;
 
+/// The options (`--help`; unknown options and run names are refused).
+#[derive(Debug, clap::Parser)]
+struct Args {
+    /// The runs to train (default: all), by name: healthy, lr-too-large, … (an unknown name
+    /// lists the names).
+    runs: Vec<String>,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let wanted = <Args as clap::Parser>::parse().runs;
+    let names: Vec<&str> = Pathology::ALL.iter().map(|p| p.name()).collect();
+    if let Some(unknown) = wanted.iter().find(|w| !names.contains(&w.as_str())) {
+        return Err(format!("no run `{unknown}`; choose from: {}", names.join(", ")).into());
+    }
     let (backend_name, device) = backend::device()?;
-    let wanted: Vec<String> = std::env::args().skip(1).collect();
     let runs: Vec<Pathology> = Pathology::ALL
         .into_iter()
         .filter(|p| wanted.is_empty() || wanted.iter().any(|w| w == p.name()))

@@ -13,8 +13,11 @@
 //!
 //! The primary screen has three columns — STEP SIZE (blue), GRADIENTS (orange), CURVATURE
 //! (green) — of three instruments each, then the hyperparameter and performance row; the
-//! secondary screen has MeanGSNR, CABS, EarlyStopping and the per-layer 2d histograms. An
-//! instrument whose data is missing is left blank (and reported in [`Rendered`]).
+//! secondary screen has MeanGSNR, CABS, EarlyStopping, the quantities beyond Cockpit drawn by
+//! their kind ([`dashboard::SECONDARY_QUANTITIES`]: the GradParamRatio gauge), the per-layer 2d
+//! histograms and, where the log has Examples, the examples view (the concentration of the
+//! gradient on few examples and the last step's largest shares). An instrument whose data is
+//! missing is left blank (and reported in [`Rendered`]).
 //!
 //! Drawing only reads the log: it never touches a model or a backend.
 

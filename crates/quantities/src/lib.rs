@@ -3,13 +3,17 @@
 //! The backend-generic core of burn-cockpit: Cockpit's quantities (Schneider, Dangel & Hennig,
 //! NeurIPS 2021) for any burn model on any burn backend.
 //!
-//! burn 0.22 has no backend type parameter, so nothing here names a backend: everything works
-//! on [`burn::module::Module`], [`burn::optim::GradientsParams`] and the tensors' own devices.
+//! burn 0.22 has no backend type parameter: everything works on [`burn::module::Module`],
+//! [`burn::optim::GradientsParams`] and the tensors' own devices. One place asks which
+//! backend a device is: the histogram engine ([`histogram::HistogramEngine::Auto`] counts on
+//! the host for CPU backends, with `cockpit-kernels` on wgpu and cuda cards).
 //!
 //! - [`Snapshot`]: parameter snapshots through burn's `ModuleVisitor`, keyed by `ParamId`,
 //!   with dotted names; tensors stay on the device.
 //! - [`Schedule`]: Cockpit's `linear` and `logarithmic` track schedules.
-//! - [`quantity`]: the [`Quantity`] trait and one file per quantity (Cockpit's 19, and GradParamRatio).
+//! - [`quantity`]: the [`Quantity`] trait and one file per quantity (Cockpit's 19, and
+//!   GradParamRatio and Examples beyond Cockpit).
+//! - [`examples`]: which examples — the per-example record, its table and ranking.
 //! - [`persample`]: per-sample gradients, BackPACK's role (the `cockpit-persample` crate,
 //!   re-exported): drop-ins for every parametered burn-nn layer and a
 //!   [`persample::Recorder`] (fast path), or single-sample passes (exact fallback).
@@ -23,8 +27,8 @@
 //!
 //! Data flows one way: model + gradients (+ per-sample and curvature sources) → snapshots →
 //! quantities → [`Output`] → log files (or metrics, or a dashboard, which only read the
-//! output). Nothing in this crate names a backend: the application picks one with burn's
-//! features (`flex`, `ndarray`, `wgpu`), see the `burn-cockpit` crate.
+//! output). The application picks a backend with burn's features (`flex`, `ndarray`, `wgpu`,
+//! `cuda`), see the `burn-cockpit` crate.
 
 mod cockpit;
 mod config;

@@ -27,18 +27,19 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 /// Where the counting runs is the [`HistogramEngine`] (`Auto`: the device on a graphics
 /// card, the host on CPU backends and software rasterizers).
 ///
-/// On the device, each chunk's elements (rank-one gradients expanded in pieces of at most 2²⁴
-/// values) get their bin from the rule's formula, corrected against the exact thresholds, and
-/// are counted by one scatter-add into per-row counts per piece: `bins` integers per step join
-/// the step's one batched read, and nothing else is read. Work per element: the formula, a
-/// correction round or two and one add; a fixed handful of launches per piece.
+/// On the device (CubeCL backends, float32), each chunk's elements get their bin from the
+/// rule's formula, corrected in registers against the exact thresholds, and are counted in one
+/// launch of `cockpit-kernels`' counting kernel (shared-memory counts merged with atomic
+/// adds); rank-one gradients are binned product by product, never formed. Other devices and
+/// types use the tensor-operation path (the same formula and correction, a scatter-add). `bins`
+/// integers per step join the step's one batched read, and nothing else is read.
 ///
 /// On the host, linear layers on the fast path hand over rank-one per-sample gradients
 /// `a_n e_nᵀ`, read to the host once (`B·(d_in + d_out)` numbers per layer) and binned there without forming
 /// their `d_in·d_out` elements: a row `a_{n,i}·e_n` whose products all lie either side of
 /// zero in the two bins around it (small gradients) costs `O(1)`, a row spanning more bins a
-/// binary search per bin edge over the sorted factors, on every core (see
-/// `outer_bins`). Other parameters are materialised chunk by chunk, read to a reused host
+/// binary search per bin edge over the sorted factors, on every core (the histogram module's
+/// `outer_histogram`). Other parameters are materialised chunk by chunk, read to a reused host
 /// buffer (one chunk, at most `Request::chunk_elements` numbers) and binned on every core.
 #[derive(Debug, Clone)]
 pub struct GradHist1d {

@@ -2,7 +2,7 @@
 
 use burn::tensor::Tensor;
 
-use super::direction_of;
+use super::recording::direction_of;
 use crate::base::{Elements, PerSampleStats, Request};
 use crate::reduce::sum_dim;
 use crate::{ParamEntry, PerSampleError};

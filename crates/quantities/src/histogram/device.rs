@@ -41,7 +41,7 @@ use burn::tensor::{
     DType, Device, IndexingUpdateOp, Int, Tensor, TensorCreationOptions, TensorData,
 };
 
-use super::host::Axis;
+use super::axis::Axis;
 use crate::persample::Elements;
 use crate::persample::reduce::{self, sum_dim};
 
@@ -391,7 +391,7 @@ mod tests {
     use burn::tensor::Device;
 
     use super::*;
-    use crate::histogram::host::Rule;
+    use crate::histogram::Rule;
     use crate::readback::read_together;
 
     fn values(seed: u64, n: usize) -> Vec<f64> {

@@ -10,7 +10,7 @@ use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
-use crate::histogram::host::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
+use crate::histogram::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::read_into;
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};

@@ -1,6 +1,6 @@
 //! GradHist2d.
 
-use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{
@@ -11,11 +11,11 @@ use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
-use crate::histogram::host::{
-    Axis, Rule, add_into, count_in_parallel, host_matmul_tn, outer_histogram2d,
+use crate::histogram::{
+    Axis, Rule, add_into, count_in_parallel, device_matmul_tn, outer_histogram2d,
 };
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::readback::{read_into, read_values};
+use crate::readback::read_into;
 use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Joint histogram of individual gradient elements `g_{n,j}` (x) and the value of the same
@@ -381,20 +381,3 @@ fn slot<T: Clone>(per_param: &mut Vec<Option<T>>, index: usize) -> &mut Option<T
     &mut per_param[index]
 }
 
-/// `rᵀc` of 0/1 matrices (`r` `[k, m]`, `c` `[k, n]`) on the device when its float type
-/// counts exactly (`f32`/`f64`, counts below 2²⁴), else on the host.
-fn device_matmul_tn(
-    r: &[f32],
-    c: &[f32],
-    k: usize,
-    m: usize,
-    n: usize,
-    device: &Device,
-) -> Result<Vec<f64>, QuantityError> {
-    let rt = Tensor::<2>::from_data(TensorData::new(r.to_vec(), [k, m]), device);
-    if !matches!(rt.dtype(), DType::F32 | DType::F64) || k >= 1 << 24 {
-        return host_matmul_tn(r, c, k, m, n);
-    }
-    let ct = Tensor::<2>::from_data(TensorData::new(c.to_vec(), [k, n]), device);
-    Ok(read_values(rt.transpose().matmul(ct).reshape([m * n]))?)
-}

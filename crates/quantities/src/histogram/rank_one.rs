@@ -1,166 +1,16 @@
 //! Host binning of rank-one per-sample gradients `g_n = a_n e_nᵀ` without forming their
-//! `d_in·d_out` elements one by one (the histograms' fast path).
+//! `d_in·d_out` elements one by one (the histograms' fast path on the host).
 //!
-//! Both of Cockpit's bin rules are monotone in the value, so an axis is fully described by its
-//! thresholds `T_k`, the smallest value whose bin is at least `k` (found once per axis by
-//! bisection over the floats, so the rule is reproduced bit for bit). A row `a_i·e` of one
-//! sample then splits into runs of equal bins along `e` sorted, and most rows need no search
-//! at all: with small gradients a row's products lie in the two bins either side of zero,
-//! negative products in one and the rest in the other, which only the signs decide.
+//! A row `a_i·e` of one sample splits into runs of equal bins along `e` sorted, and most rows
+//! need no search at all: with small gradients a row's products lie in the two bins either
+//! side of zero, negative products in one and the rest in the other, which only the signs
+//! decide.
 
 use rayon::prelude::*;
 
+use super::axis::{Axis, from_order_key, order_key};
+use super::parallel::{add_into, catch_worker, count_in_parallel};
 use crate::QuantityError;
-
-/// How an axis maps a value to its bin. Both rules are monotone non-decreasing in the value,
-/// which the fast path relies on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rule {
-    /// `torch.histc` (GradHist1d): `⌊(clamp(x, lo, hi) − lo)·bins/(hi − lo)⌋`, at most
-    /// `bins − 1`.
-    Histc,
-    /// GradHist2d: `⌊(clamp(x, lo + w/2, hi − w/2) − lo)/w⌋` with `w = (hi − lo)/bins`.
-    Centred,
-}
-
-/// One histogram axis: its rule, range, bins and thresholds.
-#[derive(Debug, Clone)]
-pub(crate) struct Axis {
-    rule: Rule,
-    lo: f64,
-    hi: f64,
-    bins: usize,
-    width: f64,
-    clamp: (f64, f64),
-    /// `thresholds[k]`: the smallest value whose bin is at least `k` (`k ≥ 1`); `−∞` at 0.
-    thresholds: Vec<f64>,
-    /// The bin of `±0`.
-    zero: usize,
-    /// The bin below it (`zero − 1`, or `zero` when that is bin 0).
-    below_zero: usize,
-    /// The smallest value in the bin of zero (`≤ 0`; `−∞` when that is bin 0): a value below
-    /// it is in a bin below zero's.
-    zero_threshold: f64,
-    /// The values in the bins `below_zero` and `zero`: `[split_window.0, split_window.1)`.
-    split_window: (f64, f64),
-}
-
-/// The floats in increasing order as unsigned integers (`−∞ … −0, +0 … +∞`, NaNs outside).
-fn order_key(x: f64) -> u64 {
-    let bits = x.to_bits();
-    if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | (1 << 63)
-    }
-}
-
-fn from_order_key(key: u64) -> f64 {
-    if key >> 63 == 1 {
-        f64::from_bits(key & !(1 << 63))
-    } else {
-        f64::from_bits(!key)
-    }
-}
-
-impl Axis {
-    /// An axis of `bins ≥ 1` bins over the finite range `lo < hi` (checked by the quantities
-    /// before training).
-    pub(crate) fn new(rule: Rule, (lo, hi): (f64, f64), bins: usize) -> Self {
-        let bins = bins.max(1);
-        let width = (hi - lo) / bins as f64;
-        let clamp = match rule {
-            Rule::Histc => (lo, hi),
-            Rule::Centred => (lo + width / 2.0, hi - width / 2.0),
-        };
-        let mut axis = Self {
-            rule,
-            lo,
-            hi,
-            bins,
-            width,
-            clamp,
-            thresholds: vec![f64::NEG_INFINITY; bins],
-            zero: 0,
-            below_zero: 0,
-            zero_threshold: f64::NEG_INFINITY,
-            split_window: (f64::NEG_INFINITY, f64::INFINITY),
-        };
-        for k in 1..bins {
-            // bin(low) < k ≤ bin(high), halving the key interval.
-            let (mut low, mut high) = (order_key(f64::NEG_INFINITY), order_key(f64::INFINITY));
-            while high - low > 1 {
-                let mid = low + (high - low) / 2;
-                if axis.bin(from_order_key(mid)) >= k {
-                    high = mid;
-                } else {
-                    low = mid;
-                }
-            }
-            axis.thresholds[k] = from_order_key(high);
-        }
-        axis.zero = axis.bin(0.0);
-        axis.below_zero = axis.zero.saturating_sub(1);
-        axis.zero_threshold = axis.thresholds[axis.zero];
-        axis.split_window = (
-            axis.thresholds[axis.below_zero],
-            axis.thresholds
-                .get(axis.zero + 1)
-                .copied()
-                .unwrap_or(f64::INFINITY),
-        );
-        axis
-    }
-
-    /// The axis in `slot` if it has this rule, range and bins, else a new one put there (its
-    /// thresholds take a few thousand bin evaluations to find).
-    pub(crate) fn cached(
-        slot: &mut Option<Axis>,
-        rule: Rule,
-        range: (f64, f64),
-        bins: usize,
-    ) -> &Axis {
-        let fits = |axis: &Axis| {
-            axis.rule == rule && (axis.lo, axis.hi) == range && axis.bins == bins.max(1)
-        };
-        if !slot.as_ref().is_some_and(fits) {
-            *slot = Some(Axis::new(rule, range, bins));
-        }
-        slot.get_or_insert_with(|| Axis::new(rule, range, bins))
-    }
-
-    /// The number of bins.
-    pub(crate) fn bins(&self) -> usize {
-        self.bins
-    }
-
-    /// The rule as arithmetic: `bin(x) = min(⌊((clamp(x, lo, hi) − offset)·mul)/div⌋, bins − 1)`
-    /// with `((lo, hi), offset, mul, div)` returned here, the operations in this order.
-    pub(crate) fn formula(&self) -> ((f64, f64), f64, f64, f64) {
-        match self.rule {
-            Rule::Histc => (self.clamp, self.lo, self.bins as f64, self.hi - self.lo),
-            Rule::Centred => (self.clamp, self.lo, 1.0, self.width),
-        }
-    }
-
-    /// `thresholds[k]`, the smallest value whose bin is at least `k`, for `k = 1 … bins − 1`:
-    /// `bin(x) = #{k ≥ 1 : x ≥ thresholds[k]}` (a NaN passes none: bin 0).
-    pub(crate) fn thresholds(&self) -> &[f64] {
-        &self.thresholds[1..]
-    }
-
-    /// The bin of `x` (NaN: bin 0), exactly as the rule computes it in `f64`.
-    #[inline]
-    pub(crate) fn bin(&self, x: f64) -> usize {
-        let clamped = x.clamp(self.clamp.0, self.clamp.1) - self.lo;
-        let t = match self.rule {
-            Rule::Histc => clamped * self.bins as f64 / (self.hi - self.lo),
-            Rule::Centred => clamped / self.width,
-        };
-        // `t ≥ 0`: truncation is the floor; NaN casts to 0, as the rule's NaN handling.
-        (t as usize).min(self.bins - 1)
-    }
-}
 
 /// One sample's column factors and what the row classification needs of them.
 struct Columns<'a> {
@@ -633,138 +483,12 @@ pub(crate) fn outer_histogram2d(
         .map_err(|_| QuantityError::Shape("the histogram's tail corrections went negative".into()))
 }
 
-/// `rᵀc` for `r` `[k, m]` and `c` `[k, n]` (row-major) on the host: the fallback of
-/// [`outer_histogram2d`]'s matrix product where the device cannot count exactly.
-pub(crate) fn host_matmul_tn(
-    r: &[f32],
-    c: &[f32],
-    k: usize,
-    m: usize,
-    n: usize,
-) -> Result<Vec<f64>, QuantityError> {
-    let mut out = vec![0.0f64; m * n];
-    for s in 0..k {
-        for (i, &rv) in r[s * m..(s + 1) * m].iter().enumerate() {
-            if rv != 0.0 {
-                for (o, &cv) in c[s * n..(s + 1) * n].iter().enumerate() {
-                    out[i * n + o] += f64::from(rv * cv);
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Adds `part`'s counts to `total`'s, bin by bin.
-pub(crate) fn add_into(total: &mut [u64], part: &[u64]) {
-    for (t, c) in total.iter_mut().zip(part) {
-        *t += c;
-    }
-}
-
-/// Runs `work` (which uses rayon's pool), turning a panicked worker into
-/// [`QuantityError::HostWorker`]: never a silently short histogram.
-fn catch_worker<T>(work: impl FnOnce() -> T) -> Result<T, QuantityError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).map_err(|payload| {
-        let reason = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown cause".into());
-        QuantityError::HostWorker(format!("histogram counting: {reason}"))
-    })
-}
-
-/// Runs `sample(n, counts)` for every sample `n < samples` on rayon's pool, each task into its
-/// own `bins` counts, and adds them up.
-///
-/// # Errors
-///
-/// [`QuantityError::HostWorker`] if a worker panicked: never a silently short histogram.
-pub(crate) fn count_in_parallel(
-    samples: usize,
-    bins: usize,
-    sample: impl Fn(usize, &mut [u64]) + Sync,
-) -> Result<Vec<u64>, QuantityError> {
-    catch_worker(|| {
-        (0..samples)
-            .into_par_iter()
-            .fold(
-                || vec![0u64; bins],
-                |mut counts, n| {
-                    sample(n, &mut counts);
-                    counts
-                },
-            )
-            .reduce(
-                || vec![0u64; bins],
-                |mut total, part| {
-                    add_into(&mut total, &part);
-                    total
-                },
-            )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn generator(seed: u64) -> impl FnMut() -> f64 {
-        let mut state = seed;
-        move || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        }
-    }
-
-    /// The rules as the quantities wrote them before (with `floor`), for comparison.
-    fn reference_bin(rule: Rule, x: f64, (lo, hi): (f64, f64), bins: usize) -> usize {
-        if x.is_nan() {
-            return 0;
-        }
-        let k = match rule {
-            Rule::Histc => ((x.clamp(lo, hi) - lo) * bins as f64 / (hi - lo)).floor(),
-            Rule::Centred => {
-                let w = (hi - lo) / bins as f64;
-                ((x.clamp(lo + w / 2.0, hi - w / 2.0) - lo) / w).floor()
-            }
-        };
-        (k.max(0.0) as usize).min(bins - 1)
-    }
-
-    /// The thresholds reproduce the rule exactly: `bin(x) ≥ k ⟺ x ≥ T_k`, at and around every
-    /// threshold, at 0 and ±0, and the bins agree with the rule written with `floor`.
-    #[test]
-    fn thresholds_reproduce_the_rule() {
-        for rule in [Rule::Histc, Rule::Centred] {
-            for (range, bins) in [((-2.0, 2.0), 100), ((-1.0456, 1.0456), 21), ((0.0, 1.5), 7)] {
-                let axis = Axis::new(rule, range, bins);
-                for k in 1..bins {
-                    let t = axis.thresholds[k];
-                    let before = from_order_key(order_key(t) - 1);
-                    assert!(
-                        axis.bin(t) >= k && axis.bin(before) < k,
-                        "{rule:?} {range:?} {k}"
-                    );
-                }
-                let mut next = generator(3);
-                for x in (0..2000).map(|_| (next() - 0.5) * 6.0).chain([
-                    0.0,
-                    -0.0,
-                    f64::NAN,
-                    f64::INFINITY,
-                    f64::NEG_INFINITY,
-                ]) {
-                    assert_eq!(axis.bin(x), reference_bin(rule, x, range, bins), "{x}");
-                }
-                assert_eq!(axis.bin(-0.0), axis.zero);
-                assert!(axis.zero_threshold <= 0.0 && axis.bin(axis.zero_threshold) == axis.zero);
-            }
-        }
-    }
+    use crate::histogram::axis::Rule;
+    use crate::histogram::axis::tests::generator;
+    use crate::histogram::matmul::host_matmul_tn;
 
     fn brute_force_1d(a: &[f64], e: &[f64], b: usize, axis: &Axis) -> Vec<u64> {
         let (d_in, d_out) = (a.len() / b, e.len() / b);
@@ -871,22 +595,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// A worker that panics makes the count an error, not a histogram short of its samples.
-    #[test]
-    fn a_panicking_worker_is_an_error() {
-        let counted = count_in_parallel(64, 4, |n, counts: &mut [u64]| {
-            assert!(n != 37, "sample 37 is broken");
-            counts[n % 4] += 1;
-        });
-        let Err(QuantityError::HostWorker(reason)) = counted else {
-            panic!("expected an error, got {counted:?}");
-        };
-        assert!(reason.contains("sample 37 is broken"), "{reason}");
-        assert_eq!(
-            count_in_parallel(64, 4, |n, counts: &mut [u64]| counts[n % 4] += 1).ok(),
-            Some(vec![16; 4])
-        );
     }
 }

@@ -5,6 +5,8 @@
 //! bisection over the floats, so the rule is reproduced bit for bit). The host and the device
 //! engines both count against them.
 
+use crate::CockpitError;
+
 /// How an axis maps a value to its bin. Both rules are monotone non-decreasing in the value,
 /// which the fast path relies on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +154,60 @@ impl Axis {
         };
         // `t ≥ 0`: truncation is the floor; NaN casts to 0, as the rule's NaN handling.
         (t as usize).min(self.bins - 1)
+    }
+}
+
+/// The most bins a histogram axis may have: `GradHist1d`'s counts, its thresholds and each
+/// counting thread's partial counts are `bins` numbers each (8 MiB per copy at this bound).
+/// Cockpit's defaults are 100 (1-d) and 40 × 50 (2-d).
+pub const MAX_BINS: usize = 1 << 20;
+
+/// The most cells a 2-d histogram may have (`x bins · y bins`): the same bound as
+/// [`MAX_BINS`], since the counts, each counting thread's copy and the 0/1 matrix product that
+/// counts small gradients are that many numbers each.
+pub const MAX_BINS_2D: usize = MAX_BINS;
+
+/// A histogram axis needs between one and [`MAX_BINS`] bins and a finite range `lo < hi`
+/// whose width `hi − lo` is finite too (a wider one puts every value in one bin).
+pub(crate) fn check_axis(
+    quantity: &str,
+    axis: &str,
+    bins: usize,
+    (lo, hi): (f64, f64),
+) -> Result<(), CockpitError> {
+    if bins == 0 {
+        return Err(invalid(quantity, format!("{axis}needs at least one bin")));
+    }
+    if bins > MAX_BINS {
+        return Err(invalid(
+            quantity,
+            format!("{axis}{bins} bins is more than the {MAX_BINS} allowed"),
+        ));
+    }
+    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+        return Err(invalid(
+            quantity,
+            format!("{axis}range ({lo}, {hi}) must be finite with lo < hi"),
+        ));
+    }
+    let width = (hi - lo) / bins as f64;
+    if !(hi - lo).is_finite() || width <= 0.0 || !(1.0 / width).is_finite() {
+        return Err(invalid(
+            quantity,
+            format!(
+                "{axis}range ({lo}, {hi}) with {bins} bins has a bin width ({width:e}) that \
+                 float64 cannot work with"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// [`CockpitError::InvalidSettings`] for `quantity`.
+fn invalid(quantity: &str, reason: String) -> CockpitError {
+    CockpitError::InvalidSettings {
+        quantity: quantity.to_string(),
+        reason,
     }
 }
 

@@ -20,7 +20,8 @@ mod scratch;
 
 pub use adaptation::BinAdaptation;
 pub(crate) use adaptation::linspace;
-pub(crate) use axis::{Axis, Rule};
+pub(crate) use axis::{Axis, Rule, check_axis};
+pub use axis::{MAX_BINS, MAX_BINS_2D};
 pub use engine::HistogramEngine;
 pub(crate) use matmul::device_matmul_tn;
 pub(crate) use parallel::{add_into, count_in_parallel};

@@ -341,52 +341,6 @@ pub(crate) fn invalid(quantity: &str, reason: String) -> CockpitError {
     }
 }
 
-/// The most bins a histogram axis may have: `GradHist1d`'s counts, its thresholds and each
-/// counting thread's partial counts are `bins` numbers each (8 MiB per copy at this bound).
-/// Cockpit's defaults are 100 (1-d) and 40 × 50 (2-d).
-pub const MAX_BINS: usize = 1 << 20;
-
-/// The most cells a 2-d histogram may have (`x bins · y bins`): the same bound as
-/// [`MAX_BINS`], since the counts, each counting thread's copy and the 0/1 matrix product that
-/// counts small gradients are that many numbers each.
-pub const MAX_BINS_2D: usize = MAX_BINS;
-
-/// A histogram axis needs between one and [`MAX_BINS`] bins and a finite range `lo < hi`
-/// whose width `hi − lo` is finite too (a wider one puts every value in one bin).
-pub(crate) fn check_axis(
-    quantity: &str,
-    axis: &str,
-    bins: usize,
-    (lo, hi): (f64, f64),
-) -> Result<(), CockpitError> {
-    if bins == 0 {
-        return Err(invalid(quantity, format!("{axis}needs at least one bin")));
-    }
-    if bins > MAX_BINS {
-        return Err(invalid(
-            quantity,
-            format!("{axis}{bins} bins is more than the {MAX_BINS} allowed"),
-        ));
-    }
-    if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-        return Err(invalid(
-            quantity,
-            format!("{axis}range ({lo}, {hi}) must be finite with lo < hi"),
-        ));
-    }
-    let width = (hi - lo) / bins as f64;
-    if !(hi - lo).is_finite() || width <= 0.0 || !(1.0 / width).is_finite() {
-        return Err(invalid(
-            quantity,
-            format!(
-                "{axis}range ({lo}, {hi}) with {bins} bins has a bin width ({width:e}) that \
-                 float64 cannot work with"
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Only one Monte-Carlo sample of the GGN diagonal is implemented (Cockpit's default).
 pub(crate) fn check_mc_samples(quantity: &str, mc_samples: usize) -> Result<(), CockpitError> {
     if mc_samples == 1 {

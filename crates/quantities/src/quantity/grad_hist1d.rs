@@ -4,13 +4,13 @@ use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{
-    Enqueued, Quantity, StepContext, awaited, check_axis, compute_now, grad_abs_max,
+    Enqueued, Quantity, StepContext, awaited, compute_now, grad_abs_max,
 };
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
-use crate::histogram::{Axis, Rule, add_into, count_in_parallel, outer_histogram};
+use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::read_into;
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};

@@ -4,7 +4,7 @@ use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{
-    Enqueued, MAX_BINS_2D, Quantity, StepContext, awaited, check_axis, compute_now, grad_abs_max,
+    Enqueued, Quantity, StepContext, awaited, compute_now, grad_abs_max,
     invalid,
 };
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
@@ -12,7 +12,8 @@ use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
 use crate::histogram::{
-    Axis, Rule, add_into, count_in_parallel, device_matmul_tn, outer_histogram2d,
+    Axis, MAX_BINS_2D, Rule, add_into, check_axis, count_in_parallel, device_matmul_tn,
+    outer_histogram2d,
 };
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::read_into;

@@ -10,7 +10,7 @@
 //! (`matmul`, host and device twins).
 
 mod adaptation;
-mod axis;
+pub(crate) mod axis;
 pub(crate) mod device;
 mod engine;
 mod matmul;
@@ -20,8 +20,7 @@ mod scratch;
 
 pub use adaptation::BinAdaptation;
 pub(crate) use adaptation::linspace;
-pub(crate) use axis::{Axis, Rule, check_axis};
-pub use axis::{MAX_BINS, MAX_BINS_2D};
+pub(crate) use axis::{Axis, MAX_BINS_2D, Rule, check_axis};
 pub use engine::HistogramEngine;
 pub(crate) use matmul::device_matmul_tn;
 pub(crate) use parallel::{add_into, count_in_parallel};

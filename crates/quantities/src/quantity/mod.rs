@@ -6,7 +6,7 @@ mod spec;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use crate::histogram::{MAX_BINS, MAX_BINS_2D};
+pub use crate::histogram::axis::{MAX_BINS, MAX_BINS_2D};
 pub(crate) use base::missing_per_sample as base_missing_per_sample;
 pub use base::{Enqueued, Quantity, StepContext};
 pub use spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};

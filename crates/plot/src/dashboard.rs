@@ -261,17 +261,17 @@ pub fn draw<DB: DrawingBackend>(
             if data.examples_top.is_some() {
                 // The examples (beyond Cockpit) below the per-layer histograms, or in their
                 // place when there are none.
-                let upper = if layerwise {
-                    body_h.saturating_sub(gap) * 3 / 5
+                // The height the per-layer histograms and their gap take (none without them).
+                let taken = if layerwise {
+                    let upper = body_h.saturating_sub(gap) * 3 / 5;
+                    page.layerwise(Rect { h: upper, ..right })?;
+                    upper + gap
                 } else {
                     0
                 };
-                if layerwise {
-                    page.layerwise(Rect { h: upper, ..right })?;
-                }
                 let lower = Rect {
-                    y: top + upper + if layerwise { gap } else { 0 },
-                    h: body_h.saturating_sub(upper + if layerwise { gap } else { 0 }),
+                    y: top + taken,
+                    h: body_h.saturating_sub(taken),
                     ..right
                 };
                 page.column(

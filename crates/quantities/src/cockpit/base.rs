@@ -391,6 +391,8 @@ impl Cockpit {
             loss: std::cell::OnceCell::new(),
             grad_sq_norms: std::cell::OnceCell::new(),
             grad_sq_norm: std::cell::OnceCell::new(),
+            sample_sq_norms: std::cell::OnceCell::new(),
+            sample_grad_dots: std::cell::OnceCell::new(),
             per_sample: match &per_sample {
                 Ok(stats) => Ok(stats.as_ref()),
                 Err(err) => Err(err),

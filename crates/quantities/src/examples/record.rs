@@ -58,8 +58,8 @@ pub struct ExampleStats {
     /// Forgetting events: visits at which it was no longer learned after being learned at the
     /// visit before (Toneva et al., 2019).
     pub forgetting: u64,
-    // Running sums behind the trend and the spread, kept so that a table read back can be
-    // extended (steps relative to `first_step`).
+    // Running sums behind the trend and the spread (steps relative to `first_step`), written
+    // with the row so that the table holds the record's whole state.
     #[serde(rename = "sum_step")]
     pub(crate) sum_x: f64,
     #[serde(rename = "sum_step_sq")]
@@ -228,16 +228,6 @@ impl ExampleRecord {
         let mut rows: Vec<&ExampleStats> = self.stats.values().collect();
         rows.sort_by_key(|s| s.id);
         rows
-    }
-
-    /// A record holding `rows` (a table read back), with the same bound and threshold rules.
-    pub fn from_rows(rows: Vec<ExampleStats>, capacity: usize, learned_loss: f64) -> Self {
-        Self {
-            capacity: capacity.max(rows.len()),
-            stats: rows.into_iter().map(|s| (s.id, s)).collect(),
-            learned_loss,
-            dropped: 0,
-        }
     }
 }
 

@@ -29,6 +29,10 @@ pub struct StepContext<'a> {
     pub(crate) grad_sq_norms: std::cell::OnceCell<Tensor<1>>,
     /// Their sum once computed ([`StepContext::grad_sq_norm`]).
     pub(crate) grad_sq_norm: std::cell::OnceCell<Tensor<1>>,
+    /// `Σ_p ‖g_{n,p}‖²` once computed ([`StepContext::sample_sq_norms`]).
+    pub(crate) sample_sq_norms: std::cell::OnceCell<Tensor<1>>,
+    /// `Σ_p ⟨g_{n,p}, ∇_p L⟩` once computed ([`StepContext::sample_grad_dots`]).
+    pub(crate) sample_grad_dots: std::cell::OnceCell<Tensor<1>>,
     /// The per-sample statistics every quantity of this step asked for, reduced in one pass
     /// (or why they could not be had).
     pub per_sample: Result<Option<&'a PerSampleStats>, &'a QuantityError>,
@@ -62,6 +66,43 @@ impl StepContext<'_> {
         self.grad_sq_norm
             .get_or_init(|| self.grad_sq_norms().sum())
             .clone()
+    }
+
+    /// Each sample's squared gradient norm over every parameter, `Σ_p ‖g_{n,p}‖²`, `[B]`, on
+    /// the device: summed over the parameters the first time a quantity asks and shared by
+    /// every other (NormTest, OrthoTest, Examples).
+    ///
+    /// # Errors
+    ///
+    /// As [`StepContext::per_sample_stats`]; [`QuantityError::Shape`] without a parameter.
+    pub fn sample_sq_norms(&self) -> Result<Tensor<1>, QuantityError> {
+        self.summed_once(&self.sample_sq_norms, |stats| stats.sq_norms.as_deref())
+    }
+
+    /// Each sample's projection on the mean gradient over every parameter,
+    /// `Σ_p ⟨g_{n,p}, ∇_p L⟩`, `[B]`, on the device, computed once per step like
+    /// [`StepContext::sample_sq_norms`] (InnerTest, OrthoTest).
+    ///
+    /// # Errors
+    ///
+    /// As [`StepContext::sample_sq_norms`].
+    pub fn sample_grad_dots(&self) -> Result<Tensor<1>, QuantityError> {
+        self.summed_once(&self.sample_grad_dots, |stats| {
+            stats.dots_with_grad.as_deref()
+        })
+    }
+
+    /// The sum over the parameters of the per-sample statistic `pick` selects, kept in `cell`.
+    fn summed_once(
+        &self,
+        cell: &std::cell::OnceCell<Tensor<1>>,
+        pick: impl FnOnce(&PerSampleStats) -> Option<&[Tensor<1>]>,
+    ) -> Result<Tensor<1>, QuantityError> {
+        if let Some(summed) = cell.get() {
+            return Ok(summed.clone());
+        }
+        let summed = sum_over_params(pick(self.per_sample_stats()?).unwrap_or_default())?;
+        Ok(cell.get_or_init(|| summed).clone())
     }
 
     /// The learning rate of plain SGD (no momentum, dampening or weight decay), which CABS and

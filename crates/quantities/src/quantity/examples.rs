@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::base::{
-    Enqueued, Quantity, StepContext, awaited, compute_now, invalid, sum_over_params,
+    Enqueued, Quantity, StepContext, awaited, compute_now, invalid,
 };
 use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
 use crate::examples::{ExampleRecord, Visit};
@@ -159,7 +159,7 @@ impl Quantity for Examples {
             .individual_losses()
             .ok_or(QuantityError::MissingInfo("individual_losses"))?
             .clone();
-        let sq_norms = sum_over_params(stats.sq_norms.as_deref().unwrap_or_default())?;
+        let sq_norms = ctx.sample_sq_norms()?;
         let batch = stats.batch_size;
         let mut parts = vec![Readable::from(losses), Readable::from(sq_norms)];
         let margins = ctx.info.margins().cloned();

@@ -364,6 +364,8 @@ mod regressions {
             loss: 1.0.into(),
             grad_sq_norms: Default::default(),
             grad_sq_norm: Default::default(),
+            sample_sq_norms: Default::default(),
+            sample_grad_dots: Default::default(),
             per_sample: Err(&failure),
         };
         assert!(hist.compute(&failed).is_err());

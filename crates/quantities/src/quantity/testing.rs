@@ -126,6 +126,8 @@ impl TinyStep {
             loss: self.loss.into(),
             grad_sq_norms: Default::default(),
             grad_sq_norm: Default::default(),
+            sample_sq_norms: Default::default(),
+            sample_grad_dots: Default::default(),
             per_sample: Ok(Some(&self.stats)),
         }
     }

@@ -2,7 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{
-    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two, sum_over_params,
+    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
 };
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
@@ -79,8 +79,7 @@ impl Quantity for InnerTest {
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
-        let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
-        let pi = sum_over_params(dots)?;
+        let pi = ctx.sample_grad_dots()?;
         let centred = (pi.clone() - pi.mean()).square().sum();
         let numbers = vec![centred, ctx.grad_sq_norm()];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))

@@ -2,7 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{
-    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two, sum_over_params,
+    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
 };
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
@@ -72,8 +72,7 @@ impl Quantity for NormTest {
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
-        let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
-        let sum_sq = sum_over_params(sq_norms)?.sum();
+        let sum_sq = ctx.sample_sq_norms()?.sum();
         let numbers = vec![sum_sq, ctx.grad_sq_norm()];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
     }

@@ -2,7 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{
-    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two, sum_over_params,
+    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
 };
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
 use crate::{QuantityError, Schedule, Value};
@@ -74,11 +74,9 @@ impl Quantity for OrthoTest {
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
-        let sq_norms = stats.sq_norms.as_deref().unwrap_or_default();
-        let dots = stats.dots_with_grad.as_deref().unwrap_or_default();
         let parts = vec![
-            sum_over_params(sq_norms)?.sum(),
-            sum_over_params(dots)?.square().sum(),
+            ctx.sample_sq_norms()?.sum(),
+            ctx.sample_grad_dots()?.square().sum(),
             ctx.grad_sq_norm(),
         ];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))

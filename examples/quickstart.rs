@@ -18,11 +18,14 @@
 //! dashboard `cockpit-logs/quickstart.png` and a TensorBoard event file in
 //! `cockpit-logs/tensorboard/quickstart-<time>/` (`tensorboard --logdir cockpit-logs/tensorboard`).
 
+use std::sync::{Arc, Mutex};
+
 use burn::optim::SgdConfig;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_cockpit::backend;
 use burn_cockpit::diagnose::Monitor;
 use burn_cockpit::prelude::*;
+use burn_cockpit::tensorboard::TensorBoardWriter;
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[path = "common/iris.rs"]
@@ -86,11 +89,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    // TensorBoard is one of the Cockpit's sinks; the handle kept here adds the dashboard image.
+    let tensorboard =
+        TensorBoardWriter::create(format!("cockpit-logs/tensorboard/quickstart-{run}"))?;
+    let tensorboard_file = tensorboard.path().to_path_buf();
+    let tensorboard = Arc::new(Mutex::new(tensorboard));
     let mut cockpit = Cockpit::from_kinds(kinds, &Schedule::every_step())?
         .with_optimizer(OptimizerInfo::from_sgd(&sgd, LR))
         .with_step_options(StepOptions::new().with_piecewise_linear(true))
         .with_stream("cockpit-logs/quickstart.jsonl")?
-        .with_tensorboard(format!("cockpit-logs/tensorboard/quickstart-{run}"))?;
+        .with_sink(tensorboard.clone());
     let sparse = Schedule::linear(CURVATURE_EVERY, 0)?;
     for kind in [
         QuantityKind::GradHist2d,
@@ -164,12 +172,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     burn_cockpit::plot::save(cockpit.output(), "cockpit-logs/quickstart.png", &options)?;
     // The same dashboard in TensorBoard's Images tab.
     let (png, _) = burn_cockpit::plot::render_png(cockpit.output(), &options)?;
-    cockpit.tensorboard_image(
-        "cockpit/dashboard",
-        step - 1,
-        png,
-        (options.width, options.height),
-    )?;
+    tensorboard
+        .lock()
+        .map_err(|_| "the TensorBoard writer panicked")?
+        .write_png(
+            "cockpit/dashboard",
+            step - 1,
+            png,
+            (options.width, options.height),
+        )?;
 
     let out = cockpit.output();
     let global = |name: &str, step: usize| -> f64 {
@@ -239,10 +250,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "wrote cockpit-logs/quickstart.json, cockpit-logs/quickstart.jsonl, the dashboard cockpit-logs/quickstart.png and the TensorBoard events {}",
-        cockpit
-            .tensorboard_file()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default()
+        tensorboard_file.display()
     );
     Ok(())
 }

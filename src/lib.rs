@@ -30,8 +30,8 @@ pub use cockpit_diagnose as diagnose;
 /// Cockpit's dashboard drawn in Rust (the `cockpit-plot` crate).
 pub use cockpit_plot as plot;
 pub use cockpit_quantities::{
-    Cockpit, CockpitConfig, CockpitError, Configuration, EpochLog, Estimate, ExampleShare,
-    ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OptimizerInfo, Output,
+    Cockpit, CockpitConfig, CockpitError, ConfigFileError, Configuration, EpochLog, Estimate,
+    ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OptimizerInfo, Output,
     QuantityConfig, QuantityError, Schedule, StepInfo, StepOptions, StepReport, Stepped, Value,
     curvature, examples, histogram, log, persample, quantity, readback,
 };
@@ -40,6 +40,8 @@ pub use cockpit_quantities::{
 pub use cockpit_quantities::{
     ParamEntry, Quantity, QuantityKind, QuantityType, Reduction, Snapshot, StepContext,
 };
+/// Cockpit's values as TensorBoard event files, a sink (the `cockpit-tensorboard` crate).
+pub use cockpit_tensorboard as tensorboard;
 /// Cockpit quantities as burn-train metrics (the `cockpit-train` crate).
 pub use cockpit_train as train;
 

@@ -114,8 +114,7 @@ fn ids_reach_every_output(backend: &Backend) {
     .unwrap()
     .with_stream(dir.path().join("run.jsonl"))
     .unwrap()
-    .with_tensorboard(dir.path().join("tb"))
-    .unwrap()
+    .with_sink(burn_cockpit::tensorboard::TensorBoardWriter::create(dir.path().join("tb")).unwrap())
     .with_console(false);
     let mut net = Net::new(&device, backend);
     let mut optimizer = SgdConfig::new().init();

@@ -348,7 +348,7 @@ proptest! {
             let _ = render_rgb(&output, &options);
             // Exported whole: one event file, read back by the test's own reader.
             let dir = tempfile::tempdir().unwrap();
-            let path = burn_cockpit::log::tensorboard::TensorBoardWriter::export(dir.path(), &output, &[], false).unwrap();
+            let path = burn_cockpit::tensorboard::TensorBoardWriter::export(dir.path(), &output, &[], false).unwrap();
             let files = std::fs::read_dir(dir.path()).unwrap().count();
             assert_eq!(files, 1, "only the event file, no partial one");
             assert!(std::fs::metadata(&path).unwrap().len() > 0);

@@ -26,6 +26,7 @@ mod curvature;
 mod dashboard;
 mod examples;
 mod fuzz;
+mod keyed_variants;
 mod kill_writes;
 mod launch_ledger;
 mod one_call;

@@ -22,7 +22,7 @@ use cockpit_cli::serve::ServeOptions;
 use cockpit_plot::{PlotError, PlotOptions, Screen, WatchEvent, WatchOptions};
 use cockpit_quantities::Output;
 use cockpit_quantities::log::LogError;
-use cockpit_quantities::log::tensorboard::TensorBoardWriter;
+use cockpit_tensorboard::TensorBoardWriter;
 
 /// burn-cockpit: Cockpit's dashboard, diagnosis and replay for burn training runs.
 #[derive(Debug, Parser)]

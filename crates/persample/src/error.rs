@@ -16,9 +16,10 @@ pub enum PerSampleError {
     /// Shapes that do not fit together.
     #[error("shape mismatch: {0}")]
     Shape(String),
-    /// Reading a tensor back from the device failed.
+    /// Reading a tensor back from the device failed: the backend's error, kept whole as the
+    /// source.
     #[error("reading a tensor from the device failed: {0}")]
-    Read(String),
+    Read(#[source] ReadError),
     /// A host worker or a data-parallel peer failed; its part of the result is missing.
     #[error("a host worker failed: {0}")]
     HostWorker(String),
@@ -42,6 +43,44 @@ pub enum PerSampleError {
     /// kept whole.
     #[error(transparent)]
     Consumer(ConsumerError),
+}
+
+/// A backend's error from reading tensors back to the host (burn's `ExecutionError` or
+/// `TensorReadError`), kept whole and shared: one failed read fails every quantity that
+/// waited on it, each holding the same error.
+#[derive(Debug, Clone)]
+pub struct ReadError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl ReadError {
+    /// Wraps the backend's error.
+    pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(err))
+    }
+
+    /// The backend's error as its own type, if it is an `E`.
+    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.0.downcast_ref::<E>()
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Transparent: the backend's message, then its own sources.
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// The same error (one read failed once), or errors that read the same.
+impl PartialEq for ReadError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
 }
 
 /// The error of a consumer of per-sample gradient elements ([`Request::elements`]), kept as

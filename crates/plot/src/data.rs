@@ -166,14 +166,15 @@ impl DashboardData {
             });
         // Per-layer histograms may come from a variant (`GradHist2d[keep_individual=True]`).
         if hist2d.as_ref().is_none_or(|(_, h)| h.individual.is_empty())
-            && let Some((step, h)) = output
-                .iter()
-                .filter(|(_, name, _)| name.starts_with("GradHist2d"))
-                .filter_map(|(step, _, v)| match v {
+            && let Some((step, h)) = QuantityKind::GradHist2d
+                .keys(output)
+                .into_iter()
+                .flat_map(|key| output.series(key))
+                .filter_map(|(step, v)| match v {
                     Value::Hist2d(h) if !h.individual.is_empty() => Some((step, h)),
                     _ => None,
                 })
-                .last()
+                .max_by_key(|(step, _)| *step)
         {
             hist2d = Some((step, h.clone()));
         }

@@ -38,7 +38,8 @@ pub enum PlotError {
         /// How long it was waited for.
         waited: std::time::Duration,
     },
-    /// Drawing failed (the backend's message).
+    /// Drawing failed: the drawing backend's message (plotters' error is generic over a
+    /// backend whose error type need not be `'static`, so its words are kept, not the value).
     #[error("drawing failed: {0}")]
     Draw(String),
     /// The image could not be written.
@@ -46,12 +47,22 @@ pub enum PlotError {
     Write {
         /// The output file.
         path: PathBuf,
-        /// The backend's or the file system's message.
+        /// The file system's error in words ("the disk is full").
         reason: String,
+        /// The file system's error.
+        #[source]
+        source: std::io::Error,
     },
 }
 
-/// Maps any plotters error into [`PlotError::Draw`].
-pub(crate) fn draw_err<E: std::fmt::Debug>(err: E) -> PlotError {
-    PlotError::Draw(format!("{err:?}"))
+/// Maps any plotters error into [`PlotError::Draw`]: its message and its sources' messages.
+pub(crate) fn draw_err<E: std::error::Error>(err: E) -> PlotError {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    PlotError::Draw(message)
 }

@@ -134,7 +134,7 @@ pub fn render_png(
     let mut png = Vec::new();
     image::codecs::png::PngEncoder::new(&mut png)
         .write_image(&rgb, options.width, options.height, image::ColorType::Rgb8)
-        .map_err(|err| PlotError::Draw(format!("PNG encoding: {err}")))?;
+        .map_err(error::draw_err)?;
     Ok((png, rendered))
 }
 
@@ -175,6 +175,7 @@ pub fn save(
     let write_err = |err: std::io::Error| PlotError::Write {
         path: path.to_path_buf(),
         reason: io_reason(&err),
+        source: err,
     };
     match path
         .extension()

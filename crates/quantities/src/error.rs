@@ -34,12 +34,13 @@ pub enum CockpitError {
         reason: String,
     },
     /// A Cockpit config file that cannot be read or parsed.
-    #[error("config file {path}: {reason}")]
+    #[error("config file {path}: {source}")]
     ConfigFile {
-        /// The file.
+        /// The file (empty for a text parsed by `from_toml` / `from_json`).
         path: std::path::PathBuf,
-        /// Why it was refused (I/O error, syntax, unknown field).
-        reason: String,
+        /// Why it was refused: the read's, the TOML or the JSON parser's error.
+        #[source]
+        source: ConfigFileError,
     },
     /// The model has no parameter that requires a gradient.
     #[error("the model has no parameter that requires a gradient; Cockpit has nothing to track")]
@@ -93,6 +94,24 @@ pub enum CockpitError {
     /// A log file could not be read or parsed.
     #[error(transparent)]
     Log(#[from] crate::log::LogError),
+}
+
+/// Why a config file was refused ([`CockpitError::ConfigFile`]), with the cause as its source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigFileError {
+    /// It could not be read (missing, unreadable, longer than the limit).
+    #[error(transparent)]
+    Read(#[from] crate::log::LogError),
+    /// TOML that does not parse or does not describe a config (an unknown field included).
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// JSON that does not parse or does not describe a config (a key said twice included).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Neither `.toml` nor `.json`.
+    #[error("expected a .toml or .json file")]
+    Extension,
 }
 
 /// A user's value as an error message quotes it: whole when short, else its first 48

@@ -21,6 +21,8 @@
 //!   iteration and Lanczos, exact curvature diagonals of MLPs, Hutchinson's estimate.
 //! - [`Cockpit`]: runs quantities at their steps with Cockpit's two-step bookkeeping.
 //! - [`log`]: the Cockpit JSON log (json_tricks encoding) and the JSON-lines stream.
+//! - [`sink`]: where each tracked step's values go as training runs (the stream, TensorBoard
+//!   in `cockpit-tensorboard`, the Learner's board, a user's own); the Cockpit knows none.
 //! - [`QuantityKind`]: Cockpit's quantities by name, each with its facts ([`QuantityType`]:
 //!   value shape, network-wide reduction, needs, checked settings).
 //! - Cockpit's presets ([`Configuration`]) and config files ([`CockpitConfig`]).
@@ -41,6 +43,7 @@ pub mod log;
 mod output;
 pub mod quantity;
 mod schedule;
+pub mod sink;
 
 pub use cockpit::{Cockpit, EpochLog, StepOptions, StepReport, Stepped};
 pub use cockpit_persample as persample;
@@ -48,7 +51,7 @@ pub use cockpit_persample::readback;
 #[doc(no_inline)]
 pub use cockpit_persample::{ParamEntry, Snapshot};
 pub use config::{CockpitConfig, Configuration, Named, QuantityConfig};
-pub use error::{CockpitError, QuantityError};
+pub use error::{CockpitError, ConfigFileError, QuantityError};
 pub use info::{OptimizerInfo, StepInfo};
 pub use output::{
     Estimate, ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Output, Value,

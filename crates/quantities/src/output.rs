@@ -187,6 +187,7 @@ impl Value {
 pub struct Output {
     steps: BTreeMap<usize, BTreeMap<String, Value>>,
     parameter_names: Vec<String>,
+    kinds: BTreeMap<String, String>,
 }
 
 impl Output {
@@ -259,6 +260,42 @@ impl Output {
         if self.parameter_names.is_empty() {
             self.parameter_names = other.parameter_names;
         }
+        for (key, kind) in other.kinds {
+            self.kinds.entry(key).or_insert(kind);
+        }
+    }
+
+    /// The Cockpit class name (`"HessTrace"`) of the quantity whose values sit under `key`:
+    /// the one recorded for the key ([`Output::set_kind`]), else the key itself (Cockpit
+    /// stores each quantity under its class name). The kind travels with the key, so no
+    /// reader takes it apart: [`QuantityKind::of_key`](crate::QuantityKind::of_key) reads it.
+    /// In a log file the recorded kinds sit under the key `quantity_kinds` of the first step,
+    /// which the Python `CockpitPlotter` ignores.
+    pub fn kind_name<'a>(&'a self, key: &'a str) -> &'a str {
+        self.kinds.get(key).map_or(key, String::as_str)
+    }
+
+    /// Records that the values under `key` are the quantity `class` (a variant stored under
+    /// a key of its own, such as `HessTrace[ggn]` of `HessTrace`). A key that is its own class
+    /// needs no record.
+    pub fn set_kind(&mut self, key: impl Into<String>, class: impl Into<String>) {
+        let (key, class) = (key.into(), class.into());
+        if key != class {
+            self.kinds.insert(key, class);
+        }
+    }
+
+    /// The kinds recorded for keys that are not their class's name, `key → class`.
+    pub fn kinds(&self) -> &BTreeMap<String, String> {
+        &self.kinds
+    }
+
+    /// Every key that has at least one value, in name order.
+    pub fn keys(&self) -> std::collections::BTreeSet<&str> {
+        self.steps
+            .values()
+            .flat_map(|values| values.keys().map(String::as_str))
+            .collect()
     }
 
     /// The tracked parameters' dotted names (`layers.0.weight`), in the order of the
@@ -324,5 +361,20 @@ mod tests {
         renamed.set_parameter_names(vec!["other".into()]);
         out.merge(renamed);
         assert_eq!(out.parameter_names(), ["fc.weight"], "the first names stay");
+        assert_eq!(out.kind_name("GradNorm"), "GradNorm");
+        let mut keyed = Output::new();
+        keyed.insert(3, "HessTrace[ggn]", Value::List(vec![1.0]));
+        keyed.set_kind("HessTrace[ggn]", "HessTrace");
+        keyed.set_kind("Loss", "Loss");
+        assert!(
+            keyed.kinds().len() == 1,
+            "a key that is its class is not recorded"
+        );
+        out.merge(keyed);
+        assert_eq!(out.kind_name("HessTrace[ggn]"), "HessTrace");
+        assert_eq!(
+            out.keys().into_iter().collect::<Vec<_>>(),
+            ["GradNorm", "HessTrace[ggn]", "Loss"]
+        );
     }
 }

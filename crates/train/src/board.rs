@@ -3,9 +3,12 @@
 //! nothing else of the Cockpit.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cockpit_quantities::Value;
+use cockpit_quantities::log::LogError;
+use cockpit_quantities::sink::{self, Origin, Sink};
 
 /// The values of one training iteration, until every metric read them.
 #[derive(Debug)]
@@ -28,6 +31,29 @@ pub(crate) struct Board {
     records: Mutex<Records>,
     /// The adapter's warnings so far (each once), for the notes metric.
     notes: Mutex<Vec<String>>,
+    /// The training iteration being tracked ([`Board::begin`]), whose record the sink fills.
+    iteration: AtomicUsize,
+}
+
+/// The board as one of the Learner's Cockpit's sinks: each tracked step's values become the
+/// record of the iteration being run, for the metrics to read. Epoch entries are not a
+/// metric's (burn ends the epoch itself).
+#[derive(Debug, Clone)]
+pub(crate) struct BoardSink(pub(crate) Arc<Board>);
+
+impl Sink for BoardSink {
+    fn write(&mut self, record: &sink::Record<'_>) -> Result<(), LogError> {
+        if record.origin == Origin::Tracked {
+            let values = record
+                .values
+                .iter()
+                .map(|(at, key, value)| (key.to_string(), (at, value.clone())))
+                .collect();
+            self.0
+                .publish(self.0.iteration.load(Ordering::Relaxed), values);
+        }
+        Ok(())
+    }
 }
 
 impl Board {
@@ -53,6 +79,12 @@ impl Board {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         (notes.len(), notes.last().cloned())
+    }
+
+    /// The values the sink receives next belong to `iteration` (1-based, as metric updates
+    /// count).
+    pub(crate) fn begin(&self, iteration: usize) {
+        self.iteration.store(iteration, Ordering::Relaxed);
     }
 
     /// One more metric will read every record.

@@ -1,6 +1,7 @@
 //! Errors of the burn-train adapter.
 
 use cockpit_quantities::CockpitError;
+use cockpit_quantities::persample::PerSampleError;
 
 /// Why a Cockpit cannot be attached to a burn-train run. Every variant is raised before
 /// training starts, by [`CockpitLearner`](crate::CockpitLearner)'s constructors and
@@ -42,9 +43,13 @@ pub enum TrainError {
     /// The Cockpit itself refused the configuration or could not write its log.
     #[error(transparent)]
     Cockpit(#[from] CockpitError),
-    /// The data-parallel group cannot be watched as declared.
+    /// A data-parallel group without a device.
+    #[error("a data-parallel group needs at least one device")]
+    NoDevices,
+    /// The data-parallel group cannot be watched as declared: the collective could not be set
+    /// up (its error as the source).
     #[error("data-parallel training: {0}")]
-    DataParallel(String),
+    DataParallel(#[source] PerSampleError),
     /// The artifact directory could not be created.
     #[error("cannot create the artifact directory `{path}`: {source}")]
     ArtifactDir {

@@ -26,7 +26,6 @@ use cockpit_quantities::persample::{Linear, Recorder};
 use cockpit_quantities::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, StepInfo, Value,
 };
-use cockpit_train::metric::numeric_value;
 use cockpit_train::{CockpitLearner, Instrumented, TrainError, Transport};
 
 const LR: f64 = 0.1;
@@ -409,7 +408,7 @@ fn learner_matches_the_custom_loop_step_for_step() {
                 .filter_map(|out| {
                     out.iter()
                         .find(|(_, n, _)| *n == kind.name())
-                        .and_then(|(_, n, v)| numeric_value(n, v))
+                        .and_then(|(_, _, v)| kind.network_value(v))
                 })
                 .collect();
             assert!(!wanted.is_empty(), "{} epoch {epoch}", kind.name());

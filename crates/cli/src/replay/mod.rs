@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Device, Tensor};
 use cockpit_quantities::curvature::{CurvatureSource, FiniteDifferenceHvp};
-use cockpit_quantities::persample::Recorder;
+use cockpit_quantities::persample::{PerSampleError, Recorder};
 use cockpit_quantities::quantity::{EigenMethod, HessMaxEV, Parameters};
 use cockpit_quantities::{
     Cockpit, CockpitError, EpochLog, HostArray, OptimizerInfo, Output, Quantity, QuantityKind,
@@ -38,9 +38,16 @@ pub enum ReplayError {
     /// The fixture is malformed.
     #[error("malformed fixture: {0}")]
     Fixture(String),
-    /// The replay itself failed (recording per-sample gradients, reading parameters back).
-    #[error("replay failed: {0}")]
-    Engine(String),
+    /// The replay itself failed (recording per-sample gradients, reading parameters back):
+    /// what it was doing, and the engine's error as the source.
+    #[error("replay failed: {what}: {source}")]
+    Engine {
+        /// What the replay was doing.
+        what: String,
+        /// The engine's error.
+        #[source]
+        source: PerSampleError,
+    },
     /// The Cockpit refused a step.
     #[error(transparent)]
     Cockpit(#[from] CockpitError),
@@ -177,8 +184,9 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         let factors = recorder
             .map(|r| r.finish(&grads))
             .transpose()
-            .map_err(|err| {
-                ReplayError::Engine(format!("per-sample gradients at step {}: {err}", step.step))
+            .map_err(|source| ReplayError::Engine {
+                what: format!("per-sample gradients at step {}", step.step),
+                source,
             })?;
         let grads = GradientsParams::from_grads(grads, &model);
         let mut info = StepInfo::new(loss.detach())
@@ -201,9 +209,8 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
     // The recorded batches are one pass, logged as Cockpit's `log()` would at an epoch end
     // (the dashboard's hyperparameter and performance rows read it).
     if let Some(last) = fixture.steps.last() {
-        let losses: Vec<f64> = cockpit
-            .output()
-            .series("Loss")
+        let losses: Vec<f64> = QuantityKind::Loss
+            .series(cockpit.output())
             .iter()
             .filter_map(|(_, v)| v.as_f64())
             .collect();
@@ -270,10 +277,12 @@ fn read_params(model: &FixtureNet) -> Result<Vec<HostArray>, ReplayError> {
         .entries()
         .iter()
         .map(|entry| {
-            let data =
-                cockpit_quantities::readback::read_values(entry.value.clone()).map_err(|err| {
-                    ReplayError::Engine(format!("reading the final parameters: {err}"))
-                })?;
+            let data = cockpit_quantities::readback::read_values(entry.value.clone()).map_err(
+                |source| ReplayError::Engine {
+                    what: "reading the final parameters".into(),
+                    source,
+                },
+            )?;
             Ok(HostArray {
                 shape: entry.shape.clone(),
                 data,

@@ -4,14 +4,16 @@ use std::path::Path;
 
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
+use burn::tensor::Device;
 
+use super::previous::PreviousGradients;
 use super::report::StepReport;
-use crate::log::tensorboard::TensorBoardWriter;
 use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
 use crate::readback::{ReadCount, Readable};
+use crate::sink::{Origin, Record, Sink};
 use crate::{
     CockpitError, Configuration, OptimizerInfo, Output, QuantityError, Schedule, Snapshot,
     StepInfo, Value,
@@ -71,8 +73,8 @@ pub struct Cockpit {
     output: Output,
     param_set: Option<ParamSet>,
     last_step: Option<usize>,
-    stream: Option<JsonLinesWriter>,
-    tensorboard: Option<TensorBoardWriter>,
+    /// Where each call's values go besides `output` ([`Cockpit::with_sink`]).
+    sinks: Vec<Box<dyn Sink>>,
     warnings: Vec<String>,
     /// The per-sample and curvature sources' notes already turned into warnings (each is
     /// given once).
@@ -80,9 +82,9 @@ pub struct Cockpit {
     latest: Output,
     /// The reads of the latest `track` call.
     reads: ReadCount,
-    /// The mean gradient of the last tracked step, kept while a quantity asks for
-    /// [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
-    previous_grads: Option<(usize, Snapshot)>,
+    /// The mean gradients of the last tracked step (one per device), kept while a quantity
+    /// asks for [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
+    previous_grads: PreviousGradients,
     /// The optimizer of steps whose info names none.
     pub(super) optimizer: Option<OptimizerInfo>,
     /// Whether warnings and failures are printed to stderr (each distinct message once).
@@ -115,12 +117,11 @@ impl Cockpit {
             output: Output::new(),
             param_set: None,
             last_step: None,
-            stream: None,
-            tensorboard: None,
+            sinks: Vec::new(),
             warnings: Vec::new(),
             notes_seen: Vec::new(),
             latest: Output::new(),
-            previous_grads: None,
+            previous_grads: PreviousGradients::default(),
             reads: ReadCount::default(),
             optimizer: None,
             console: true,
@@ -179,62 +180,49 @@ impl Cockpit {
         }
     }
 
-    /// Also streams every tracked step as one JSON line to `path` (created or truncated now).
+    /// Also streams every tracked step as one JSON line to `path` (created or truncated now):
+    /// the sink [`JsonLinesWriter`].
     ///
     /// # Errors
     ///
     /// [`CockpitError::Log`] if the file cannot be created.
-    pub fn with_stream(mut self, path: impl AsRef<Path>) -> Result<Self, CockpitError> {
-        self.stream = Some(JsonLinesWriter::create(path)?);
-        Ok(self)
+    pub fn with_stream(self, path: impl AsRef<Path>) -> Result<Self, CockpitError> {
+        Ok(self.with_sink(JsonLinesWriter::create(path)?))
     }
 
-    /// Also writes every tracked step (and every [`Cockpit::log`] entry) to a TensorBoard
-    /// event file in `dir` (created if needed), flushed at each step: scalars
-    /// `cockpit/<Quantity>` and `cockpit/<Quantity>/<parameter>`, GradHist1d (and GradHist2d's
-    /// gradient marginal) as histograms ([`TensorBoardWriter`]). Point TensorBoard at `dir`.
-    ///
-    /// # Errors
-    ///
-    /// [`CockpitError::Log`] if the directory or the file cannot be created.
-    pub fn with_tensorboard(mut self, dir: impl AsRef<Path>) -> Result<Self, CockpitError> {
-        self.set_tensorboard(dir)?;
-        Ok(self)
+    /// Also feeds `sink` each tracked step's values and each epoch entry, as they come
+    /// ([`Sink`]): TensorBoard (`cockpit_tensorboard::TensorBoardWriter`), a stream, a
+    /// user's own. Keep a handle with `Arc<Mutex<S>>`, itself a sink.
+    pub fn with_sink(mut self, sink: impl Sink + 'static) -> Self {
+        self.add_sink(sink);
+        self
     }
 
-    /// [`Cockpit::with_tensorboard`] on a Cockpit in place (it is left as it was on error).
-    ///
-    /// # Errors
-    ///
-    /// [`CockpitError::Log`] if the directory or the file cannot be created.
-    pub fn set_tensorboard(&mut self, dir: impl AsRef<Path>) -> Result<(), CockpitError> {
-        self.tensorboard = Some(TensorBoardWriter::create(dir)?);
-        Ok(())
+    /// [`Cockpit::with_sink`] on a Cockpit in use (from the next call on).
+    pub fn add_sink(&mut self, sink: impl Sink + 'static) {
+        self.sinks.push(Box::new(sink));
     }
 
-    /// Adds a PNG image (e.g. the dashboard, `cockpit_plot::render_png`) to the TensorBoard
-    /// event file under `tag` at `step`, shown in TensorBoard's Images tab; nothing without
-    /// [`Cockpit::with_tensorboard`].
-    ///
-    /// # Errors
-    ///
-    /// [`CockpitError::Log`] if the file cannot be written.
-    pub fn tensorboard_image(
-        &mut self,
-        tag: &str,
-        step: usize,
-        png: Vec<u8>,
-        size: (u32, u32),
-    ) -> Result<(), CockpitError> {
-        if let Some(tensorboard) = &mut self.tensorboard {
-            tensorboard.write_png(tag, step, png, size)?;
+    /// Feeds every sink `values` (nothing for an empty record); every sink is fed even if one
+    /// fails, and the first error is returned.
+    fn feed(&mut self, origin: Origin, step: usize, values: &Output) -> Result<(), CockpitError> {
+        if values.is_empty() {
+            return Ok(());
         }
-        Ok(())
-    }
-
-    /// The TensorBoard event file being written, if any.
-    pub fn tensorboard_file(&self) -> Option<&Path> {
-        self.tensorboard.as_ref().map(TensorBoardWriter::path)
+        let parameter_names = self.param_set.as_ref().map_or(&[][..], |p| &p.names[..]);
+        let record = Record {
+            origin,
+            step,
+            values,
+            parameter_names,
+        };
+        let mut first = None;
+        for sink in &mut self.sinks {
+            if let Err(err) = sink.write(&record) {
+                first.get_or_insert(err);
+            }
+        }
+        first.map_or(Ok(()), |err| Err(err.into()))
     }
 
     /// Adds a quantity.
@@ -314,7 +302,8 @@ impl Cockpit {
     /// - [`CockpitError::BatchMismatch`] if the per-sample losses, the per-sample gradients
     ///   and the batch size disagree (or are empty); nothing is computed for the step;
     /// - [`CockpitError::QuantitiesFailed`] if the gradients could not be read at all;
-    /// - [`CockpitError::Log`] if the JSON-lines stream or the TensorBoard file cannot be written.
+    /// - [`CockpitError::Log`] if a [`Sink`] cannot write the values (every other sink is still
+    ///   fed, and the values are kept).
     ///
     /// In every case the values tracked so far stay in [`Cockpit::output`].
     ///
@@ -382,7 +371,7 @@ impl Cockpit {
         if let Ok(Some(stats)) = &mut per_sample {
             self.warn_notes(step, std::mem::take(&mut stats.notes));
         }
-        self.previous_grads = None;
+        self.previous_grads.drop_before(step);
         let ctx = StepContext {
             step,
             params: &params,
@@ -457,6 +446,8 @@ impl Cockpit {
                             quantity.name()
                         ));
                     }
+                    // A keyed variant's kind goes with its values, into every reader.
+                    computed.set_kind(quantity.name(), quantity.spec().name);
                     computed.insert(at, quantity.name(), value);
                 }
                 Ok(None) => {}
@@ -472,21 +463,11 @@ impl Cockpit {
         }
         let next = step + 1;
         if self.per_sample_needs(next).dots_with_previous_grad {
-            self.previous_grads = Some((step, grads.clone()));
+            self.previous_grads.keep(step, grads.clone());
         }
         self.output.merge(computed.clone());
         self.latest = computed.clone();
-        if let Some(stream) = &mut self.stream
-            && !computed.is_empty()
-        {
-            stream.append(step, &computed)?;
-        }
-        if let Some(tensorboard) = &mut self.tensorboard
-            && !computed.is_empty()
-        {
-            let names = self.param_set.as_ref().map_or(&[][..], |p| &p.names[..]);
-            tensorboard.write_output(&computed, names)?;
-        }
+        self.feed(Origin::Tracked, step, &computed)?;
         Ok(StepReport::tracked(step, failures))
     }
 
@@ -516,6 +497,23 @@ impl Cockpit {
             .fold(PerSampleNeeds::NONE, |acc, q| {
                 acc.union(q.per_sample_needs(step))
             })
+    }
+
+    /// Keeps `grads`, a data-parallel worker's mean gradient of `step` on its own device, for
+    /// its projections at `step + 1` ([`Cockpit::previous_gradient`]), beside the Cockpit's
+    /// own: one cache for every path. Whether a quantity projects on it is known only once
+    /// `step` is tracked, so a worker keeps it always; it is dropped when the Cockpit tracks
+    /// a later step.
+    pub fn keep_gradient(&mut self, step: usize, grads: Snapshot) {
+        self.previous_grads.keep(step, grads);
+    }
+
+    /// The mean gradient of the step before `step` on `device`, where one is kept (by the
+    /// Cockpit's own tracking, or a worker's [`Cockpit::keep_gradient`]): what
+    /// [`Cockpit::per_sample_request`] takes as `previous`. A copy of the handles, not of the
+    /// values.
+    pub fn previous_gradient(&self, step: usize, device: &Device) -> Option<Snapshot> {
+        self.previous_grads.before(step, device).cloned()
     }
 
     /// The request for `step`'s per-sample statistics other than gradient elements, as
@@ -558,10 +556,7 @@ impl Cockpit {
             return Ok(None);
         }
         let source = info.per_sample().ok_or_else(missing_per_sample)?.clone();
-        let previous = match &self.previous_grads {
-            Some((at, previous)) if at + 1 == step => Some(previous),
-            _ => None,
-        };
+        let previous = self.previous_grads.before(step, &params.device());
         let with_previous = needs.dots_with_previous_grad && previous.is_some();
         let mut request = self.per_sample_request(step, grads, previous);
         let entries = params.entries();
@@ -605,8 +600,8 @@ impl Cockpit {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::Log`] if the JSON-lines stream or the TensorBoard file cannot be written
-    /// (the entry is kept).
+    /// [`CockpitError::Log`] if a [`Sink`] cannot write the entry (every other sink is still
+    /// fed, and the entry is kept).
     pub fn log(&mut self, step: usize, entry: &EpochLog) -> Result<(), CockpitError> {
         let mut values = Output::new();
         values.insert(step, "epoch_count", Value::Int(entry.epoch_count as i64));
@@ -625,13 +620,7 @@ impl Cockpit {
             }
         }
         self.output.merge(values.clone());
-        if let Some(stream) = &mut self.stream {
-            stream.append(step, &values)?;
-        }
-        if let Some(tensorboard) = &mut self.tensorboard {
-            tensorboard.write_output(&values, &[])?;
-        }
-        Ok(())
+        self.feed(Origin::Epoch, step, &values)
     }
 
     /// Everything tracked so far: `output[step][name]`.

@@ -2,6 +2,7 @@
 //! training step with [`Cockpit::step`].
 
 mod base;
+mod previous;
 mod report;
 mod step;
 

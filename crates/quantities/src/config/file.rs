@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::named::under_key;
 use super::{Configuration, Named};
+use crate::error::ConfigFileError;
 use crate::quantity::{Quantity, QuantityKind};
 use crate::{Cockpit, CockpitError, Schedule};
 
@@ -132,19 +133,19 @@ impl CockpitConfig {
     /// fields included).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, CockpitError> {
         let path = path.as_ref();
-        let refuse = |reason: String| CockpitError::ConfigFile {
+        let refuse = |source: ConfigFileError| CockpitError::ConfigFile {
             path: path.to_path_buf(),
-            reason,
+            source,
         };
         let text = crate::log::read_bounded(path, Self::MAX_FILE_BYTES)
-            .map_err(|err| refuse(err.to_string()))?;
+            .map_err(|err| refuse(err.into()))?;
         match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => Self::from_toml(&text),
             Some("json") => Self::from_json(&text),
-            _ => Err(refuse("expected a .toml or .json file".into())),
+            _ => Err(refuse(ConfigFileError::Extension)),
         }
         .map_err(|err| match err {
-            CockpitError::ConfigFile { reason, .. } => refuse(reason),
+            CockpitError::ConfigFile { source, .. } => refuse(source),
             other => other,
         })
     }
@@ -157,7 +158,7 @@ impl CockpitConfig {
     pub fn from_toml(text: &str) -> Result<Self, CockpitError> {
         toml::from_str(text).map_err(|err| CockpitError::ConfigFile {
             path: Default::default(),
-            reason: err.to_string(),
+            source: ConfigFileError::Toml(err),
         })
     }
 
@@ -169,7 +170,7 @@ impl CockpitConfig {
     pub fn from_json(text: &str) -> Result<Self, CockpitError> {
         let refuse = |err: serde_json::Error| CockpitError::ConfigFile {
             path: Default::default(),
-            reason: err.to_string(),
+            source: ConfigFileError::Json(err),
         };
         // serde_json keeps the last of a repeated key; a setting said twice is refused (TOML's
         // parser refuses it already).

@@ -87,6 +87,10 @@ impl std::fmt::Debug for Named {
 }
 
 impl Quantity for Named {
+    fn spec(&self) -> &'static crate::quantity::QuantitySpec {
+        self.inner.spec()
+    }
+
     fn name(&self) -> &str {
         &self.key
     }

@@ -14,6 +14,11 @@ use crate::{ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Ou
 /// Python `CockpitPlotter` has no instrument for, so it ignores it).
 pub(crate) const PARAMETER_NAMES_KEY: &str = "parameter_names";
 
+/// The key of the first step's entry that holds the kinds of keyed variants
+/// ([`Output::kinds`], `{"HessTrace[ggn]": "HessTrace"}`), which the Python `CockpitPlotter`
+/// ignores as it does the names.
+pub(crate) const KINDS_KEY: &str = "quantity_kinds";
+
 /// The suffix of the key beside an estimate's that holds its standard errors.
 pub(crate) const STDERR_SUFFIX: &str = "_stderr";
 
@@ -36,6 +41,15 @@ pub(crate) fn encode_output(output: &Output) -> Json {
     {
         let names = output.parameter_names().iter().cloned().map(Json::Str);
         map.insert(PARAMETER_NAMES_KEY.into(), Json::Array(names.collect()));
+    }
+    if let (Some(first), false) = (output.steps().next(), output.kinds().is_empty())
+        && let Some(Json::Object(map)) = steps.get_mut(&first.to_string())
+    {
+        let kinds = output
+            .kinds()
+            .iter()
+            .map(|(key, class)| (key.clone(), Json::Str(class.clone())));
+        map.insert(KINDS_KEY.into(), Json::Object(kinds.collect()));
     }
     Json::Object(steps)
 }
@@ -65,6 +79,17 @@ pub(crate) fn decode_output(json: Json) -> Result<Output, String> {
                     .collect::<Option<Vec<String>>>()
             {
                 output.set_parameter_names(names);
+                continue;
+            }
+            if name == KINDS_KEY
+                && let Json::Object(kinds) = &value
+                && kinds.values().all(|class| matches!(class, Json::Str(_)))
+            {
+                for (key, class) in kinds {
+                    if let Json::Str(class) = class {
+                        output.set_kind(key.clone(), class.clone());
+                    }
+                }
                 continue;
             }
             let value =

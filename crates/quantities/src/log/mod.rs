@@ -1,4 +1,5 @@
 //! Cockpit-format logs: the JSON file (json_tricks encoding) and the JSON-lines stream.
+//! (TensorBoard event files are the `cockpit-tensorboard` crate's.)
 
 mod atomic;
 mod error;
@@ -7,7 +8,6 @@ mod json;
 mod json_tricks;
 mod limit;
 mod stream;
-pub mod tensorboard;
 
 pub use atomic::write_atomic;
 pub use error::LogError;

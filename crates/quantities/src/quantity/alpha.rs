@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
-use super::base::{Enqueued, Quantity, StepContext, compute_now, sum_over_params};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
+use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::persample::{PerSampleNeeds, PerSampleSource, Request};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
@@ -377,8 +377,8 @@ impl QuantityType for Alpha {
 }
 
 impl Quantity for Alpha {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -4,10 +4,13 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
+use serde::de::DeserializeOwned;
+
+use super::spec::QuantitySpec;
 use crate::histogram::HistogramEngine;
 use crate::persample::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats};
 use crate::readback::Readable;
-use crate::{CockpitError, ParamEntry, QuantityError, Snapshot, StepInfo, Value};
+use crate::{CockpitError, ParamEntry, QuantityError, Schedule, Snapshot, StepInfo, Value};
 
 /// Everything a quantity may read at one tracked step.
 ///
@@ -233,9 +236,16 @@ pub(crate) fn missing_per_sample() -> QuantityError {
 /// (Cockpit's `SAVE_SHIFT`). Caches hold device handles and are dropped as soon as no later step
 /// can need them.
 pub trait Quantity: Send {
-    /// The key the value is stored under: Cockpit's class name (`"GradNorm"`), or a variant key
-    /// such as `"GradHist1d[bins=20]"`.
-    fn name(&self) -> &str;
+    /// The quantity's facts ([`QuantitySpec`]): its Cockpit name, the shape of its value, what
+    /// it needs. A quantity stored under a key of its own keeps its kind's spec, so every
+    /// reader knows what the value is without reading the key.
+    fn spec(&self) -> &'static QuantitySpec;
+
+    /// The key the value is stored under: Cockpit's class name (`"GradNorm"`, the default), or
+    /// a variant key such as `"GradHist1d[bins=20]"`.
+    fn name(&self) -> &str {
+        self.spec().name
+    }
 
     /// Checks the quantity's settings (linfa's `check()` habit): the Cockpit calls it when the
     /// quantity joins, so impossible settings are refused before training, not met as a
@@ -345,6 +355,22 @@ pub trait Quantity: Send {
     ) -> Result<(), QuantityError> {
         Ok(())
     }
+}
+
+/// A quantity type with its facts and its settings, as Cockpit's keyword arguments.
+///
+/// Implemented by each quantity in its own file; [`crate::QuantityKind`] reads it.
+pub trait QuantityType: Quantity + Sized + 'static {
+    /// The quantity's facts.
+    const SPEC: QuantitySpec;
+
+    /// Its settings, deserialised (serde) from Cockpit's keyword arguments (`{"bins": 20}`);
+    /// the default is Cockpit's default. Unknown keys are refused.
+    type Settings: DeserializeOwned + Default;
+
+    /// The quantity on `schedule` with `settings`. The settings are checked when the quantity
+    /// joins a [`Cockpit`](crate::Cockpit) ([`Quantity::check`]).
+    fn with_settings(schedule: Schedule, settings: Self::Settings) -> Self;
 }
 
 /// Sums per-parameter `[B]` statistics over the parameters.

@@ -1,7 +1,7 @@
 //! CABS.
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
+use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{QuantityError, Schedule, Value};
 
@@ -54,8 +54,8 @@ impl QuantityType for CABS {
 }
 
 impl Quantity for CABS {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -1,7 +1,7 @@
 //! Distance.
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// Layer-wise L2 distance from the initial parameters, `‖θ_t^p − θ_0^p‖₂` (Cockpit's
@@ -47,8 +47,8 @@ impl QuantityType for Distance {
 }
 
 impl Quantity for Distance {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -3,10 +3,10 @@
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::base::{
+use super::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now, needs_two,
 };
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{CockpitError, QuantityError, Schedule, Value};
 
@@ -77,8 +77,8 @@ impl QuantityType for EarlyStopping {
 }
 
 impl Quantity for EarlyStopping {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

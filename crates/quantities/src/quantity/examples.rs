@@ -2,10 +2,10 @@
 
 use serde::Deserialize;
 
-use super::base::{
+use super::base::{QuantityType, 
     Enqueued, Quantity, StepContext, awaited, compute_now, invalid,
 };
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::examples::{ExampleRecord, Visit};
 use crate::persample::PerSampleNeeds;
 use crate::readback::Readable;
@@ -116,8 +116,8 @@ fn half_count(sorted: &[f64], total: f64) -> usize {
 }
 
 impl Quantity for Examples {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

@@ -3,11 +3,11 @@
 use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
-use super::base::{
+use super::base::{QuantityType, 
     Enqueued, Quantity, StepContext, awaited, compute_now, grad_abs_max,
 };
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
@@ -192,8 +192,8 @@ impl QuantityType for GradHist1d {
 }
 
 impl Quantity for GradHist1d {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

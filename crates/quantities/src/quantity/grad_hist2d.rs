@@ -3,12 +3,12 @@
 use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
-use super::base::{
+use super::base::{QuantityType, 
     Enqueued, Quantity, StepContext, awaited, compute_now, grad_abs_max,
     invalid,
 };
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
 use crate::histogram::{
@@ -224,8 +224,8 @@ impl QuantityType for GradHist2d {
 }
 
 impl Quantity for GradHist2d {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

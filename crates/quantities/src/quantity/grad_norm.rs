@@ -1,7 +1,7 @@
 //! GradNorm.
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// Layer-wise gradient norms `‖∇_p L(θ_t)‖₂`, one per parameter (Cockpit's `GradNorm`).
@@ -39,8 +39,8 @@ impl QuantityType for GradNorm {
 }
 
 impl Quantity for GradNorm {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -1,7 +1,7 @@
 //! GradParamRatio.
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// Layer-wise relative gradient norms `‖∇_p L(θ_t)‖₂ / ‖θ_{t,p}‖₂`, one per parameter: how
@@ -43,8 +43,8 @@ impl QuantityType for GradParamRatio {
 }
 
 impl Quantity for GradParamRatio {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 use serde::Deserialize;
 
-use super::base::{Quantity, StepContext, invalid};
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Quantity, StepContext, invalid};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::curvature::random::SplitMix;
 use crate::curvature::{EigenEstimate, Target, lanczos_with_vector, power_iteration};
 use crate::{CockpitError, QuantityError, Schedule, Snapshot, Value};
@@ -243,8 +243,8 @@ impl QuantityType for HessMaxEV {
 }
 
 impl Quantity for HessMaxEV {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

@@ -2,8 +2,8 @@
 
 use serde::Deserialize;
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, check_mc_samples, compute_now};
-use super::spec::{Needs, QuantitySpec, QuantityType, Reduction, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, check_mc_samples, compute_now};
+use super::spec::{Needs, QuantitySpec, Reduction, ValueShape};
 use crate::curvature::DiagonalKind;
 use crate::{CockpitError, QuantityError, Schedule, Value};
 
@@ -87,8 +87,8 @@ impl QuantityType for HessTrace {
 }
 
 impl Quantity for HessTrace {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

@@ -10,7 +10,8 @@ use std::str::FromStr;
 
 use super::QuantityKind;
 use super::base::Quantity;
-use super::spec::{QuantityType, Reduction, ValueShape};
+use super::base::QuantityType;
+use super::spec::{QuantitySpec, Reduction, ValueShape};
 use crate::{CockpitError, Output, Schedule, Value};
 
 /// Generates, from `file => Kind, …;` lines, each file's `mod` and `pub use file::*`, and
@@ -128,10 +129,43 @@ impl QuantityKind {
         }
     }
 
-    /// This quantity's values in `output`, under its own name, in step order: the typed way
-    /// to read a log (the dashboard, `diagnose` and the metrics read through it).
+    /// The kind whose facts are `spec` (what [`Quantity::spec`](crate::Quantity::spec)
+    /// returns), `None` for a quantity that is none of Cockpit's.
+    pub fn of_spec(spec: &QuantitySpec) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.spec() == spec)
+    }
+
+    /// The kind of the values under `key` in `output`, as the output records it
+    /// ([`Output::kind_name`]): `HessTrace` for `HessTrace[ggn]`; `None` for keys of no
+    /// quantity (`epoch_count`, a user's own). The key's text is never taken apart.
+    pub fn of_key(output: &Output, key: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.name() == output.kind_name(key))
+    }
+
+    /// Every key in `output` holding values of this quantity: its own name first where it has
+    /// values, then its keyed variants in name order.
+    pub fn keys(self, output: &Output) -> Vec<&str> {
+        let mut keys: Vec<&str> = output
+            .keys()
+            .into_iter()
+            .filter(|key| Self::of_key(output, key) == Some(self))
+            .collect();
+        keys.sort_by_key(|key| *key != self.name());
+        keys
+    }
+
+    /// This quantity's values in `output`, in step order: the typed way to read a log (the
+    /// dashboard, `diagnose`, the metrics and `replay` read through it). The values are those
+    /// under its own name, or, where it has none, under its first keyed variant
+    /// ([`QuantityKind::keys`]): a run that only tracks `HessTrace[ggn]` is drawn and
+    /// diagnosed as HessTrace.
     pub fn series(self, output: &Output) -> Vec<(usize, &Value)> {
-        output.series(self.name())
+        self.keys(output)
+            .first()
+            .map(|key| output.series(key))
+            .unwrap_or_default()
     }
 
     /// This quantity's network-wide number at each step that has one

@@ -1,7 +1,7 @@
 //! Loss.
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The mini-batch loss `L(θ_t)` (Cockpit's `Loss`, a byproduct quantity).
@@ -39,8 +39,8 @@ impl QuantityType for Loss {
 }
 
 impl Quantity for Loss {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

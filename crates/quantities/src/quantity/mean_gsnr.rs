@@ -3,8 +3,8 @@
 use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now};
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{CockpitError, QuantityError, Schedule, Value};
 
@@ -72,8 +72,8 @@ impl QuantityType for MeanGSNR {
 }
 
 impl Quantity for MeanGSNR {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn check(&self) -> Result<(), CockpitError> {

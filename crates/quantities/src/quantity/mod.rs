@@ -8,8 +8,8 @@ pub(crate) mod testing;
 
 pub use crate::histogram::axis::{MAX_BINS, MAX_BINS_2D};
 pub(crate) use base::missing_per_sample as base_missing_per_sample;
-pub use base::{Enqueued, Quantity, StepContext};
-pub use spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
+pub use base::{Enqueued, Quantity, QuantityType, StepContext};
+pub use spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 
 // The one list of quantities: `file => Kind, …;`, by file. Each line declares the file's
 // module, re-exports what it makes public (the quantity's type, named as its kind, and its

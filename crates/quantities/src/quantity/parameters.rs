@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{HostArray, ParamEntry, QuantityError, Schedule, Value};
 
 /// A function that presents a parameter's host array in another layout.
@@ -71,8 +71,8 @@ impl QuantityType for Parameters {
 }
 
 impl Quantity for Parameters {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -1,14 +1,10 @@
 //! What is known about a quantity without running a step: its [`QuantitySpec`] (Cockpit name,
-//! value shape, network-wide reduction, needs) and its checked, deserialisable settings
-//! ([`QuantityType`]). Each quantity file states these facts once;
+//! value shape, network-wide reduction, needs). Each quantity file states these facts once
+//! (through [`QuantityType`](super::QuantityType), beside its checked, deserialisable settings);
 //! [`QuantityKind`](crate::QuantityKind) hands them to the Cockpit, the burn-train metrics, the dashboard,
 //! `diagnose` and `replay`.
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
-
-use super::base::Quantity;
-use crate::Schedule;
 
 /// How a per-parameter list becomes one network-wide number ([`ValueShape::PerParameter`]).
 /// Non-exhaustive: a new quantity may bring the reduction it needs.
@@ -95,22 +91,6 @@ pub struct QuantitySpec {
     pub shape: ValueShape,
     /// What it needs from a step.
     pub needs: Needs,
-}
-
-/// A quantity type with its facts and its settings, as Cockpit's keyword arguments.
-///
-/// Implemented by each quantity in its own file; [`crate::QuantityKind`] reads it.
-pub trait QuantityType: Quantity + Sized + 'static {
-    /// The quantity's facts.
-    const SPEC: QuantitySpec;
-
-    /// Its settings, deserialised (serde) from Cockpit's keyword arguments (`{"bins": 20}`);
-    /// the default is Cockpit's default. Unknown keys are refused.
-    type Settings: DeserializeOwned + Default;
-
-    /// The quantity on `schedule` with `settings`. The settings are checked when the quantity
-    /// joins a [`Cockpit`](crate::Cockpit) ([`Quantity::check`]).
-    fn with_settings(schedule: Schedule, settings: Self::Settings) -> Self;
 }
 
 /// The settings of a quantity that has none (`{}`).

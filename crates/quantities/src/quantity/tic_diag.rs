@@ -4,10 +4,10 @@ use burn::tensor::Tensor;
 
 use serde::Deserialize;
 
-use super::base::{
+use super::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, check_epsilon, check_mc_samples, compute_now,
 };
-use super::spec::{Needs, QuantitySpec, QuantityType, ValueShape};
+use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::curvature::DiagonalKind;
 use crate::persample::PerSampleNeeds;
 use crate::{CockpitError, QuantityError, Schedule, Value};
@@ -167,8 +167,8 @@ impl TicValue for TICTrace {
 macro_rules! tic_quantity {
     ($t:ident) => {
         impl Quantity for $t {
-            fn name(&self) -> &str {
-                Self::SPEC.name
+            fn spec(&self) -> &'static QuantitySpec {
+                &Self::SPEC
             }
 
             fn check(&self) -> Result<(), CockpitError> {

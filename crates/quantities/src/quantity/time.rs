@@ -2,8 +2,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::base::{Quantity, StepContext};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use super::base::{QuantityType, Quantity, StepContext};
+use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// Wall-clock time when the step was tracked, in seconds since the Unix epoch (Cockpit's
@@ -38,8 +38,8 @@ impl QuantityType for Time {
 }
 
 impl Quantity for Time {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

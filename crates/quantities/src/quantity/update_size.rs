@@ -1,7 +1,7 @@
 //! UpdateSize.
 
-use super::base::{Awaiting, Enqueued, Quantity, StepContext, compute_now};
-use super::spec::{Needs, NoSettings, QuantitySpec, QuantityType, Reduction, ValueShape};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// Layer-wise size of the optimizer's update, `‖θ_{t+1}^p − θ_t^p‖₂` (Cockpit's `UpdateSize`).
@@ -49,8 +49,8 @@ impl QuantityType for UpdateSize {
 }
 
 impl Quantity for UpdateSize {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -12,9 +12,11 @@ use cockpit_diagnose::{Diagnosis, Monitor};
 use cockpit_quantities::curvature::{
     CurvatureSource, HessianDiagonal, OutputLoss, RecordedCurvature,
 };
+use cockpit_quantities::log::JsonLinesWriter;
 use cockpit_quantities::{
-    Cockpit, CockpitConfig, Configuration, OptimizerInfo, QuantityKind, Schedule,
+    Cockpit, CockpitConfig, CockpitError, Configuration, OptimizerInfo, QuantityKind, Schedule,
 };
+use cockpit_tensorboard::TensorBoardWriter;
 
 use super::epoch::EpochWriter;
 use super::group::{Ddp, Transport};
@@ -163,13 +165,10 @@ impl CockpitLearner {
             path: dir.clone(),
             source,
         })?;
+        let stream = JsonLinesWriter::create(dir.join(STREAM_FILE)).map_err(CockpitError::from)?;
         {
             let mut state = self.lock();
-            let cockpit = std::mem::replace(
-                &mut state.cockpit,
-                Cockpit::new(Vec::new()).map_err(TrainError::from)?,
-            );
-            state.cockpit = cockpit.with_stream(dir.join(STREAM_FILE))?;
+            state.cockpit.add_sink(stream);
             state.dir = Some(dir);
         }
         Ok(self)
@@ -178,14 +177,15 @@ impl CockpitLearner {
     /// Also writes every tracked step to a TensorBoard event file in `dir` (created if needed),
     /// flushed at each step, beside burn's own metrics: scalars `cockpit/<Quantity>` and
     /// `cockpit/<Quantity>/<parameter>`, GradHist1d as histograms
-    /// ([`Cockpit::with_tensorboard`]).
+    /// ([`TensorBoardWriter`] as one of the Cockpit's sinks).
     ///
     /// # Errors
     ///
     /// [`TrainError::Cockpit`] if the directory or the file cannot be created (the Learner's
     /// Cockpit is left as it was).
     pub fn with_tensorboard(self, dir: impl AsRef<Path>) -> Result<Self, TrainError> {
-        self.lock().cockpit.set_tensorboard(dir)?;
+        let writer = TensorBoardWriter::create(dir).map_err(CockpitError::from)?;
+        self.lock().cockpit.add_sink(writer);
         Ok(self)
     }
 
@@ -237,7 +237,7 @@ impl CockpitLearner {
     ///
     /// # Errors
     ///
-    /// [`TrainError::DataParallel`] for an empty device list.
+    /// [`TrainError::NoDevices`] for an empty device list.
     pub fn ddp(
         &self,
         devices: Vec<Device>,
@@ -255,7 +255,7 @@ impl CockpitLearner {
     ///
     /// # Errors
     ///
-    /// [`TrainError::DataParallel`] for an empty device list.
+    /// [`TrainError::NoDevices`] for an empty device list.
     pub fn data_parallel(
         &self,
         devices: &[Device],

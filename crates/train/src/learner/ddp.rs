@@ -12,16 +12,16 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
-use burn::tensor::{Device, Tensor};
-use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
+use burn::tensor::Device;
 use cockpit_quantities::persample::{
-    Collective, MergedPerSample, PerSampleSource, PerSampleStats, ReducedPerSample,
+    Collective, GroupStats, PerSampleError, PerSampleSource, PerSampleStats, ReducedPerSample,
     all_reduce_stats,
 };
 use cockpit_quantities::{Snapshot, StepInfo};
 
 use super::group::{Deposit, PATIENCE};
 use super::state::{NO_TRAIN_OUTPUT, State, scaled};
+use super::union::Part;
 use crate::step::Pending;
 
 /// What a worker takes from the shared state to track its step.
@@ -32,7 +32,6 @@ struct Start {
     collective: Arc<dyn Collective>,
     /// `k`: burn's gradient is `k` times the union's mean gradient.
     k: usize,
-    previous: Option<Snapshot>,
 }
 
 /// One DDP worker's optimizer step: reduce this worker's statistics, join them with the
@@ -53,7 +52,6 @@ pub(super) fn track<M: Module>(
         pending,
         collective,
         k,
-        previous,
     } = start;
     let params = Snapshot::of_params(model);
     let device = params.device();
@@ -61,66 +59,44 @@ pub(super) fn track<M: Module>(
     let grads_snapshot = Snapshot::of_grads(model, &mean);
     let mut problems = Vec::new();
 
-    // This worker's own statistics, then the all-reduce every worker takes part in.
-    let factors = own_factors(&pending, &device, &mut problems);
-    let losses: Option<Vec<Tensor<1>>> = pending.iter().map(|p| p.capture.losses.clone()).collect();
+    // This worker's micro-batches joined (the one place: `union`), its own statistics, then
+    // the all-reduce every worker takes part in.
+    let parts = pending
+        .into_iter()
+        .map(|p| Part::of(p, &mut problems))
+        .collect();
+    let mut own = Part::join(parts, &device, &mut problems);
+    let factors = own.per_sample_source(&device, &mut problems);
     let local = match &grads_snapshot {
-        Ok(g) => own_stats(
-            shared,
-            step,
-            &params,
-            g,
-            previous.as_ref(),
-            factors.as_deref(),
-        ),
+        Ok(g) => own_stats(shared, step, &params, g, factors.as_deref())
+            .map_err(|err| format!("step {step}: per-sample gradients unavailable: {err}")),
         Err(err) => Err(format!("step {step} not tracked: {err}")),
     };
     let local = local.map_err(|problem| problems.push(problem)).ok();
     let joined = all_reduce_stats(
         local.as_ref(),
-        losses.map(|l| Tensor::cat(l, 0)),
+        own.losses.take(),
         &device,
         collective.as_ref(),
     );
 
-    // Hand this worker's part to rank 0.
-    let ids: Option<Vec<u64>> = pending
-        .iter()
-        .map(|p| p.capture.ids.clone())
-        .collect::<Option<Vec<_>>>()
-        .map(|parts| parts.concat());
-    let margins: Option<Vec<Tensor<1>>> =
-        pending.iter().map(|p| p.capture.margins.clone()).collect();
-    let deposit = Deposit {
-        step,
-        ids,
-        margins: margins.filter(|m| !m.is_empty()).map(|m| Tensor::cat(m, 0)),
-        losses: pending
-            .iter()
-            .filter_map(|p| p.capture.loss.clone())
-            .collect(),
-        factors,
-        curvature: pending
-            .into_iter()
-            .map(|p| {
-                let size = p.capture.losses.as_ref().map_or(1, |l| l.dims()[0]);
-                p.curvature.map(|c| (size, c))
-            })
-            .collect(),
-    };
+    // Hand this worker's part to rank 0: its per-sample losses travel in the all-reduce, its
+    // sources merged once here.
+    own.per_sample = factors.map(|f| vec![f]);
+    let deposit = Deposit { step, part: own };
     let mut state = State::lock(shared);
     for problem in problems {
         state.problem(problem);
+    }
+    // The next step's projections on this gradient: kept in the Cockpit's one cache, on this
+    // worker's device.
+    if let Ok(g) = &grads_snapshot {
+        state.cockpit.keep_gradient(step, g.clone());
     }
     let Some(ddp) = state.ddp.as_mut() else {
         return;
     };
     let worker = &mut ddp.workers[rank];
-    // Whether the next step projects on this gradient is known only once rank 0 has
-    // tracked this one: every worker keeps it.
-    if let Ok(g) = &grads_snapshot {
-        worker.previous = Some((step, g.clone()));
-    }
     worker.deposit = Some(deposit);
     arrived.notify_all();
     if rank != 0 {
@@ -175,12 +151,14 @@ fn own_stats(
     step: usize,
     params: &Snapshot,
     grads: &Snapshot,
-    previous: Option<&Snapshot>,
     factors: Option<&dyn PerSampleSource>,
-) -> Result<PerSampleStats, String> {
-    let request = State::lock(shared)
+) -> Result<PerSampleStats, PerSampleError> {
+    let state = State::lock(shared);
+    let previous = state.cockpit.previous_gradient(step, &params.device());
+    let request = state
         .cockpit
-        .per_sample_request(step, grads, previous);
+        .per_sample_request(step, grads, previous.as_ref());
+    drop(state);
     let wanted =
         request.sq_norms || request.sum_sq || request.abs_max || !request.directions.is_empty();
     match (factors, wanted) {
@@ -188,10 +166,10 @@ fn own_stats(
             batch_size: factors.map_or(0, |f| f.batch_size()),
             ..PerSampleStats::default()
         }),
-        (Some(f), true) => f
-            .reduce(params, request)
-            .map_err(|err| format!("per-sample gradients unavailable: {err}")),
-        (None, true) => Err(format!("step {step}: no per-sample gradients recorded")),
+        (Some(f), true) => f.reduce(params, request),
+        (None, true) => Err(PerSampleError::MissingInfo(
+            "per-sample gradients recorded on this worker",
+        )),
     }
 }
 
@@ -208,10 +186,6 @@ fn start_step(shared: &Mutex<State>) -> Option<Start> {
     let step = worker.step;
     worker.step += 1;
     let pending = std::mem::take(&mut worker.pending);
-    let previous = match worker.previous.take() {
-        Some((at, g)) if at + 1 == step => Some(g),
-        _ => None,
-    };
     if rank == 0 {
         state.step = step + 1;
     }
@@ -225,118 +199,65 @@ fn start_step(shared: &Mutex<State>) -> Option<Start> {
         pending,
         collective,
         k,
-        previous,
     })
 }
 
 /// The info of a DDP step on the union of the workers' batches (rank 0, with every
-/// worker's deposit in rank order): burn applied `k` times the union's mean gradient.
+/// worker's deposit in rank order), joined where every step's parts are ([`Part::join`]):
+/// burn applied `k` times the union's mean gradient. The per-sample statistics are the
+/// all-reduced ones (`joined`), with the workers' sources for the gradient elements.
 fn union_info(
     state: &mut State,
     step: usize,
     deposits: Vec<Deposit>,
-    joined: Result<
-        cockpit_quantities::persample::GroupStats,
-        cockpit_quantities::persample::PerSampleError,
-    >,
+    joined: Result<GroupStats, PerSampleError>,
     device: &Device,
     lr: f64,
     k: usize,
 ) -> Option<StepInfo> {
-    let losses: Vec<Tensor<1>> = deposits
-        .iter()
-        .flat_map(|d| d.losses.iter().map(|l| l.clone().to_device(device)))
-        .collect();
-    if losses.is_empty() {
-        state.problem(NO_TRAIN_OUTPUT.into());
-        return None;
-    }
-    let mut info = StepInfo::new(Tensor::cat(losses, 0).mean())
-        .with_optimizer(state.optimizer.on_union(lr, k));
-    // The workers' ids and margins joined in rank order, as their statistics are.
-    let ids: Option<Vec<u64>> = deposits
-        .iter()
-        .map(|d| d.ids.clone())
-        .collect::<Option<Vec<_>>>()
-        .map(|parts| parts.concat());
-    if let Some(ids) = ids {
-        info = info.with_sample_ids(ids);
-    }
-    let margins: Option<Vec<Tensor<1>>> = deposits
-        .iter()
-        .map(|d| d.margins.clone().map(|m| m.to_device(device)))
-        .collect();
-    if let Some(margins) = margins {
-        info = info.with_margins(Tensor::cat(margins, 0));
-    }
-    match joined {
-        Ok(joined) if joined.sizes.iter().any(|b| *b != joined.sizes[0]) => {
-            state.problem(format!(
-                "step {step}: data-parallel workers with batches of different sizes {:?}: \
-                     per-sample and curvature quantities are refused on this step (the \
-                     all-reduced gradient is not the union's mean gradient)",
-                joined.sizes
-            ));
-            return Some(info);
-        }
-        Ok(joined) => {
-            let elements: Option<Vec<Arc<dyn PerSampleSource>>> =
-                deposits.iter().map(|d| d.factors.clone()).collect();
-            let elements = elements
-                .and_then(|parts| MergedPerSample::new(parts).ok())
-                .map(|merged| {
-                    Arc::new(merged.on_device(device.clone())) as Arc<dyn PerSampleSource>
-                });
-            if let Some(losses) = joined.losses {
-                info = info.with_individual_losses(losses);
-            }
-            if joined.stats.batch_size > 0 {
-                info = info
-                    .with_batch_size(joined.stats.batch_size)
-                    .with_per_sample(ReducedPerSample::new(joined.stats, elements));
-            }
-        }
-        Err(err) => state.problem(format!(
-            "step {step}: per-sample statistics unavailable: {err}"
-        )),
-    }
-    let curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>> = deposits
+    let mut problems = Vec::new();
+    let sizes = joined.as_ref().ok().map(|j| j.sizes.clone());
+    let parts = deposits
         .into_iter()
-        .map(|d| d.curvature)
-        .collect::<Option<Vec<_>>>()
-        .map(|parts| parts.into_iter().flatten().collect());
-    if let Some(parts) = curvature.filter(|p| !p.is_empty()) {
-        match MergedCurvature::new(parts) {
-            Ok(merged) => info = info.with_curvature(merged),
-            Err(err) => state.problem(format!("curvature unavailable: {err}")),
+        .enumerate()
+        .map(|(rank, d)| Part {
+            // The all-reduce knows each worker's batch size, whatever its part knows.
+            size: sizes
+                .as_ref()
+                .and_then(|s| s.get(rank).copied())
+                .or(d.part.size),
+            ..d.part
+        })
+        .collect();
+    let mut union = Part::join(parts, device, &mut problems);
+    let uneven = sizes.is_some_and(|s| s.iter().any(|b| *b != s[0]));
+    match joined {
+        Ok(joined) if !uneven => {
+            let elements = union.per_sample_source(device, &mut problems);
+            union.losses = joined.losses;
+            union.per_sample = (joined.stats.batch_size > 0).then(|| {
+                vec![Arc::new(ReducedPerSample::new(joined.stats, elements))
+                    as Arc<dyn PerSampleSource>]
+            });
+        }
+        // Workers of different sizes: the join refused per-sample and curvature and said why.
+        Ok(_) => {}
+        Err(err) => {
+            union.per_sample = None;
+            problems.push(format!(
+                "step {step}: per-sample statistics unavailable: {err}"
+            ));
         }
     }
-    Some(info)
-}
-
-/// A worker's per-sample source for its micro-batches (one, or merged), `None` when a
-/// micro-batch has none.
-fn own_factors(
-    pending: &[Pending],
-    device: &Device,
-    problems: &mut Vec<String>,
-) -> Option<Arc<dyn PerSampleSource>> {
-    let mut parts: Vec<Arc<dyn PerSampleSource>> = Vec::new();
-    for p in pending {
-        match &p.capture.factors {
-            Some(Ok(f)) => parts.push(Arc::new(f.clone())),
-            Some(Err(err)) => {
-                problems.push(format!("per-sample gradients unavailable: {err}"));
-                return None;
-            }
-            None => return None,
-        }
+    let info = union.mean_loss().map(|loss| {
+        let info = StepInfo::new(loss).with_optimizer(state.optimizer.on_union(lr, k));
+        union.into_info(info, device, &mut problems)
+    });
+    if info.is_none() {
+        problems.push(NO_TRAIN_OUTPUT.into());
     }
-    match parts.len() {
-        0 => None,
-        1 => parts.pop(),
-        _ => MergedPerSample::new(parts)
-            .ok()
-            .map(|m| Arc::new(m.on_device(device.clone())) as Arc<dyn PerSampleSource>),
+    for problem in problems {
+        state.problem(problem);
     }
+    info
 }

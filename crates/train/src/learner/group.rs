@@ -6,11 +6,10 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use burn::tensor::{Device, Tensor};
-use cockpit_quantities::Snapshot;
-use cockpit_quantities::curvature::CurvatureSource;
-use cockpit_quantities::persample::{BurnCollective, Collective, LocalCollective, PerSampleSource};
+use burn::tensor::Device;
+use cockpit_quantities::persample::{BurnCollective, Collective, LocalCollective};
 
+use super::union::Part;
 use crate::TrainError;
 use crate::step::Pending;
 
@@ -48,9 +47,6 @@ pub(super) struct Worker {
     /// Its next optimizer step.
     pub(super) step: usize,
     pub(super) pending: Vec<Pending>,
-    /// Its copy of the previous tracked step's mean gradient (projections on it; one
-    /// gradient's memory per worker).
-    pub(super) previous: Option<(usize, Snapshot)>,
     /// What it hands to rank 0 for its latest tracked step.
     pub(super) deposit: Option<Deposit>,
 }
@@ -59,16 +55,10 @@ pub(super) struct Worker {
 #[derive(Debug)]
 pub(super) struct Deposit {
     pub(super) step: usize,
-    /// The mean loss of each of its micro-batches.
-    pub(super) losses: Vec<Tensor<1>>,
-    /// Its micro-batches' example ids, joined (`None` if one has none).
-    pub(super) ids: Option<Vec<u64>>,
-    /// Its micro-batches' margins, joined (`None` if one has none).
-    pub(super) margins: Option<Tensor<1>>,
-    /// Its per-sample sources (for the histograms' gradient elements).
-    pub(super) factors: Option<Arc<dyn PerSampleSource>>,
-    /// Its curvature sources, with their batch sizes.
-    pub(super) curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>>,
+    /// Its micro-batches joined ([`Part::join`]): mean losses, ids, margins, its per-sample
+    /// source (for the histograms' gradient elements) and curvature sources; its per-sample
+    /// losses travel in the all-reduce instead.
+    pub(super) part: Part,
 }
 
 impl Ddp {
@@ -79,16 +69,14 @@ impl Ddp {
     ) -> Result<Self, TrainError> {
         let world = devices.len();
         if world == 0 {
-            return Err(TrainError::DataParallel(
-                "a data-parallel group needs at least one device".into(),
-            ));
+            return Err(TrainError::NoDevices);
         }
         let collectives: Vec<Arc<dyn Collective>> = match transport {
             Transport::BurnCollectives => (0..world)
                 .map(|rank| {
                     BurnCollective::new(devices.to_vec(), rank)
                         .map(|c| Arc::new(c) as Arc<dyn Collective>)
-                        .map_err(|err| TrainError::DataParallel(err.to_string()))
+                        .map_err(TrainError::DataParallel)
                 })
                 .collect::<Result<_, _>>()?,
             Transport::InProcess => LocalCollective::group(world, PATIENCE)

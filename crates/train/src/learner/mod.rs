@@ -13,6 +13,7 @@ mod group;
 mod instrumented;
 mod state;
 mod tracker;
+mod union;
 
 pub use api::CockpitLearner;
 pub use group::Transport;

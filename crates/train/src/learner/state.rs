@@ -2,7 +2,7 @@
 //! worker under DDP), turning a training step into the Cockpit's [`StepInfo`], and the epoch
 //! entry at burn's epoch ends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,13 +10,12 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
-use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
-use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
-use cockpit_quantities::{Cockpit, EpochLog, OptimizerInfo, Snapshot, StepInfo, Value};
+use cockpit_quantities::{Cockpit, EpochLog, OptimizerInfo, QuantityKind, Snapshot, StepInfo};
 
 use super::LOG_FILE;
 use super::group::Ddp;
-use crate::board::Board;
+use super::union::Part;
+use crate::board::{Board, BoardSink};
 use crate::step::Pending;
 
 /// The warning when the model's step does not hand its loss over.
@@ -57,14 +56,18 @@ impl State {
     }
 
     pub(crate) fn new(cockpit: Cockpit, optimizer: OptimizerInfo) -> Self {
+        let board = Arc::new(Board::default());
         Self {
-            // The adapter prints the Cockpit's warnings itself, with its own.
-            cockpit: cockpit.with_console(false),
+            // The adapter prints the Cockpit's warnings itself, with its own; the board is
+            // fed as one of its sinks.
+            cockpit: cockpit
+                .with_console(false)
+                .with_sink(BoardSink(board.clone())),
             optimizer,
             iteration: 0,
             step: 0,
             pending: Vec::new(),
-            board: Arc::new(Board::default()),
+            board,
             reported: BTreeSet::new(),
             problems: Vec::new(),
             dir: None,
@@ -143,6 +146,8 @@ impl State {
         grads: &GradientsParams,
         info: StepInfo,
     ) {
+        // The board (one of the Cockpit's sinks) files this call's values under `iteration`.
+        self.board.begin(iteration);
         match self.cockpit.track(step, model, grads, info) {
             Ok(report) => {
                 let uncovered = report
@@ -165,15 +170,13 @@ impl State {
             Err(err) => self.problem(format!("step {step} not tracked: {err}")),
         }
         self.forward_warnings();
-        let values: BTreeMap<String, (usize, Value)> = self
-            .cockpit
-            .latest()
-            .iter()
-            .map(|(at, name, value)| (name.to_string(), (at, value.clone())))
-            .collect();
-        self.board.publish(iteration, values);
     }
 
+    /// The info of an optimizer step: the union of the micro-batches it applies (one, `k`
+    /// accumulated, or one per device), joined in [`Part::join`]. With `k > 1` the optimizer
+    /// applied the sum of `k` mean gradients: the Cockpit sees one step on their union, whose
+    /// mean gradient is that sum over `k` when the micro-batches have one size, taken by plain
+    /// SGD with learning rate `k·lr`.
     fn step_info(
         &mut self,
         step: usize,
@@ -181,168 +184,49 @@ impl State {
         lr: f64,
         device: Device,
     ) -> Option<StepInfo> {
-        let optimizer = self.optimizer.with_lr(lr);
-        let mut losses = Vec::new();
-        for p in &pending {
-            if !p.capture.seen {
-                self.problem(NO_TRAIN_OUTPUT.into());
-                return None;
-            }
-            if let Some(loss) = &p.capture.loss {
-                losses.push(loss.clone());
-            }
+        if pending.iter().any(|p| !p.capture.seen) {
+            self.problem(NO_TRAIN_OUTPUT.into());
+            return None;
         }
-        if pending.is_empty() {
+        let k = pending.len();
+        if k == 0 {
             self.problem(format!(
                 "step {step}: optimizer step without a training step; not tracked"
             ));
             return None;
         }
-        let loss = Tensor::cat(losses, 0).mean();
-        if pending.len() > 1 {
-            return Some(self.accumulated_info(step, pending, loss, lr, device));
-        }
-        let mut info = StepInfo::new(loss).with_optimizer(optimizer);
-        let Some(Pending {
-            capture,
-            curvature,
-            fallback,
-        }) = pending.into_iter().last()
-        else {
-            return Some(info);
+        let optimizer = if k > 1 {
+            self.optimizer.on_union(lr, k)
+        } else {
+            self.optimizer.with_lr(lr)
         };
-        if let Some(ids) = capture.ids {
-            info = info.with_sample_ids(ids);
-        }
-        if let Some(margins) = capture.margins {
-            info = info.with_margins(margins);
-        }
-        match capture.losses {
-            Some(losses) => info = info.with_individual_losses(losses),
-            None if self.cockpit.needs_per_sample(step) => self.problem(
+        let mut problems = Vec::new();
+        let parts = pending
+            .into_iter()
+            .map(|p| Part::of(p, &mut problems))
+            .collect();
+        let union = Part::join(parts, &device, &mut problems);
+        let Some(loss) = union.mean_loss() else {
+            self.problem(NO_TRAIN_OUTPUT.into());
+            return None;
+        };
+        if union.losses.is_none() && self.cockpit.needs_per_sample(step) {
+            problems.push(
                 "the model's TrainStep::step hands over only the mean loss (train_output); \
                  Alpha, CABS, EarlyStopping, MeanGSNR and TIC need each example's loss: build \
                  the output with cockpit_train::train_output_per_sample(self, losses, item)"
                     .into(),
-            ),
-            None => {}
+            );
         }
-        match capture.factors {
-            Some(Ok(factors)) => {
-                // A recording of no drop-in holds no sample: the batch size then comes from
-                // the losses (and the coverage report says why the per-sample part failed).
-                let batch = PerSampleSource::batch_size(&factors);
-                if batch > 0 {
-                    info = info.with_batch_size(batch);
-                }
-                info = info.with_per_sample(Pending::per_sample(factors, fallback));
-            }
-            Some(Err(err)) => self.problem(format!("per-sample gradients unavailable: {err}")),
-            None => {}
-        }
-        if let Some(curvature) = curvature {
-            info = info.with_curvature(curvature);
+        let info = union.into_info(
+            StepInfo::new(loss).with_optimizer(optimizer),
+            &device,
+            &mut problems,
+        );
+        for problem in problems {
+            self.problem(problem);
         }
         Some(info)
-    }
-
-    /// The info of an optimizer step that applies the sum of `k` micro-batches' mean gradients
-    /// (accumulated, or one per device): the Cockpit sees one step on their union, whose mean
-    /// gradient is that sum over `k` when the micro-batches have one size, taken by plain SGD
-    /// with learning rate `k·lr`. Per-sample statistics are merged from the micro-batches'
-    /// ([`MergedPerSample`], on the parameters' `device`), curvature likewise
-    /// ([`MergedCurvature`]); micro-batches of different sizes get neither (a warning says
-    /// so).
-    fn accumulated_info(
-        &mut self,
-        step: usize,
-        pending: Vec<Pending>,
-        loss: Tensor<1>,
-        lr: f64,
-        device: Device,
-    ) -> StepInfo {
-        let k = pending.len();
-        let optimizer = self.optimizer.on_union(lr, k);
-        let mut info = StepInfo::new(loss).with_optimizer(optimizer);
-        let sizes: Vec<Option<usize>> = pending
-            .iter()
-            .map(|p| match (&p.capture.factors, &p.capture.losses) {
-                (Some(Ok(factors)), _) if PerSampleSource::batch_size(factors) > 0 => {
-                    Some(PerSampleSource::batch_size(factors))
-                }
-                (_, Some(losses)) => Some(losses.dims()[0]),
-                _ => None,
-            })
-            .collect();
-        let known: Option<Vec<usize>> = sizes.iter().copied().collect();
-        if let Some(sizes) = &known
-            && sizes.iter().any(|b| *b != sizes[0])
-        {
-            self.problem(format!(
-                "step {step}: gradient accumulation over micro-batches of different sizes \
-                 {sizes:?}: per-sample and curvature quantities are refused on this step (the \
-                 summed gradient is not the accumulated batch's mean gradient times k)"
-            ));
-            return info;
-        }
-        let mut losses = Vec::new();
-        let mut ids: Option<Vec<u64>> = Some(Vec::new());
-        let mut margins = Vec::new();
-        let mut factors: Vec<Arc<dyn PerSampleSource>> = Vec::new();
-        let mut curvature: Vec<(usize, Box<dyn CurvatureSource>)> = Vec::new();
-        let (mut missing_factors, mut missing_curvature) = (false, false);
-        for (p, size) in pending.into_iter().zip(sizes) {
-            if let Some(l) = p.capture.losses {
-                losses.push(l);
-            }
-            // The micro-batches' ids joined in order, like their losses and statistics; a
-            // micro-batch without ids leaves the step without.
-            ids = ids.zip(p.capture.ids).map(|(mut all, own)| {
-                all.extend(own);
-                all
-            });
-            margins.extend(p.capture.margins);
-            match p.capture.factors {
-                Some(Ok(f)) => factors.push(Pending::per_sample(f, p.fallback)),
-                Some(Err(err)) => {
-                    self.problem(format!("per-sample gradients unavailable: {err}"));
-                    missing_factors = true;
-                }
-                None => missing_factors = true,
-            }
-            match p.curvature {
-                Some(c) => curvature.push((size.unwrap_or(1), c)),
-                None => missing_curvature = true,
-            }
-        }
-        if losses.len() == k {
-            info = info.with_individual_losses(Tensor::cat(losses, 0));
-        }
-        if let Some(ids) = ids {
-            info = info.with_sample_ids(ids);
-        }
-        if margins.len() == k {
-            info = info.with_margins(Tensor::cat(margins, 0));
-        }
-        if !missing_factors {
-            match MergedPerSample::new(factors) {
-                Ok(merged) => {
-                    let merged = merged.on_device(device);
-                    if merged.batch_size() > 0 {
-                        info = info.with_batch_size(merged.batch_size());
-                    }
-                    info = info.with_per_sample(merged);
-                }
-                Err(err) => self.problem(format!("per-sample gradients unavailable: {err}")),
-            }
-        }
-        if !missing_curvature {
-            match MergedCurvature::new(curvature) {
-                Ok(merged) => info = info.with_curvature(merged),
-                Err(err) => self.problem(format!("curvature unavailable: {err}")),
-            }
-        }
-        info
     }
 }
 
@@ -389,10 +273,8 @@ impl State {
         state.epochs += 1;
         let step = state.step.saturating_sub(1);
         let since = state.last_epoch_step();
-        let losses: Vec<f64> = state
-            .cockpit
-            .output()
-            .series("Loss")
+        let losses: Vec<f64> = QuantityKind::Loss
+            .series(state.cockpit.output())
             .into_iter()
             .filter(|(s, _)| since.is_none_or(|since| *s > since))
             .filter_map(|(_, v)| v.as_f64())

@@ -36,17 +36,6 @@ pub fn metric_name(key: &str) -> String {
     format!("Cockpit {key}")
 }
 
-/// The number the value of the quantity `key` shows as: scalars as they are, layer-wise lists
-/// reduced over layers as Cockpit's instruments draw them ([`QuantityKind::network_value`]:
-/// the norm for GradNorm, Distance and UpdateSize, the sum for HessTrace); `None` for
-/// histograms and arrays.
-pub fn numeric_value(key: &str, value: &Value) -> Option<f64> {
-    match key.parse::<QuantityKind>() {
-        Ok(kind) => kind.network_value(value),
-        Err(_) => value.as_f64(),
-    }
-}
-
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 /// One line describing a histogram (or any value): range, total and a bar per bin.
@@ -116,23 +105,11 @@ mod tests {
     use cockpit_quantities::Histogram1d;
 
     #[test]
-    fn lists_show_their_norm_over_layers() {
-        let list = Value::List(vec![3.0, 4.0]);
-        assert_eq!(numeric_value("GradNorm", &list), Some(5.0));
-        assert_eq!(numeric_value("Alpha", &Value::Float(-1.0)), Some(-1.0));
-        assert_eq!(numeric_value("epoch_count", &Value::Int(2)), Some(2.0));
-        // Regression: burn's dashboard showed HessTrace as a norm over layers while
-        // Cockpit's trace gauge (and ours) sums the per-layer traces.
-        assert_eq!(numeric_value("HessTrace", &list), Some(7.0));
-    }
-
-    #[test]
     fn histograms_are_text() {
         let h = Value::Hist1d(Histogram1d {
             hist: vec![0.0, 2.0, 4.0],
             edges: vec![-1.0, 0.0, 1.0, 2.0],
         });
-        assert_eq!(numeric_value("GradHist1d", &h), None);
         let text = text_value(&h);
         assert!(text.ends_with(" ▅█"), "{text}"); // 2/4 of the tallest: level round(3.5) = 4
         assert!(text.contains("n=6"), "{text}");

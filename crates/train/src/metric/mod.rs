@@ -5,6 +5,6 @@ mod numeric;
 mod text;
 
 pub(crate) use base::EpochSink;
-pub use base::{MetricForm, metric_name, numeric_value, text_value};
+pub use base::{MetricForm, metric_name, text_value};
 pub use numeric::CockpitMetric;
 pub use text::{CockpitNotesMetric, CockpitTextMetric};

@@ -1,10 +1,10 @@
 //! InnerTest.
 
 use crate::persample::PerSampleNeeds;
-use crate::quantity::base::{
+use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
 };
-use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The inner-product test (Bollapragada et al., 2017), Cockpit's `InnerTest`: with
@@ -58,8 +58,8 @@ impl QuantityType for InnerTest {
 }
 
 impl Quantity for InnerTest {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

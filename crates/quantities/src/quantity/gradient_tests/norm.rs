@@ -1,10 +1,10 @@
 //! NormTest.
 
 use crate::persample::PerSampleNeeds;
-use crate::quantity::base::{
+use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
 };
-use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The norm test (Byrd et al., 2012), Cockpit's `NormTest`:
@@ -51,8 +51,8 @@ impl QuantityType for NormTest {
 }
 
 impl Quantity for NormTest {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -1,10 +1,10 @@
 //! OrthoTest.
 
 use crate::persample::PerSampleNeeds;
-use crate::quantity::base::{
+use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
 };
-use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, QuantityType, ValueShape};
+use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
 /// The orthogonality test (Bollapragada et al., 2017), Cockpit's `OrthoTest`: with
@@ -52,8 +52,8 @@ impl QuantityType for OrthoTest {
 }
 
 impl Quantity for OrthoTest {
-    fn name(&self) -> &str {
-        Self::SPEC.name
+    fn spec(&self) -> &'static QuantitySpec {
+        &Self::SPEC
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -3,16 +3,17 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 
-use super::proto::{Event, HistogramProto, Image, Payload, Summary, SummaryValue, What};
-use super::record::frame;
-use crate::log::LogError;
-use crate::{Histogram1d, Histogram2d, Output, QuantityKind, Value};
+use cockpit_quantities::log::LogError;
+use cockpit_quantities::sink::{Record, Sink};
+use cockpit_quantities::{Histogram1d, Histogram2d, Output, QuantityKind, Value};
+
+use crate::proto::{Event, HistogramProto, Image, Payload, Summary, SummaryValue, What};
+use crate::record::frame;
 
 /// The prefix of every tag the writer writes.
 pub const TAG_PREFIX: &str = "cockpit";
@@ -165,7 +166,9 @@ impl TensorBoardWriter {
             };
             let summary: Vec<SummaryValue> = values
                 .iter()
-                .flat_map(|(name, value)| summary_values(name, value, names))
+                .flat_map(|(name, value)| {
+                    summary_values(name, QuantityKind::of_key(output, name), value, names)
+                })
                 .collect();
             if summary.is_empty() {
                 continue;
@@ -227,6 +230,16 @@ impl TensorBoardWriter {
 }
 
 /// Seconds since the Unix epoch.
+/// The writer as a Cockpit's sink: each tracked step's values and each epoch entry, as
+/// [`TensorBoardWriter::write_output`] writes them, flushed at once. Share it as
+/// `Arc<Mutex<TensorBoardWriter>>` to add images ([`TensorBoardWriter::write_png`]) to the same
+/// file.
+impl Sink for TensorBoardWriter {
+    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError> {
+        self.write_output(record.values, record.parameter_names)
+    }
+}
+
 /// A new event file's name in `dir`: `events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`,
 /// `n` counting this process's writers (two Cockpits of one run may share a folder).
 fn event_file_name(dir: &Path) -> PathBuf {
@@ -251,7 +264,12 @@ fn now() -> f64 {
 }
 
 /// The tagged values one of Cockpit's values becomes.
-fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryValue> {
+fn summary_values(
+    name: &str,
+    kind: Option<QuantityKind>,
+    value: &Value,
+    names: &[String],
+) -> Vec<SummaryValue> {
     let tag = format!("{TAG_PREFIX}/{name}");
     let scalar = |tag: String, v: f64| SummaryValue {
         tag,
@@ -262,7 +280,7 @@ fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryVal
         Value::Float(v) => vec![scalar(tag, *v)],
         Value::List(values) => {
             let mut out = Vec::with_capacity(values.len() + 1);
-            if let Some(reduction) = kind_of(name).and_then(QuantityKind::reduction) {
+            if let Some(reduction) = kind.and_then(QuantityKind::reduction) {
                 out.push(scalar(tag.clone(), reduction.apply(values)));
             }
             for (i, v) in values.iter().enumerate() {
@@ -273,7 +291,7 @@ fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryVal
         }
         Value::Estimate(estimate) => {
             // The values as a list's, then their standard errors under `…/stderr`.
-            let mut out = summary_values(name, &Value::List(estimate.values.clone()), names);
+            let mut out = summary_values(name, kind, &Value::List(estimate.values.clone()), names);
             out.push(scalar(format!("{tag}/stderr"), estimate.stderr_of_sum()));
             for (i, e) in estimate.stderr.iter().enumerate() {
                 let layer = names.get(i).cloned().unwrap_or_else(|| i.to_string());
@@ -292,13 +310,6 @@ fn summary_values(name: &str, value: &Value, names: &[String]) -> Vec<SummaryVal
         ],
         _ => Vec::new(),
     }
-}
-
-/// The kind a value's name belongs to: the name itself, or a key such as `HessTrace[ggn]`.
-fn kind_of(name: &str) -> Option<QuantityKind> {
-    QuantityKind::from_str(name)
-        .ok()
-        .or_else(|| QuantityKind::from_str(name.split('[').next()?).ok())
 }
 
 /// A 2-d histogram's counts summed over the parameter-value axis.

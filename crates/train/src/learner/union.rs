@@ -1,0 +1,204 @@
+//! The one place where the parts of an optimizer step become what the Cockpit tracks: one
+//! micro-batch, the `k` micro-batches of gradient accumulation or of `MultiDevice`, or the
+//! workers of a DDP group (each a [`Part`] that joined its own micro-batches first). Mean
+//! losses, per-sample losses, example ids, margins, per-sample sources and curvature sources
+//! are joined here, in the parts' order, so the samples stay aligned across all of them; a new
+//! per-sample input is one field here.
+
+use std::sync::Arc;
+
+use burn::tensor::{Device, Tensor};
+use cockpit_quantities::StepInfo;
+use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
+use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
+
+use crate::step::Pending;
+
+/// The part of an optimizer step one micro-batch (or one DDP worker) contributes.
+#[derive(Debug, Default)]
+pub(super) struct Part {
+    /// The mean loss of each of its micro-batches (detached).
+    pub(super) means: Vec<Tensor<1>>,
+    /// Its number of examples, when known (from its per-sample source or its losses).
+    pub(super) size: Option<usize>,
+    /// Its per-sample losses `[b]` (`None` if a micro-batch has none).
+    pub(super) losses: Option<Tensor<1>>,
+    /// Its examples' ids (`None` if a micro-batch has none).
+    pub(super) ids: Option<Vec<u64>>,
+    /// Its examples' margins `[b]` (`None` if a micro-batch has none).
+    pub(super) margins: Option<Tensor<1>>,
+    /// Its per-sample sources, one per micro-batch (`None` if a micro-batch has none).
+    pub(super) per_sample: Option<Vec<Arc<dyn PerSampleSource>>>,
+    /// Its curvature sources with their batch sizes (`None` if a micro-batch has none).
+    pub(super) curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>>,
+}
+
+impl Part {
+    /// What one training step left, as a part; a per-sample recording that failed is a
+    /// problem (and the part has no per-sample source).
+    pub(super) fn of(pending: Pending, problems: &mut Vec<String>) -> Self {
+        let Pending {
+            capture,
+            curvature,
+            fallback,
+        } = pending;
+        let per_sample = match capture.factors {
+            Some(Ok(factors)) => Some(Pending::per_sample(factors, fallback)),
+            Some(Err(err)) => {
+                problems.push(format!("per-sample gradients unavailable: {err}"));
+                None
+            }
+            None => None,
+        };
+        // A recording of no drop-in holds no sample: the size then comes from the losses.
+        let size = per_sample
+            .as_ref()
+            .map(|source| source.batch_size())
+            .filter(|size| *size > 0)
+            .or_else(|| capture.losses.as_ref().map(|l| l.dims()[0]));
+        Self {
+            means: capture.loss.into_iter().collect(),
+            size,
+            losses: capture.losses,
+            ids: capture.ids,
+            margins: capture.margins,
+            per_sample: per_sample.map(|source| vec![source]),
+            curvature: curvature.map(|c| vec![(size.unwrap_or(1), c)]),
+        }
+    }
+
+    /// The parts joined in order, their tensors on `device`. Parts of different sizes are
+    /// joined without per-sample or curvature sources (a problem says why): the summed
+    /// gradient is then not the union's mean gradient times `k`.
+    pub(super) fn join(parts: Vec<Part>, device: &Device, problems: &mut Vec<String>) -> Self {
+        let sizes: Option<Vec<usize>> = parts.iter().map(|p| p.size).collect();
+        let uneven = sizes
+            .as_ref()
+            .is_some_and(|sizes| sizes.iter().any(|b| *b != sizes[0]));
+        if let Some(sizes) = sizes.as_ref().filter(|_| uneven) {
+            problems.push(format!(
+                "micro-batches (or data-parallel workers) of different sizes {sizes:?}: \
+                 per-sample and curvature quantities are refused on this step (the summed \
+                 gradient is not the union's mean gradient times k)"
+            ));
+        }
+        let on = |t: Tensor<1>| t.to_device(device);
+        let mut joined = Pieces {
+            means: Vec::new(),
+            size: sizes.map(|sizes| sizes.iter().sum()),
+            losses: Some(Vec::new()),
+            ids: Some(Vec::new()),
+            margins: Some(Vec::new()),
+            per_sample: (!uneven).then(Vec::new),
+            curvature: (!uneven).then(Vec::new),
+        };
+        for part in parts {
+            joined.means.extend(part.means.into_iter().map(on));
+            joined.losses = append(joined.losses, part.losses.map(|l| vec![on(l)]));
+            joined.ids = append(joined.ids, part.ids);
+            joined.margins = append(joined.margins, part.margins.map(|m| vec![on(m)]));
+            joined.per_sample = append(joined.per_sample, part.per_sample);
+            joined.curvature = append(joined.curvature, part.curvature);
+        }
+        joined.whole()
+    }
+
+    /// The step's info: `info` with this part's per-sample losses, ids, margins, batch size,
+    /// per-sample source (merged on `device` where there are several) and curvature source
+    /// (merged likewise).
+    pub(super) fn into_info(
+        self,
+        mut info: StepInfo,
+        device: &Device,
+        problems: &mut Vec<String>,
+    ) -> StepInfo {
+        let source = self.per_sample_source(device, problems);
+        if let Some(losses) = self.losses {
+            info = info.with_individual_losses(losses);
+        }
+        if let Some(ids) = self.ids {
+            info = info.with_sample_ids(ids);
+        }
+        if let Some(margins) = self.margins {
+            info = info.with_margins(margins);
+        }
+        if let Some(source) = source {
+            if source.batch_size() > 0 {
+                info = info.with_batch_size(source.batch_size());
+            }
+            info = info.with_per_sample(source);
+        }
+        match self.curvature {
+            Some(mut parts) if parts.len() == 1 => {
+                if let Some((_, source)) = parts.pop() {
+                    info = info.with_curvature(source);
+                }
+            }
+            Some(parts) if !parts.is_empty() => match MergedCurvature::new(parts) {
+                Ok(merged) => info = info.with_curvature(merged),
+                Err(err) => problems.push(format!("curvature unavailable: {err}")),
+            },
+            _ => {}
+        }
+        info
+    }
+
+    /// The part's per-sample sources as one (merged on `device` where there are several).
+    pub(super) fn per_sample_source(
+        &self,
+        device: &Device,
+        problems: &mut Vec<String>,
+    ) -> Option<Arc<dyn PerSampleSource>> {
+        match self.per_sample.as_deref()? {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => match MergedPerSample::new(many.to_vec()) {
+                Ok(merged) => Some(Arc::new(merged.on_device(device.clone()))),
+                Err(err) => {
+                    problems.push(format!("per-sample gradients unavailable: {err}"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// The mean loss of the step: the mean of its micro-batches' mean losses (`None` without).
+    pub(super) fn mean_loss(&self) -> Option<Tensor<1>> {
+        (!self.means.is_empty()).then(|| Tensor::cat(self.means.clone(), 0).mean())
+    }
+}
+
+/// A [`Part`] being joined: tensors gathered in lists, concatenated once at the end.
+struct Pieces {
+    means: Vec<Tensor<1>>,
+    size: Option<usize>,
+    losses: Option<Vec<Tensor<1>>>,
+    ids: Option<Vec<u64>>,
+    margins: Option<Vec<Tensor<1>>>,
+    per_sample: Option<Vec<Arc<dyn PerSampleSource>>>,
+    curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>>,
+}
+
+impl Pieces {
+    fn whole(self) -> Part {
+        let cat = |parts: Vec<Tensor<1>>| (!parts.is_empty()).then(|| Tensor::cat(parts, 0));
+        Part {
+            means: self.means,
+            size: self.size,
+            losses: self.losses.and_then(cat),
+            ids: self.ids,
+            margins: self.margins.and_then(cat),
+            per_sample: self.per_sample,
+            curvature: self.curvature,
+        }
+    }
+}
+
+/// `all` followed by `more`; `None` once either is (a part without the input leaves the
+/// union without it).
+fn append<T>(all: Option<Vec<T>>, more: Option<Vec<T>>) -> Option<Vec<T>> {
+    all.zip(more).map(|(mut all, more)| {
+        all.extend(more);
+        all
+    })
+}

@@ -15,8 +15,7 @@ use crate::quantity::{Enqueued, Quantity, StepContext};
 use crate::readback::{ReadCount, Readable};
 use crate::sink::{Origin, Record, Sink};
 use crate::{
-    CockpitError, Configuration, OptimizerInfo, Output, QuantityError, Schedule, Snapshot,
-    StepInfo, Value,
+    CockpitError, OptimizerInfo, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
 };
 use cockpit_persample::PerSampleError;
 
@@ -132,19 +131,6 @@ impl Cockpit {
             cockpit.add(quantity)?;
         }
         Ok(cockpit)
-    }
-
-    /// A Cockpit with one of Cockpit's configurations, every quantity on `schedule`.
-    ///
-    /// # Errors
-    ///
-    /// None in practice: a configuration names each quantity once (the signature matches
-    /// [`Cockpit::new`]).
-    pub fn from_configuration(
-        configuration: Configuration,
-        schedule: &Schedule,
-    ) -> Result<Self, CockpitError> {
-        Self::new(configuration.build(schedule))
     }
 
     /// A Cockpit with the given quantities by kind, all on `schedule`.

@@ -14,21 +14,12 @@ use super::LogError;
 use super::json::Json;
 use super::json_tricks::{decode_output, encode_output};
 use crate::Output;
-use crate::sink::{Record, Sink};
 
 /// Appends one JSON line per tracked step to a file.
 #[derive(Debug)]
 pub struct JsonLinesWriter {
     path: PathBuf,
     file: File,
-}
-
-/// The stream as a Cockpit's sink ([`Cockpit::with_stream`](crate::Cockpit::with_stream)):
-/// one line per record.
-impl Sink for JsonLinesWriter {
-    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError> {
-        self.append(record.step, record.values)
-    }
 }
 
 impl JsonLinesWriter {

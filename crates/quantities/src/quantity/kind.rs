@@ -129,8 +129,8 @@ impl QuantityKind {
         }
     }
 
-    /// The kind whose facts are `spec` (what [`Quantity::spec`](crate::Quantity::spec)
-    /// returns), `None` for a quantity that is none of Cockpit's.
+    /// The kind whose facts are `spec` (what [`Quantity::spec`] returns), `None` for a
+    /// quantity that is none of Cockpit's.
     pub fn of_spec(spec: &QuantitySpec) -> Option<Self> {
         Self::ALL.into_iter().find(|kind| kind.spec() == spec)
     }
@@ -260,6 +260,7 @@ mod tests {
         for kind in QuantityKind::ALL {
             let quantity = kind.build(Schedule::every_step());
             assert_eq!(quantity.name(), kind.name());
+            assert_eq!(QuantityKind::of_spec(quantity.spec()), Some(kind));
             assert!(quantity.check().is_ok(), "{kind}: defaults must be valid");
         }
     }

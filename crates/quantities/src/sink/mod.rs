@@ -5,5 +5,6 @@
 
 mod base;
 mod shared;
+mod stream;
 
 pub use base::{Origin, Record, Sink};

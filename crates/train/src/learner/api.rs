@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
 use burn::tensor::{Device, Tensor};
 use burn::train::{ExecutionStrategy, LearnerModel, SupervisedTraining, TrainStep};
-use cockpit_diagnose::{Diagnosis, Monitor};
+use cockpit_diagnose::Diagnosis;
 use cockpit_quantities::curvature::{
     CurvatureSource, HessianDiagonal, OutputLoss, RecordedCurvature,
 };
@@ -168,8 +168,8 @@ impl CockpitLearner {
         let stream = JsonLinesWriter::create(dir.join(STREAM_FILE)).map_err(CockpitError::from)?;
         {
             let mut state = self.lock();
-            state.cockpit.add_sink(stream);
-            state.dir = Some(dir);
+            state.add_sink(stream);
+            state.set_artifact_dir(dir);
         }
         Ok(self)
     }
@@ -185,7 +185,7 @@ impl CockpitLearner {
     /// Cockpit is left as it was).
     pub fn with_tensorboard(self, dir: impl AsRef<Path>) -> Result<Self, TrainError> {
         let writer = TensorBoardWriter::create(dir).map_err(CockpitError::from)?;
-        self.lock().cockpit.add_sink(writer);
+        self.lock().add_sink(writer);
         Ok(self)
     }
 
@@ -198,7 +198,7 @@ impl CockpitLearner {
         self,
         engine: cockpit_quantities::histogram::HistogramEngine,
     ) -> Self {
-        self.lock().cockpit.set_histogram_engine(engine);
+        self.lock().set_histogram_engine(engine);
         self
     }
 
@@ -207,7 +207,7 @@ impl CockpitLearner {
     /// the model's parameter names. Opt-in: the checks cost one pass over the logged series
     /// per epoch, no tensor work.
     pub fn with_diagnosis(self) -> Self {
-        self.lock().monitor = Some(Monitor::new());
+        self.lock().diagnose_at_epoch_ends();
         self
     }
 
@@ -215,7 +215,7 @@ impl CockpitLearner {
     /// first epoch ends or without diagnosis.
     pub fn diagnosis(&self) -> Option<Diagnosis> {
         let state = self.lock();
-        state.monitor.as_ref().and_then(|m| m.last().cloned())
+        state.last_diagnosis().cloned()
     }
 
     /// burn's distributed data-parallel strategy on `devices` (one worker per device), with
@@ -263,7 +263,7 @@ impl CockpitLearner {
         transport: Transport,
     ) -> Result<(), TrainError> {
         let ddp = Ddp::new(devices, op == ReduceOperation::Sum, transport)?;
-        self.lock().ddp = Some(ddp);
+        self.lock().join_group(ddp);
         Ok(())
     }
 
@@ -377,7 +377,7 @@ impl CockpitLearner {
         &self,
         training: SupervisedTraining<M>,
     ) -> SupervisedTraining<M> {
-        let board = self.lock().board.clone();
+        let board = self.lock().board().clone();
         let mut training = training;
         for (key, kind) in &self.keys {
             board.add_reader();
@@ -404,36 +404,39 @@ impl CockpitLearner {
     /// the file cannot be written (the values stay in memory).
     pub fn write(&self) -> Result<PathBuf, TrainError> {
         let state = self.lock();
-        let dir = state.dir.clone().ok_or(TrainError::NoArtifactDir)?;
+        let dir = state
+            .artifact_dir()
+            .cloned()
+            .ok_or(TrainError::NoArtifactDir)?;
         let path = dir.join(LOG_FILE);
-        state.cockpit.write(&path)?;
+        state.cockpit().write(&path)?;
         Ok(path)
     }
 
     /// Everything tracked so far (`output[step][name]`), as the custom-loop Cockpit has it.
     pub fn output(&self) -> cockpit_quantities::Output {
-        self.lock().cockpit.output().clone()
+        self.lock().cockpit().output().clone()
     }
 
     /// The per-example record so far (a copy), where the configuration runs
     /// [`Examples`](cockpit_quantities::quantity::Examples) and the steps hand in ids
     /// ([`train_output_with_ids`](crate::train_output_with_ids)).
     pub fn examples(&self) -> Option<cockpit_quantities::examples::ExampleRecord> {
-        self.lock().cockpit.examples().cloned()
+        self.lock().cockpit().examples().cloned()
     }
 
     /// Warnings so far: the Cockpit's own (non-finite values) and the adapter's (quantities
     /// that failed, refused per-sample or curvature work), each adapter warning once.
     pub fn warnings(&self) -> Vec<String> {
         let state = self.lock();
-        let mut all = state.cockpit.warnings().to_vec();
-        all.extend(state.problems.iter().cloned());
+        let mut all = state.cockpit().warnings().to_vec();
+        all.extend(state.problems().iter().cloned());
         all
     }
 
     /// Optimizer steps tracked so far.
     pub fn steps(&self) -> usize {
-        self.lock().step
+        self.lock().steps()
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

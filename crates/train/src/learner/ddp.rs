@@ -14,25 +14,13 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use cockpit_quantities::persample::{
-    Collective, GroupStats, PerSampleError, PerSampleSource, PerSampleStats, ReducedPerSample,
-    all_reduce_stats,
+    GroupStats, PerSampleError, PerSampleSource, PerSampleStats, ReducedPerSample, all_reduce_stats,
 };
 use cockpit_quantities::{Snapshot, StepInfo};
 
-use super::group::{Deposit, PATIENCE};
+use super::group::{Ddp, Deposit, PATIENCE, WorkerStep};
 use super::state::{NO_TRAIN_OUTPUT, State, scaled};
 use super::union::Part;
-use crate::step::Pending;
-
-/// What a worker takes from the shared state to track its step.
-struct Start {
-    rank: usize,
-    step: usize,
-    pending: Vec<Pending>,
-    collective: Arc<dyn Collective>,
-    /// `k`: burn's gradient is `k` times the union's mean gradient.
-    k: usize,
-}
 
 /// One DDP worker's optimizer step: reduce this worker's statistics, join them with the
 /// others', and (rank 0) track the step on the union of the workers' batches.
@@ -46,7 +34,7 @@ pub(super) fn track<M: Module>(
     let Some(start) = start_step(shared) else {
         return;
     };
-    let Start {
+    let WorkerStep {
         rank,
         step,
         pending,
@@ -91,13 +79,12 @@ pub(super) fn track<M: Module>(
     // The next step's projections on this gradient: kept in the Cockpit's one cache, on this
     // worker's device.
     if let Ok(g) = &grads_snapshot {
-        state.cockpit.keep_gradient(step, g.clone());
+        state.keep_gradient(step, g.clone());
     }
-    let Some(ddp) = state.ddp.as_mut() else {
+    let Some(group) = state.group() else {
         return;
     };
-    let worker = &mut ddp.workers[rank];
-    worker.deposit = Some(deposit);
+    group.deposit(rank, deposit);
     arrived.notify_all();
     if rank != 0 {
         return;
@@ -106,11 +93,7 @@ pub(super) fn track<M: Module>(
     // Rank 0: wait for every worker's part, then track the union.
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
-        let ready = state.ddp.as_ref().is_some_and(|ddp| {
-            ddp.workers
-                .iter()
-                .all(|w| w.deposit.as_ref().is_some_and(|d| d.step == step))
-        });
+        let ready = state.group().is_some_and(|group| group.all_deposited(step));
         if ready {
             break;
         }
@@ -127,18 +110,9 @@ pub(super) fn track<M: Module>(
             .map(|(guard, _)| guard)
             .unwrap_or_else(|poison| poison.into_inner().0);
     }
-    let deposits: Vec<Deposit> = state
-        .ddp
-        .as_mut()
-        .map(|ddp| {
-            ddp.workers
-                .iter_mut()
-                .filter_map(|w| w.deposit.take())
-                .collect()
-        })
-        .unwrap_or_default();
+    let deposits = state.group().map(Ddp::take_deposits).unwrap_or_default();
     let info = union_info(&mut state, step, deposits, joined, &device, lr, k);
-    let iteration = state.iteration;
+    let iteration = state.iteration();
     if let (Some(info), Ok(_)) = (info, &grads_snapshot) {
         state.run(step, iteration, model, &mean, info);
     }
@@ -154,9 +128,9 @@ fn own_stats(
     factors: Option<&dyn PerSampleSource>,
 ) -> Result<PerSampleStats, PerSampleError> {
     let state = State::lock(shared);
-    let previous = state.cockpit.previous_gradient(step, &params.device());
+    let previous = state.cockpit().previous_gradient(step, &params.device());
     let request = state
-        .cockpit
+        .cockpit()
         .per_sample_request(step, grads, previous.as_ref());
     drop(state);
     let wanted =
@@ -175,31 +149,13 @@ fn own_stats(
 
 /// Counts the calling worker's step and takes what it needs; `None` when the step is not
 /// tracked (or the thread is not a worker of the group).
-fn start_step(shared: &Mutex<State>) -> Option<Start> {
+fn start_step(shared: &Mutex<State>) -> Option<WorkerStep> {
     let mut state = State::lock(shared);
-    let ddp = state.ddp.as_mut()?;
-    let rank = ddp.rank()?;
-    let world = ddp.workers.len();
-    let summed = ddp.summed;
-    let collective = ddp.collectives[rank].clone();
-    let worker = &mut ddp.workers[rank];
-    let step = worker.step;
-    worker.step += 1;
-    let pending = std::mem::take(&mut worker.pending);
-    if rank == 0 {
-        state.step = step + 1;
+    let start = state.group()?.begin_step()?;
+    if start.rank == 0 {
+        state.begin_group_step(start.step);
     }
-    if !state.cockpit.is_tracking(step) {
-        return None;
-    }
-    let k = pending.len().max(1) * if summed { world } else { 1 };
-    Some(Start {
-        rank,
-        step,
-        pending,
-        collective,
-        k,
-    })
+    state.cockpit().is_tracking(start.step).then_some(start)
 }
 
 /// The info of a DDP step on the union of the workers' batches (rank 0, with every
@@ -250,7 +206,7 @@ fn union_info(
         }
     }
     let info = union.mean_loss().map(|loss| {
-        let info = StepInfo::new(loss).with_optimizer(state.optimizer.on_union(lr, k));
+        let info = StepInfo::new(loss).with_optimizer(state.union_optimizer(lr, k));
         union.into_info(info, device, &mut problems)
     });
     if info.is_none() {

@@ -34,21 +34,32 @@ pub enum Transport {
 pub(crate) struct Ddp {
     /// Whether burn's all-reduce sums the gradients (`ReduceOperation::Sum`) rather than
     /// averaging them.
-    pub(super) summed: bool,
-    pub(super) collectives: Vec<Arc<dyn Collective>>,
+    summed: bool,
+    collectives: Vec<Arc<dyn Collective>>,
     /// Worker threads in the order they first ran a step: their ranks.
     ranks: HashMap<ThreadId, usize>,
-    pub(super) workers: Vec<Worker>,
+    workers: Vec<Worker>,
 }
 
 /// One worker's progress.
 #[derive(Debug, Default)]
-pub(super) struct Worker {
+struct Worker {
     /// Its next optimizer step.
-    pub(super) step: usize,
-    pub(super) pending: Vec<Pending>,
+    step: usize,
+    pending: Vec<Pending>,
     /// What it hands to rank 0 for its latest tracked step.
-    pub(super) deposit: Option<Deposit>,
+    deposit: Option<Deposit>,
+}
+
+/// What a worker takes from the group to run its optimizer step ([`Ddp::begin_step`]).
+pub(super) struct WorkerStep {
+    pub(super) rank: usize,
+    pub(super) step: usize,
+    /// What its training steps since the last optimizer step left.
+    pub(super) pending: Vec<Pending>,
+    pub(super) collective: Arc<dyn Collective>,
+    /// `k`: burn's gradient is `k` times the union's mean gradient.
+    pub(super) k: usize,
 }
 
 /// A worker's part of a tracked step, for rank 0.
@@ -92,8 +103,64 @@ impl Ddp {
         })
     }
 
+    /// The calling worker's optimizer step begins: its step is counted and what its training
+    /// steps left is handed over. `None` for a thread beyond the group's devices.
+    pub(super) fn begin_step(&mut self) -> Option<WorkerStep> {
+        let rank = self.rank()?;
+        let world = self.workers.len();
+        let worker = &mut self.workers[rank];
+        let step = worker.step;
+        worker.step += 1;
+        let pending = std::mem::take(&mut worker.pending);
+        let k = pending.len().max(1) * if self.summed { world } else { 1 };
+        Some(WorkerStep {
+            rank,
+            step,
+            pending,
+            collective: self.collectives[rank].clone(),
+            k,
+        })
+    }
+
+    /// The step the calling worker runs next, `None` for a thread beyond the group's devices.
+    pub(super) fn next_step(&mut self) -> Option<usize> {
+        let rank = self.rank()?;
+        Some(self.workers[rank].step)
+    }
+
+    /// Keeps what the calling worker's training step left until its optimizer step; the
+    /// worker's rank, or `Err(world)` for a thread beyond the group's devices.
+    pub(super) fn push(&mut self, pending: Pending) -> Result<usize, usize> {
+        let world = self.workers.len();
+        let rank = self.rank().ok_or(world)?;
+        self.workers[rank].pending.push(pending);
+        Ok(rank)
+    }
+
+    /// Worker `rank` hands over its part of `deposit.step`.
+    pub(super) fn deposit(&mut self, rank: usize, deposit: Deposit) {
+        if let Some(worker) = self.workers.get_mut(rank) {
+            worker.deposit = Some(deposit);
+        }
+    }
+
+    /// Whether every worker has handed over its part of `step`.
+    pub(super) fn all_deposited(&self, step: usize) -> bool {
+        self.workers
+            .iter()
+            .all(|w| w.deposit.as_ref().is_some_and(|d| d.step == step))
+    }
+
+    /// The workers' parts, in rank order (taken).
+    pub(super) fn take_deposits(&mut self) -> Vec<Deposit> {
+        self.workers
+            .iter_mut()
+            .filter_map(|w| w.deposit.take())
+            .collect()
+    }
+
     /// The calling worker thread's rank (assigned on its first call).
-    pub(super) fn rank(&mut self) -> Option<usize> {
+    fn rank(&mut self) -> Option<usize> {
         let thread = std::thread::current().id();
         let next = self.ranks.len();
         if next >= self.workers.len() && !self.ranks.contains_key(&thread) {

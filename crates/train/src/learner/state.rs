@@ -10,6 +10,8 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
+use cockpit_quantities::histogram::HistogramEngine;
+use cockpit_quantities::sink::Sink;
 use cockpit_quantities::{Cockpit, EpochLog, OptimizerInfo, QuantityKind, Snapshot, StepInfo};
 
 use super::LOG_FILE;
@@ -27,23 +29,23 @@ pub(crate) const NO_TRAIN_OUTPUT: &str = "the model's TrainStep::step does not b
 /// [`CockpitLearner`](crate::CockpitLearner)'s lock.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub(crate) cockpit: Cockpit,
-    pub(crate) optimizer: OptimizerInfo,
+    cockpit: Cockpit,
+    optimizer: OptimizerInfo,
     /// Training iterations started (`TrainStep::step` calls), across epochs.
-    pub(crate) iteration: usize,
+    iteration: usize,
     /// Optimizer steps taken: the next Cockpit step.
-    pub(crate) step: usize,
-    pub(crate) pending: Vec<Pending>,
+    step: usize,
+    pending: Vec<Pending>,
     /// Where the metrics read each iteration's values.
-    pub(crate) board: Arc<Board>,
+    board: Arc<Board>,
     reported: BTreeSet<String>,
-    pub(crate) problems: Vec<String>,
-    pub(crate) dir: Option<PathBuf>,
-    pub(crate) epochs: usize,
+    problems: Vec<String>,
+    dir: Option<PathBuf>,
+    epochs: usize,
     /// `cockpit diagnose`'s checks at epoch ends, when asked for.
-    pub(crate) monitor: Option<Monitor>,
+    monitor: Option<Monitor>,
     /// The data-parallel group, under burn's DDP strategy.
-    pub(crate) ddp: Option<Ddp>,
+    ddp: Option<Ddp>,
     /// The Cockpit's warnings already printed and shown.
     forwarded: usize,
 }
@@ -234,10 +236,7 @@ impl State {
     /// The step the calling thread runs next (its worker's under DDP).
     pub(crate) fn next_step(&mut self) -> usize {
         let step = self.step;
-        match &mut self.ddp {
-            Some(ddp) => ddp.rank().map_or(step, |rank| ddp.workers[rank].step),
-            None => step,
-        }
+        self.ddp.as_mut().and_then(Ddp::next_step).unwrap_or(step)
     }
 
     /// Keeps what a training step left until the optimizer step consumes it.
@@ -247,21 +246,100 @@ impl State {
             self.pending.push(pending);
             return;
         };
-        match ddp.rank() {
-            Some(rank) => {
-                ddp.workers[rank].pending.push(pending);
-                if rank == 0 {
-                    self.iteration += 1;
-                }
-            }
-            None => {
-                let world = ddp.workers.len();
-                self.problem(format!(
-                    "more worker threads than the {world} devices of the data-parallel group; \
-                     their steps are not tracked"
-                ));
-            }
+        match ddp.push(pending) {
+            Ok(0) => self.iteration += 1,
+            Ok(_) => {}
+            Err(world) => self.problem(format!(
+                "more worker threads than the {world} devices of the data-parallel group; \
+                 their steps are not tracked"
+            )),
         }
+    }
+
+    /// The Cockpit, to read (its output, warnings, what the next step needs).
+    pub(crate) fn cockpit(&self) -> &Cockpit {
+        &self.cockpit
+    }
+
+    /// Feeds `sink` every later step's values (the stream, TensorBoard).
+    pub(crate) fn add_sink(&mut self, sink: impl Sink + 'static) {
+        self.cockpit.add_sink(sink);
+    }
+
+    /// Counts the histograms' elements with `engine` from the next tracked step.
+    pub(crate) fn set_histogram_engine(&mut self, engine: HistogramEngine) {
+        self.cockpit.set_histogram_engine(engine);
+    }
+
+    /// Writes the log (and the epoch-end files) into `dir` from now on.
+    pub(crate) fn set_artifact_dir(&mut self, dir: PathBuf) {
+        self.dir = Some(dir);
+    }
+
+    /// Where the log is written, if anywhere.
+    pub(crate) fn artifact_dir(&self) -> Option<&PathBuf> {
+        self.dir.as_ref()
+    }
+
+    /// Runs `cockpit diagnose`'s checks at every epoch end from now on.
+    pub(crate) fn diagnose_at_epoch_ends(&mut self) {
+        self.monitor = Some(Monitor::new());
+    }
+
+    /// The latest epoch end's diagnosis, when asked for.
+    pub(crate) fn last_diagnosis(&self) -> Option<&cockpit_diagnose::Diagnosis> {
+        self.monitor.as_ref().and_then(Monitor::last)
+    }
+
+    /// Watches a data-parallel group from now on.
+    pub(crate) fn join_group(&mut self, ddp: Ddp) {
+        self.ddp = Some(ddp);
+    }
+
+    /// Whether a data-parallel group is watched (its workers track through `ddp`).
+    pub(crate) fn is_data_parallel(&self) -> bool {
+        self.ddp.is_some()
+    }
+
+    /// The data-parallel group, for its workers' bookkeeping.
+    pub(super) fn group(&mut self) -> Option<&mut Ddp> {
+        self.ddp.as_mut()
+    }
+
+    /// Where the metrics read each iteration's values.
+    pub(crate) fn board(&self) -> &Arc<Board> {
+        &self.board
+    }
+
+    /// The adapter's own warnings so far (each once).
+    pub(crate) fn problems(&self) -> &[String] {
+        &self.problems
+    }
+
+    /// Optimizer steps taken.
+    pub(crate) fn steps(&self) -> usize {
+        self.step
+    }
+
+    /// Under DDP, rank 0's worker began `step`: the next optimizer step is the one after.
+    pub(super) fn begin_group_step(&mut self, step: usize) {
+        self.step = step + 1;
+    }
+
+    /// Training iterations started, across epochs.
+    pub(super) fn iteration(&self) -> usize {
+        self.iteration
+    }
+
+    /// The optimizer of a step that applied `k` times the union's mean gradient at `lr`.
+    pub(super) fn union_optimizer(&self, lr: f64, k: usize) -> OptimizerInfo {
+        self.optimizer.on_union(lr, k)
+    }
+
+    /// Keeps a data-parallel worker's mean gradient of `step` for its projections at the
+    /// next step ([`Cockpit::keep_gradient`]).
+    pub(super) fn keep_gradient(&mut self, step: usize, grads: Snapshot) {
+        self.cockpit.keep_gradient(step, grads);
     }
 }
 

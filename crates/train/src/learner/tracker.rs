@@ -47,13 +47,13 @@ impl Tracker {
     pub(crate) fn wants_per_sample(&self) -> bool {
         let mut state = self.lock();
         let step = state.next_step();
-        state.cockpit.needs_per_sample(step)
+        state.cockpit().needs_per_sample(step)
     }
 
     pub(crate) fn wants_curvature(&self) -> bool {
         let mut state = self.lock();
         let step = state.next_step();
-        state.cockpit.needs_curvature(step)
+        state.cockpit().needs_curvature(step)
     }
 
     /// A training step's forward and backward pass ran.
@@ -64,7 +64,7 @@ impl Tracker {
     /// The optimizer is about to apply `grads` to `model`: track the step.
     pub(crate) fn track<M: Module>(&self, model: &M, grads: &GradientsParams, lr: f64) {
         let mut state = self.lock();
-        if state.ddp.is_some() {
+        if state.is_data_parallel() {
             drop(state);
             ddp::track(&self.state, &self.arrived, model, grads, lr);
         } else {

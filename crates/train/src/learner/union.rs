@@ -202,3 +202,91 @@ fn append<T>(all: Option<Vec<T>>, more: Option<Vec<T>>) -> Option<Vec<T>> {
         all
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::TensorData;
+
+    fn tensor(values: &[f32], device: &Device) -> Tensor<1> {
+        Tensor::from_data(TensorData::new(values.to_vec(), [values.len()]), device)
+    }
+
+    fn part(ids: Option<Vec<u64>>, losses: &[f32], device: &Device) -> Part {
+        let mean = losses.iter().sum::<f32>() / losses.len() as f32;
+        Part {
+            means: vec![tensor(&[mean], device)],
+            size: Some(losses.len()),
+            losses: Some(tensor(losses, device)),
+            margins: Some(tensor(
+                &losses.iter().map(|l| -l).collect::<Vec<_>>(),
+                device,
+            )),
+            ids,
+            per_sample: Some(Vec::new()),
+            curvature: Some(Vec::new()),
+        }
+    }
+
+    fn values(t: Option<Tensor<1>>) -> Vec<f32> {
+        t.map(|t| t.into_data().try_to_vec::<f32>().unwrap())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn parts_join_in_order_and_stay_aligned() {
+        let device = Device::flex();
+        let mut problems = Vec::new();
+        let joined = Part::join(
+            vec![
+                part(Some(vec![7, 3]), &[1.0, 2.0], &device),
+                part(Some(vec![9, 1]), &[3.0, 6.0], &device),
+            ],
+            &device,
+            &mut problems,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(joined.size, Some(4));
+        assert_eq!(joined.ids, Some(vec![7, 3, 9, 1]));
+        assert_eq!(values(joined.losses.clone()), [1.0, 2.0, 3.0, 6.0]);
+        assert_eq!(values(joined.margins.clone()), [-1.0, -2.0, -3.0, -6.0]);
+        // The step's loss is the mean of the micro-batches' means: (1.5 + 4.5) / 2.
+        assert_eq!(values(joined.mean_loss()), [3.0]);
+        assert!(joined.per_sample.is_some() && joined.curvature.is_some());
+    }
+
+    #[test]
+    fn a_part_without_an_input_leaves_the_union_without_it() {
+        let device = Device::flex();
+        let mut problems = Vec::new();
+        let mut second = part(None, &[3.0, 4.0], &device);
+        second.margins = None;
+        let joined = Part::join(
+            vec![part(Some(vec![1, 2]), &[1.0, 2.0], &device), second],
+            &device,
+            &mut problems,
+        );
+        assert_eq!(joined.ids, None);
+        assert!(joined.margins.is_none());
+        assert_eq!(values(joined.losses), [1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn parts_of_different_sizes_lose_their_sources_and_say_why() {
+        let device = Device::flex();
+        let mut problems = Vec::new();
+        let joined = Part::join(
+            vec![
+                part(Some(vec![1, 2]), &[1.0, 2.0], &device),
+                part(Some(vec![3, 4, 5]), &[3.0, 4.0, 5.0], &device),
+            ],
+            &device,
+            &mut problems,
+        );
+        assert!(joined.per_sample.is_none() && joined.curvature.is_none());
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("[2, 3]"), "{problems:?}");
+        // The examples themselves are still joined: ids and losses stay aligned.
+        assert_eq!(joined.ids, Some(vec![1, 2, 3, 4, 5]));
+    }
+}

@@ -23,7 +23,7 @@ use burn::tensor::activation::relu;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::Snapshot;
 use burn_cockpit::curvature::{
-    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, HessianDiagonal, OutputLoss,
+    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, HessianDiagonal, OutputLoss, ProbeBudget,
     RecordedCurvature,
 };
 use burn_cockpit::persample::{
@@ -556,6 +556,79 @@ fn attention_standard_errors_are_honest() {
 #[test]
 fn lstm_standard_errors_are_honest() {
     standard_errors_cover_the_true_error::<Recurrent>("lstm");
+}
+
+/// With a probe budget the residual's estimate draws as many probes as each parameter's
+/// trace needs for a standard error of 25 % of its magnitude (GGN included), within 200: on
+/// the attention block every trace reaches it (or the budget is spent), and the errors stay
+/// honest (its pilot sizes a fresh estimate, so stopping does not bias them).
+#[test]
+fn a_probe_budget_reaches_its_error_and_stays_honest() {
+    let budget = ProbeBudget {
+        pilot: 10,
+        relative: 0.25,
+        max_probes: 200,
+    };
+    let s = setup::<Attention>(&common::flex());
+    let params = Snapshot::of_params(&s.model);
+    let (d, hessian) = dense_hessian(&s);
+    let truth = diag(d, &hessian);
+    let mut true_traces = Vec::new();
+    let mut offset = 0;
+    for entry in params.entries() {
+        true_traces.push(truth[offset..offset + entry.numel()].iter().sum::<f64>());
+        offset += entry.numel();
+    }
+    let (mut covered, mut total, mut reached, mut drawn) = (0, 0, 0, Vec::new());
+    for seed in 0..10 {
+        let source = source(&s, 300 + seed).with_probe_budget(budget);
+        let diagonal = source.diagonal(&params, DiagonalKind::Hessian).unwrap();
+        let errors = source
+            .diagonal_errors(&params, DiagonalKind::Hessian)
+            .expect("an estimate with standard errors");
+        let note = source
+            .notes()
+            .into_iter()
+            .find(|n| n.contains("the residual's estimate drew"))
+            .expect("the note says how many probes were drawn");
+        let probes: usize = note
+            .split("drew ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{note}"));
+        assert!(
+            (budget.pilot..=budget.max_probes).contains(&probes),
+            "{note}"
+        );
+        drawn.push(probes);
+        for ((estimate, error), truth) in diagonal.into_iter().zip(errors).zip(&true_traces) {
+            let estimate: f64 = host(estimate).iter().sum();
+            let error = host(error)[0];
+            total += 1;
+            if error <= budget.relative * estimate.abs() + 1e-9 {
+                reached += 1;
+            }
+            // The pilot sizes the estimate from its own noisy spread: within half again.
+            assert!(
+                error <= 1.5 * budget.relative * estimate.abs() + 1e-9
+                    || probes == budget.max_probes,
+                "seed {seed}: {estimate} ± {error} after {probes} probes"
+            );
+            if (estimate - truth).abs() <= 3.0 * error + 1e-7 * truth.abs().max(1.0) {
+                covered += 1;
+            }
+        }
+    }
+    eprintln!(
+        "attention with a budget: probes drawn {drawn:?}; {reached} of {total} traces with an \
+         error below {} of their value; {covered} of {total} within 3 reported standard errors",
+        budget.relative
+    );
+    assert!(
+        covered as f64 / total as f64 >= 0.95,
+        "{covered} of {total}"
+    );
 }
 
 /// A piecewise-linear declaration is checked against a float64 model: the ReLU/max-pool CNN

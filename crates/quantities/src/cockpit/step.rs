@@ -9,12 +9,12 @@ use burn::tensor::Tensor;
 
 use super::base::Cockpit;
 use super::report::StepReport;
-use crate::curvature::{OutputLoss, RecordedCurvature};
+use crate::curvature::{OutputLoss, ProbeBudget, RecordedCurvature};
 use crate::persample::{ExactPerSample, PerSample, Recorder};
 use crate::{CockpitError, StepInfo};
 
 /// How [`Cockpit::step`] builds a step's per-sample and curvature sources.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct StepOptions {
     /// Where the drop-in layers do not cover every parameter (plain burn-nn layers), compute
@@ -27,6 +27,10 @@ pub struct StepOptions {
     /// ([`RecordedCurvature::piecewise_linear`]). Off by default: `diag_h` is the GGN plus
     /// Hutchinson's estimate of the residual, and says so in the warnings.
     pub piecewise_linear: bool,
+    /// Where `diag_h` is estimated, draw as many probes as each parameter's trace needs for
+    /// the budget's relative standard error, within its ceiling
+    /// ([`RecordedCurvature::with_probe_budget`]); `None` (default): a fixed 10 probes.
+    pub probe_budget: Option<ProbeBudget>,
 }
 
 impl StepOptions {
@@ -44,6 +48,12 @@ impl StepOptions {
     /// See [`StepOptions::piecewise_linear`].
     pub fn with_piecewise_linear(mut self, declared: bool) -> Self {
         self.piecewise_linear = declared;
+        self
+    }
+
+    /// See [`StepOptions::probe_budget`].
+    pub fn with_probe_budget(mut self, budget: ProbeBudget) -> Self {
+        self.probe_budget = Some(budget);
         self
     }
 }
@@ -201,8 +211,11 @@ impl Cockpit {
         }
         if self.needs_curvature(step) {
             let replay = forward.clone();
-            let curvature =
+            let mut curvature =
                 RecordedCurvature::new(model, move |m: &M| replay(m), loss.clone(), step as u64);
+            if let Some(budget) = self.step_options.probe_budget {
+                curvature = curvature.with_probe_budget(budget);
+            }
             info = info.with_curvature(if self.step_options.piecewise_linear {
                 curvature.piecewise_linear()
             } else {

@@ -15,7 +15,7 @@ pub use base::{CurvatureSource, DiagonalKind, OutputLoss};
 pub(crate) use eigen::lanczos_with_vector;
 pub use eigen::{EigenEstimate, Target, lanczos, power_iteration};
 pub use finite_difference::FiniteDifferenceHvp;
-pub use hutchinson::Hutchinson;
+pub use hutchinson::{Hutchinson, ProbeBudget};
 pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer};
 pub use recorded::{HessianDiagonal, LINEARITY_TOLERANCE, RecordedCurvature};

@@ -13,7 +13,7 @@ use cockpit_persample::{PerSampleSource, Recorder, Request};
 
 use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
 use super::finite_difference::FiniteDifferenceHvp;
-use super::hutchinson::Hutchinson;
+use super::hutchinson::{Hutchinson, ProbeBudget};
 use super::random::SplitMix;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
@@ -91,6 +91,8 @@ pub struct RecordedCurvature<M: Module> {
     loss: OutputLoss,
     hessian: HessianDiagonal,
     fallback_probes: usize,
+    /// Adaptive probes for every Hutchinson estimate, where set.
+    budget: Option<ProbeBudget>,
     /// Products of the loss (HessMaxEV, and Hutchinson where nothing exact applies).
     hvp: Arc<FiniteDifferenceHvp<M>>,
     rng: SplitMix,
@@ -140,6 +142,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             loss,
             hessian: HessianDiagonal::GgnPlusResidual { probes: 10 },
             fallback_probes: 10,
+            budget: None,
             hvp,
             rng: SplitMix::new(seed),
             seed,
@@ -173,6 +176,42 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     pub fn with_fallback_probes(mut self, probes: usize) -> Self {
         self.fallback_probes = probes.max(1);
         self
+    }
+
+    /// Lets every estimate of this source (the residual, and Hutchinson's `diag_h` where the
+    /// drop-ins do not cover the model) draw as many probes as `budget` asks for — each
+    /// parameter's trace to a standard error below `budget.relative` of its magnitude, within
+    /// `budget.max_probes` — instead of a fixed number; the note states how many it drew.
+    pub fn with_probe_budget(mut self, budget: ProbeBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Hutchinson's estimate from `products`, with the budget where one is set.
+    fn estimator(
+        &self,
+        products: impl CurvatureSource + 'static,
+        probes: usize,
+        seed: u64,
+    ) -> Hutchinson {
+        let estimate = Hutchinson::new(products, probes, seed);
+        match self.budget {
+            Some(budget) => estimate.with_budget(budget),
+            None => estimate,
+        }
+    }
+
+    /// `probes` as a note gives it: the fixed number, or the budget's count.
+    fn probes_said(&self, estimate: &Hutchinson, probes: usize) -> String {
+        match self.budget {
+            Some(budget) => format!(
+                "{} probes (adaptive: to a standard error below {} of each trace, at most {})",
+                estimate.probes_used(),
+                budget.relative,
+                budget.max_probes
+            ),
+            None => format!("{probes} probes"),
+        }
     }
 
     fn note(&self, note: String) {
@@ -328,17 +367,16 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
 
     /// Hutchinson's estimate of `diag_h` from finite-difference products of the loss.
     fn hutchinson(&self, params: &Snapshot) -> Result<Vec<Tensor<1>>, QuantityError> {
-        self.note(format!(
-            "diag_h is Hutchinson's estimate with {} probes on finite-difference products \
-             (not exact)",
-            self.fallback_probes
-        ));
-        let estimate = Hutchinson::new(
+        let estimate = self.estimator(
             self.hvp.clone(),
             self.fallback_probes,
             self.seed ^ 0x4855_5443,
         );
         let diagonal = estimate.diagonal(params, DiagonalKind::Hessian)?;
+        self.note(format!(
+            "diag_h is Hutchinson's estimate with {} on finite-difference products (not exact)",
+            self.probes_said(&estimate, self.fallback_probes)
+        ));
         self.keep_errors(estimate.diagonal_errors(params, DiagonalKind::Hessian));
         Ok(diagonal)
     }
@@ -508,9 +546,22 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
 
     /// Hutchinson's estimate of the residual's diagonal from [`Self::residual_product`]s;
     /// its standard errors are kept (the GGN's part is exact).
-    fn residual(&self, params: &Snapshot, probes: usize) -> Result<Vec<Tensor<1>>, QuantityError> {
-        let estimate = Hutchinson::new(self.residual_products(), probes, self.seed ^ 0x5245_5344);
+    fn residual(
+        &self,
+        params: &Snapshot,
+        probes: usize,
+        ggn: &[Tensor<1>],
+    ) -> Result<Vec<Tensor<1>>, QuantityError> {
+        let estimate = self
+            .estimator(self.residual_products(), probes, self.seed ^ 0x5245_5344)
+            .with_exact_part(ggn.iter().map(|g| g.clone().sum()).collect());
         let diagonal = estimate.diagonal(params, DiagonalKind::Hessian)?;
+        if self.budget.is_some() {
+            self.note(format!(
+                "the residual's estimate drew {}",
+                self.probes_said(&estimate, probes)
+            ));
+        }
         self.keep_errors(estimate.diagonal_errors(params, DiagonalKind::Hessian));
         Ok(diagonal)
     }
@@ -565,7 +616,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                         probes
                     }
                 };
-                let residual = self.residual(params, probes)?;
+                let residual = self.residual(params, probes, &ggn)?;
                 Ok(ggn.into_iter().zip(residual).map(|(g, r)| g + r).collect())
             }
         }

@@ -33,7 +33,7 @@ pub use cockpit_quantities::{
     Cockpit, CockpitConfig, CockpitError, ConfigFileError, Configuration, EpochLog, Estimate,
     ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OptimizerInfo, Output,
     QuantityConfig, QuantityError, Schedule, StepInfo, StepOptions, StepReport, Stepped, Value,
-    curvature, examples, histogram, log, persample, quantity, readback,
+    curvature, examples, histogram, log, persample, quantity, readback, sink,
 };
 // Types whose home is a module (`quantity`, `persample`): one page each, there.
 #[doc(no_inline)]

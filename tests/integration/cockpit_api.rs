@@ -9,7 +9,10 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
+use std::sync::{Arc, Mutex};
+
 use burn_cockpit::log::{LogError, read_log, read_stream};
+use burn_cockpit::sink::{Origin, Record, Sink};
 use burn_cockpit::{
     Cockpit, CockpitError, EpochLog, OptimizerInfo, QuantityError, QuantityKind, Schedule,
     StepInfo, Value,
@@ -331,7 +334,83 @@ fn the_stream_holds_every_tracked_step(backend: &Backend) {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A sink that refuses every record (a full disk).
+struct Refusing;
+
+impl Sink for Refusing {
+    fn write(&mut self, _record: &Record<'_>) -> Result<(), LogError> {
+        Err(LogError::Io {
+            action: "write",
+            path: "full-disk".into(),
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        })
+    }
+}
+
+/// What a user's own sink received: each record's origin, step and keys.
+#[derive(Default)]
+struct Collecting(Vec<(Origin, usize, Vec<String>)>);
+
+impl Sink for Collecting {
+    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError> {
+        let keys = record.values.keys().into_iter().map(String::from).collect();
+        self.0.push((record.origin, record.step, keys));
+        Ok(())
+    }
+}
+
+/// Sinks are fed every tracked step and every epoch entry; one that fails is an error of the
+/// call, the others still get the values, and the Cockpit keeps them.
+fn sinks_are_fed_and_one_failure_loses_nothing(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let mut model = Net::new(&[3, 4, 2], &device);
+    let mut optim = SgdConfig::new().init();
+    let seen = Arc::new(Mutex::new(Collecting::default()));
+    let mut cockpit = implemented_on(&Schedule::every_step())
+        .with_sink(Refusing)
+        .with_sink(seen.clone());
+    for step in 0..2 {
+        let (grads, info) = step_of(&model, &device, step, false);
+        let err = cockpit.track(step, &model, &grads, info).unwrap_err();
+        assert!(
+            matches!(&err, CockpitError::Log(LogError::Io { .. })),
+            "{err}"
+        );
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "the io error is kept: {err}"
+        );
+        model = optim.step(0.1, model, grads);
+    }
+    let entry = EpochLog {
+        epoch_count: 1,
+        ..Default::default()
+    };
+    assert!(cockpit.log(1, &entry).is_err());
+    let seen = seen.lock().unwrap();
+    let origins: Vec<(Origin, usize)> = seen.0.iter().map(|(o, s, _)| (*o, *s)).collect();
+    assert_eq!(
+        origins,
+        [
+            (Origin::Tracked, 0),
+            (Origin::Tracked, 1),
+            (Origin::Epoch, 1)
+        ]
+    );
+    assert!(
+        seen.0[1].2.contains(&"GradNorm".to_string()),
+        "{:?}",
+        seen.0[1]
+    );
+    assert!(seen.0[2].2.contains(&"epoch_count".to_string()));
+    // Nothing was lost by the refusing sink.
+    assert!(cockpit.output().get(1, "GradNorm").is_some());
+    assert!(cockpit.output().get(0, "Distance").is_some());
+    assert_eq!(cockpit.output().get(1, "epoch_count"), Some(&Value::Int(1)));
+}
+
 on_every_backend!(
+    sinks_are_fed_and_one_failure_loses_nothing,
     two_step_integration_rule,
     update_size_is_lr_times_grad_norm_under_sgd,
     nan_loss_gives_nan_values_and_a_warning,

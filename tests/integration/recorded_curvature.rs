@@ -506,6 +506,22 @@ fn piecewise_linear_cnn_diag_h_equals_dense_hessian() {
     );
 }
 
+/// Each parameter's trace of the dense Hessian's diagonal.
+fn dense_traces<M: Tiny>(s: &Setup<M>, params: &Snapshot) -> Vec<f64> {
+    let (d, hessian) = dense_hessian(s);
+    let truth = diag(d, &hessian);
+    let mut offset = 0;
+    params
+        .entries()
+        .iter()
+        .map(|entry| {
+            let trace = truth[offset..offset + entry.numel()].iter().sum::<f64>();
+            offset += entry.numel();
+            trace
+        })
+        .collect()
+}
+
 /// The standard errors an estimated `diag_h` reports are honest: over 20 seeds, each
 /// parameter's estimated trace (exact GGN plus the residual's estimate, 10 probes) is within 3
 /// reported standard errors of the dense Hessian's trace for at least 95 % of parameters
@@ -514,14 +530,7 @@ fn piecewise_linear_cnn_diag_h_equals_dense_hessian() {
 fn standard_errors_cover_the_true_error<M: Tiny>(what: &str) {
     let s = setup::<M>(&common::flex());
     let params = Snapshot::of_params(&s.model);
-    let (d, hessian) = dense_hessian(&s);
-    let truth = diag(d, &hessian);
-    let mut true_traces = Vec::new();
-    let mut offset = 0;
-    for entry in params.entries() {
-        true_traces.push(truth[offset..offset + entry.numel()].iter().sum::<f64>());
-        offset += entry.numel();
-    }
+    let true_traces = dense_traces(&s, &params);
     let (mut covered, mut total) = (0, 0);
     for seed in 0..20 {
         let source = source(&s, 100 + seed);
@@ -571,14 +580,7 @@ fn a_probe_budget_reaches_its_error_and_stays_honest() {
     };
     let s = setup::<Attention>(&common::flex());
     let params = Snapshot::of_params(&s.model);
-    let (d, hessian) = dense_hessian(&s);
-    let truth = diag(d, &hessian);
-    let mut true_traces = Vec::new();
-    let mut offset = 0;
-    for entry in params.entries() {
-        true_traces.push(truth[offset..offset + entry.numel()].iter().sum::<f64>());
-        offset += entry.numel();
-    }
+    let true_traces = dense_traces(&s, &params);
     let (mut covered, mut total, mut reached, mut drawn) = (0, 0, 0, Vec::new());
     for seed in 0..10 {
         let source = source(&s, 300 + seed).with_probe_budget(budget);

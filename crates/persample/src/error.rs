@@ -19,7 +19,7 @@ pub enum PerSampleError {
     /// Reading a tensor back from the device failed: the backend's error, kept whole as the
     /// source.
     #[error("reading a tensor from the device failed: {0}")]
-    Read(#[source] ReadError),
+    Read(#[source] SharedError),
     /// A host worker or a data-parallel peer failed; its part of the result is missing.
     #[error("a host worker failed: {0}")]
     HostWorker(String),
@@ -42,81 +42,47 @@ pub enum PerSampleError {
     /// The consumer of per-sample gradient elements (a histogram) failed: its own error,
     /// kept whole.
     #[error(transparent)]
-    Consumer(ConsumerError),
+    Consumer(SharedError),
 }
 
-/// A backend's error from reading tensors back to the host (burn's `ExecutionError` or
-/// `TensorReadError`), kept whole and shared: one failed read fails every quantity that
-/// waited on it, each holding the same error.
-#[derive(Debug, Clone)]
-pub struct ReadError(Arc<dyn std::error::Error + Send + Sync>);
-
-impl ReadError {
-    /// Wraps the backend's error.
-    pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self(Arc::new(err))
-    }
-
-    /// The backend's error as its own type, if it is an `E`.
-    pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
-        self.0.downcast_ref::<E>()
-    }
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// Transparent: the backend's message, then its own sources.
-impl std::error::Error for ReadError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
-    }
-}
-
-/// The same error (one read failed once), or errors that read the same.
-impl PartialEq for ReadError {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
-    }
-}
-
-/// The error of a consumer of per-sample gradient elements ([`Request::elements`]), kept as
-/// it was raised (its type and its source chain), so that it reaches the consumer's caller
-/// unchanged.
+/// An error kept whole (its type and its source chain) and shared, so that a
+/// [`PerSampleError`] clones without `Clone` on its cause: a backend's error from reading
+/// tensors back ([`PerSampleError::Read`]: burn's `ExecutionError` or `TensorReadError`; one
+/// failed read fails every quantity that waited on it, each holding the same error), or the
+/// error of a consumer of per-sample gradient elements ([`PerSampleError::Consumer`],
+/// [`Request::elements`]), which reaches the consumer's caller unchanged.
 ///
 /// [`Request::elements`]: crate::Request::elements
 #[derive(Debug, Clone)]
-pub struct ConsumerError(Arc<dyn std::error::Error + Send + Sync>);
+pub struct SharedError(Arc<dyn std::error::Error + Send + Sync>);
 
-impl ConsumerError {
-    /// Wraps the consumer's error.
+impl SharedError {
+    /// Wraps the error.
     pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self(Arc::new(err))
     }
 
-    /// The consumer's error as its own type, if it is an `E`.
+    /// The error as its own type, if it is an `E`.
     pub fn downcast_ref<E: std::error::Error + 'static>(&self) -> Option<&E> {
         self.0.downcast_ref::<E>()
     }
 }
 
-impl std::fmt::Display for ConsumerError {
+impl std::fmt::Display for SharedError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }
 }
 
-impl std::error::Error for ConsumerError {
+/// Transparent: the wrapped error's message, then its own sources.
+impl std::error::Error for SharedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.0.source()
     }
 }
 
 /// The same error (one raised once and cloned), or errors that read the same.
-impl PartialEq for ConsumerError {
+impl PartialEq for SharedError {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
     }

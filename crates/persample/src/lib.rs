@@ -55,7 +55,7 @@ pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Reques
 pub use distributed::{
     BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
 };
-pub use error::{ConsumerError, PerSampleError, ReadError};
+pub use error::{PerSampleError, SharedError};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, Recording};
 pub use layers::{

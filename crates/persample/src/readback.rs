@@ -20,7 +20,7 @@ use std::cell::Cell;
 
 use burn::tensor::{DType, Int, Tensor, TensorData, Transaction};
 
-use crate::{PerSampleError, ReadError};
+use crate::{PerSampleError, SharedError};
 
 /// Device→host reads and the values they brought back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub fn read_values(tensor: Tensor<1>) -> Result<Vec<f64>, PerSampleError> {
     record(tensor.shape().num_elements());
     tensor
         .try_into_vec_as::<f64>()
-        .map_err(|err| PerSampleError::Read(ReadError::new(err)))
+        .map_err(|err| PerSampleError::Read(SharedError::new(err)))
 }
 
 /// Reads a device tensor into `buffer` as `f64`, reusing its allocation (the histograms read
@@ -106,7 +106,7 @@ pub fn read_into(tensor: Tensor<1>, buffer: &mut Vec<f64>) -> Result<(), PerSamp
     record(tensor.shape().num_elements());
     let data = tensor
         .try_into_data()
-        .map_err(|err| PerSampleError::Read(ReadError::new(err)))?;
+        .map_err(|err| PerSampleError::Read(SharedError::new(err)))?;
     buffer.clear();
     host_values(data, buffer);
     Ok(())
@@ -216,7 +216,7 @@ pub fn read_together<R: Into<Readable>>(parts: Vec<R>) -> Result<Vec<Vec<f64>>, 
         record(lengths.iter().sum());
         let mut data = transaction
             .try_execute()
-            .map_err(|err| PerSampleError::Read(ReadError::new(err)))?
+            .map_err(|err| PerSampleError::Read(SharedError::new(err)))?
             .into_iter();
         if has_floats && let Some(floats) = data.next() {
             host_values(floats, &mut float_values);

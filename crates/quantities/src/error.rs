@@ -1,6 +1,6 @@
 //! The errors of the quantities crate.
 
-use cockpit_persample::{ConsumerError, PerSampleError};
+use cockpit_persample::{PerSampleError, SharedError};
 
 /// Everything that can go wrong while configuring or running a [`Cockpit`](crate::Cockpit).
 ///
@@ -210,12 +210,12 @@ impl From<PerSampleError> for QuantityError {
 }
 
 /// A quantity's failure while it consumes per-sample gradient elements, handed back through
-/// the per-sample engine whole ([`ConsumerError`]); an engine error comes back as itself.
+/// the per-sample engine whole ([`SharedError`]); an engine error comes back as itself.
 impl From<QuantityError> for PerSampleError {
     fn from(err: QuantityError) -> Self {
         match err {
             QuantityError::PerSample(inner) => inner,
-            other => PerSampleError::Consumer(ConsumerError::new(other)),
+            other => PerSampleError::Consumer(SharedError::new(other)),
         }
     }
 }
@@ -289,9 +289,8 @@ mod tests {
         #[derive(Debug, thiserror::Error)]
         #[error("writing the histogram failed")]
         struct Outer(#[source] std::io::Error);
-        let foreign = PerSampleError::Consumer(ConsumerError::new(Outer(std::io::Error::other(
-            "disk full",
-        ))));
+        let foreign =
+            PerSampleError::Consumer(SharedError::new(Outer(std::io::Error::other("disk full"))));
         let quantity = QuantityError::from(foreign);
         assert_eq!(quantity.to_string(), "writing the histogram failed");
         let source = std::error::Error::source(&quantity).map(ToString::to_string);

@@ -40,7 +40,7 @@ use burn::nn::DropoutConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
-use burn_cockpit::curvature::{OutputLoss, RecordedCurvature};
+use burn_cockpit::curvature::{OutputLoss, ProbeBudget, RecordedCurvature};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{ExactPerSample, Recorder, launches};
 use burn_cockpit::{
@@ -88,6 +88,19 @@ struct Args {
     /// Benchmark: where the histograms count.
     #[arg(long, value_enum, default_value_t = Histograms::Auto)]
     histograms: Histograms,
+    /// Where `diag_h` is estimated (the transformer's residual): adaptive probes to this
+    /// relative standard error of each trace, within 200 (`ProbeBudget`); default: 10 fixed
+    /// probes.
+    #[arg(long, value_parser = relative_error)]
+    probe_budget: Option<f64>,
+}
+
+/// A relative standard error in `(0, 1]`.
+fn relative_error(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value > 0.0 && value <= 1.0 => Ok(value),
+        _ => Err(format!("`{text}` is not a relative error in (0, 1]")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -532,6 +545,14 @@ fn curvature<T: Task>(
         OutputLoss::CrossEntropy(onehot),
         1,
     );
+    let source = match args().probe_budget {
+        Some(relative) => source.with_probe_budget(ProbeBudget {
+            pilot: 10,
+            relative,
+            max_probes: 200,
+        }),
+        None => source,
+    };
     if T::PIECEWISE_LINEAR {
         source.piecewise_linear()
     } else {

@@ -590,6 +590,11 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                 let Some((ggn, curved)) = self.ggn_exact(params)? else {
                     return self.hutchinson(params);
                 };
+                // With a budget the count is known once drawn (a second note states it).
+                let said = |probes: usize| match self.budget {
+                    Some(_) => "adaptive".to_string(),
+                    None => probes.to_string(),
+                };
                 let probes = match (self.hessian, curved.is_empty()) {
                     // Exact, and labelled by nothing: notes are for estimates and fallbacks.
                     // The declaration is checked first (once per model).
@@ -603,15 +608,16 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                              ({}): diag_h is the exact GGN diagonal plus Hutchinson's estimate \
                              of the residual with {} probes (an estimate)",
                             curved.join(", "),
-                            self.fallback_probes
+                            said(self.fallback_probes)
                         ));
                         self.fallback_probes
                     }
                     (HessianDiagonal::GgnPlusResidual { probes }, _) => {
                         self.note(format!(
                             "diag_h is the exact GGN diagonal plus Hutchinson's estimate of the \
-                             residual with {probes} probes (an estimate; declare a piecewise-linear \
-                             network with RecordedCurvature::piecewise_linear for an exact one)"
+                             residual with {} probes (an estimate; declare a piecewise-linear \
+                             network with RecordedCurvature::piecewise_linear for an exact one)",
+                            said(probes)
                         ));
                         probes
                     }

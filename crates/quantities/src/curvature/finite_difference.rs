@@ -24,10 +24,13 @@ type GradFn<M> = dyn Fn(&M) -> Result<GradientsParams, QuantityError> + Send + S
 /// # Cost
 ///
 /// Two forward and backward passes per product, and two model copies' worth of parameters
-/// while they run. No read: `ε` stays on the device.
+/// while they run. No read: `ε` stays on the device. `‖θ‖` is computed once, at the first
+/// product (every product is taken at the same parameters), not once per product.
 pub struct FiniteDifferenceHvp<M: Module> {
     model: M,
     grads_of: Box<GradFn<M>>,
+    /// `‖θ‖` on the device, from the first product's parameters.
+    theta: std::sync::OnceLock<Tensor<1>>,
 }
 
 impl<M: Module> std::fmt::Debug for FiniteDifferenceHvp<M> {
@@ -46,6 +49,7 @@ impl<M: Module + Sync + 'static> FiniteDifferenceHvp<M> {
         Self {
             model: model.clone(),
             grads_of: Box::new(grads_of),
+            theta: std::sync::OnceLock::new(),
         }
     }
 
@@ -123,7 +127,10 @@ impl<M: Module + Sync + 'static> CurvatureSource for FiniteDifferenceHvp<M> {
     fn hvp(&self, params: &Snapshot, v: &Snapshot) -> Result<Snapshot, QuantityError> {
         // ε on the device: a product reads nothing back (the eigenvalue solvers read once per
         // product, for their own numbers).
-        let theta = params.flatten().square().sum().sqrt();
+        let theta = self
+            .theta
+            .get_or_init(|| params.flatten().square().sum().sqrt())
+            .clone();
         let v_norm = v.flatten().square().sum().sqrt();
         let nonzero = v_norm.clone().not_equal_elem(0.0);
         // A zero direction moves nothing and its product is zero (ε = 1 keeps 0/2ε finite).

@@ -89,8 +89,8 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Histograms::Auto)]
     histograms: Histograms,
     /// Where `diag_h` is estimated (the transformer's residual): adaptive probes to this
-    /// relative standard error of each trace, within 200 (`ProbeBudget`); default: 10 fixed
-    /// probes.
+    /// relative standard error of each trace, within `ProbeBudget::DEFAULT`'s 200 probes after
+    /// its pilot of 10; default: 10 fixed probes.
     #[arg(long, value_parser = relative_error)]
     probe_budget: Option<f64>,
 }
@@ -547,9 +547,8 @@ fn curvature<T: Task>(
     );
     let source = match args().probe_budget {
         Some(relative) => source.with_probe_budget(ProbeBudget {
-            pilot: 10,
             relative,
-            max_probes: 200,
+            ..ProbeBudget::DEFAULT
         }),
         None => source,
     };

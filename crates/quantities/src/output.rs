@@ -278,10 +278,9 @@ impl Output {
     /// Records that the values under `key` are the quantity `class` (a variant stored under
     /// a key of its own, such as `HessTrace[ggn]` of `HessTrace`). A key that is its own class
     /// needs no record.
-    pub fn set_kind(&mut self, key: impl Into<String>, class: impl Into<String>) {
-        let (key, class) = (key.into(), class.into());
-        if key != class {
-            self.kinds.insert(key, class);
+    pub fn set_kind(&mut self, key: &str, class: &str) {
+        if key != class && self.kinds.get(key).is_none_or(|known| known != class) {
+            self.kinds.insert(key.to_string(), class.to_string());
         }
     }
 

@@ -101,28 +101,29 @@ impl ProbeBudget {
     }
 }
 
-/// The standard error of the mean of each parameter's probe traces (`traces[k][p]`), on the
-/// device; `None` with fewer than two probes.
-pub(crate) fn standard_errors(traces: &[Vec<Tensor<1>>]) -> Option<Vec<Tensor<1>>> {
+/// The mean of each parameter's probe traces (`traces[k][p]`) and its standard error, on the
+/// device; the errors are `None` with fewer than two probes.
+fn trace_statistics(traces: &[Vec<Tensor<1>>]) -> (Vec<Tensor<1>>, Option<Vec<Tensor<1>>>) {
     let m = traces.len();
-    if m < 2 {
-        return None;
-    }
-    let params = traces.first()?.len();
-    Some(
-        (0..params)
-            .map(|p| {
-                let column: Vec<Tensor<1>> = traces.iter().map(|t| t[p].clone()).collect();
-                let column = Tensor::cat(column, 0);
-                let centred = column.clone() - column.mean();
-                centred
+    let params = traces.first().map_or(0, Vec::len);
+    let columns: Vec<Tensor<1>> = (0..params)
+        .map(|p| Tensor::cat(traces.iter().map(|t| t[p].clone()).collect(), 0))
+        .collect();
+    let means: Vec<Tensor<1>> = columns.iter().map(|c| c.clone().mean()).collect();
+    let errors = (m >= 2).then(|| {
+        columns
+            .into_iter()
+            .zip(&means)
+            .map(|(column, mean)| {
+                (column - mean.clone())
                     .square()
                     .sum()
                     .mul_scalar(((m * (m - 1)) as f64).recip())
                     .sqrt()
             })
-            .collect(),
-    )
+            .collect()
+    });
+    (means, errors)
 }
 
 impl Hutchinson {
@@ -217,10 +218,8 @@ impl Hutchinson {
         };
         let (_, traces) = self.draw(params, budget.pilot)?;
         let count = traces.first().map_or(0, Vec::len);
-        let means: Vec<Tensor<1>> = (0..count)
-            .map(|p| Tensor::cat(traces.iter().map(|t| t[p].clone()).collect(), 0).mean())
-            .collect();
-        let errors = standard_errors(&traces).unwrap_or_default();
+        let (means, errors) = trace_statistics(&traces);
+        let errors = errors.unwrap_or_default();
         let exact = self
             .exact
             .clone()
@@ -274,7 +273,7 @@ impl CurvatureSource for Hutchinson {
             *cache = Some(estimate.clone());
         }
         if let Ok(mut errors) = self.errors.lock() {
-            *errors = standard_errors(&traces);
+            *errors = trace_statistics(&traces).1;
         }
         Ok(estimate)
     }

@@ -87,7 +87,7 @@ pub(crate) fn decode_output(json: Json) -> Result<Output, String> {
             {
                 for (key, class) in kinds {
                     if let Json::Str(class) = class {
-                        output.set_kind(key.clone(), class.clone());
+                        output.set_kind(key, class);
                     }
                 }
                 continue;

@@ -145,15 +145,14 @@ impl QuantityKind {
     }
 
     /// Every key in `output` holding values of this quantity: its own name first where it has
-    /// values, then its keyed variants in name order.
+    /// values, then its keyed variants in name order. Only its name and the keys with a
+    /// recorded kind can be its keys ([`Output::kind_name`]), so no other key is looked at.
     pub fn keys(self, output: &Output) -> Vec<&str> {
-        let mut keys: Vec<&str> = output
-            .keys()
-            .into_iter()
+        std::iter::once(self.name())
+            .chain(output.kinds().keys().map(String::as_str))
             .filter(|key| Self::of_key(output, key) == Some(self))
-            .collect();
-        keys.sort_by_key(|key| *key != self.name());
-        keys
+            .filter(|key| !output.series(key).is_empty())
+            .collect()
     }
 
     /// This quantity's values in `output`, in step order: the typed way to read a log (the

@@ -280,6 +280,30 @@ impl burn::module::ModuleMapper for ToDType {
     }
 }
 
+/// `model` with its parameters set to `values` (matched by id; tracked by autodiff).
+pub fn with_params<M: burn::module::Module>(model: &M, values: &burn_cockpit::Snapshot) -> M {
+    struct Set<'a>(&'a burn_cockpit::Snapshot);
+    impl burn::module::ModuleMapper for Set<'_> {
+        fn map_float<const D: usize>(
+            &mut self,
+            param: burn::module::Param<burn::tensor::Tensor<D>>,
+        ) -> burn::module::Param<burn::tensor::Tensor<D>> {
+            let (id, tensor, mapper) = param.consume();
+            let shape = tensor.shape();
+            let value = match self.0.get(id) {
+                Some(entry) => burn::tensor::Tensor::<1>::from_data(
+                    entry.value.to_data(),
+                    (&tensor.device(), tensor.dtype()),
+                )
+                .reshape(shape),
+                None => tensor,
+            };
+            burn::module::Param::from_mapped_value(id, value.detach().require_grad(), mapper)
+        }
+    }
+    model.clone().map(&mut Set(values))
+}
+
 /// Every quantity that reads per-sample gradients.
 pub const PER_SAMPLE: [burn_cockpit::QuantityKind; 9] = [
     burn_cockpit::QuantityKind::Alpha,

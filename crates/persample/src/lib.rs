@@ -57,13 +57,16 @@ pub use distributed::{
 };
 pub use error::{PerSampleError, SharedError};
 pub use exact::{ExactPerSample, PerSample};
-pub use factors::{Coverage, Recording};
+pub use factors::{Coverage, RecordedActivation, Recording};
 pub use layers::{
     BatchNorm, BiGru, BiLstm, BiRnn, Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
     ConvTranspose3d, CrossAttention, DeformConv2d, Embedding, GateController, GroupNorm, Gru,
     InstanceNorm, LayerNorm, Linear, Lstm, MhaInput, MultiHeadAttention, Normalization, PRelu,
     PositionWiseFeedForward, RmsNorm, Rnn, SwiGlu, TransformerDecoder, TransformerDecoderInput,
     TransformerDecoderLayer, TransformerEncoder, TransformerEncoderInput, TransformerEncoderLayer,
+};
+pub use layers::{
+    Elementwise, Elu, Gelu, LeakyRelu, Relu, SiLU, Sigmoid, Softplus, Softsign, Tanh, elementwise,
 };
 pub use merged::MergedPerSample;
 pub use recorder::Recorder;

@@ -11,8 +11,11 @@ use std::cell::RefCell;
 use burn::module::ParamId;
 use burn::tensor::{Gradients, Tensor};
 
-use super::factors::{DenseGradients, LayerFactors, Layout, Recording, Refusal};
+use super::factors::{
+    DenseGradients, LayerFactors, Layout, RecordedActivation, Recording, Refusal,
+};
 use crate::PerSampleError;
+use crate::layers::Elementwise;
 use crate::reduce::sum_dim;
 
 /// One tap: what a layer recorded, and the zero leaf added to its output `[B, T, d_out]`.
@@ -74,13 +77,24 @@ impl TapKind {
     }
 }
 
-/// What a recording holds: the taps, the layers that refused to tap, and the curved layers
-/// that ran.
+/// A curved elementwise activation's tap: its input `z` `[B, units]` (on the autodiff graph,
+/// so a pass can start from it) and the zero leaf added to its output.
+#[derive(Debug)]
+struct ActivationTap {
+    function: Elementwise,
+    input: Tensor<2>,
+    leaf: Tensor<2>,
+}
+
+/// What a recording holds: the taps, the layers that refused to tap, the curved layers that
+/// ran, and the curved activations where they are tapped.
 #[derive(Debug, Default)]
 struct Taps {
     taps: Vec<Tap>,
     refused: Vec<Refusal>,
     curved: Vec<&'static str>,
+    /// `Some` where the recorder taps activations.
+    activations: Option<Vec<ActivationTap>>,
 }
 
 thread_local! {
@@ -220,6 +234,33 @@ pub(crate) fn tap_affine(
     )
 }
 
+/// Called by the activation drop-ins with a curved `function`: records `input` (keeping its
+/// graph) and returns `output` with a zero leaf added, when a recorder tapping activations
+/// is active; otherwise returns `output` untouched.
+pub(crate) fn tap_activation<const D: usize>(
+    function: Elementwise,
+    input: Tensor<D>,
+    output: Tensor<D>,
+) -> Tensor<D> {
+    ACTIVE.with(|active| {
+        let mut active = active.borrow_mut();
+        let Some(activations) = active.as_mut().and_then(|taps| taps.activations.as_mut()) else {
+            return output;
+        };
+        let dims = output.dims();
+        let batch = dims.first().copied().unwrap_or(1).max(1);
+        let units = output.shape().num_elements() / batch;
+        let leaf =
+            Tensor::<2>::zeros([batch, units], (&output.device(), output.dtype())).require_grad();
+        activations.push(ActivationTap {
+            function,
+            input: input.reshape([batch, units]),
+            leaf: leaf.clone(),
+        });
+        output + leaf.reshape(dims)
+    })
+}
+
 /// Called by drop-ins whose output is curved in their input or their parameters beyond a
 /// piecewise-linear map (normalisation, attention's softmax, recurrent gates, smooth
 /// activations inside a block): the recording then names `layer` in
@@ -295,6 +336,49 @@ impl Recorder {
         }
     }
 
+    /// Starts recording on this thread, and also taps the curved elementwise activations (the
+    /// [activation drop-ins](crate::Elementwise)): their inputs, on the autodiff graph
+    /// ([`Recorder::activation_inputs`]), and their output gradients
+    /// ([`Recording::activations`]). What curvature sources need; per-sample statistics do
+    /// not.
+    pub fn start_with_activations() -> Self {
+        ACTIVE.with(|active| {
+            *active.borrow_mut() = Some(Taps {
+                activations: Some(Vec::new()),
+                ..Taps::default()
+            })
+        });
+        Self {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// The inputs `z` `[B, units]` of the curved activations tapped so far, in the order they
+    /// ran, on the autodiff graph: a pass may start from them (`(z·c).sum().backward()`)
+    /// before [`Recorder::finish_reached`]. Empty unless started with
+    /// [`Recorder::start_with_activations`].
+    pub fn activation_inputs(&self) -> Vec<Tensor<2>> {
+        ACTIVE.with(|active| {
+            active
+                .borrow()
+                .as_ref()
+                .and_then(|taps| taps.activations.as_ref())
+                .map(|taps| taps.iter().map(|t| t.input.clone()).collect())
+                .unwrap_or_default()
+        })
+    }
+
+    /// [`Recorder::finish`] for a backward pass that started inside the network (from an
+    /// activation's input): the layers it did not reach are left out of the recording (their
+    /// parameters uncovered; see [`Recording::recorded`]) instead of being an error.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::finish`].
+    pub fn finish_reached(self, grads: &Gradients) -> Result<Recording, PerSampleError> {
+        self.finish_with(grads, true)
+    }
+
     /// Stops recording and reads the output gradients from `grads` (the gradients of the mean
     /// mini-batch loss, before they are turned into `GradientsParams`).
     ///
@@ -306,21 +390,37 @@ impl Recorder {
     /// instrumented layer ran (0 of N), or a layer ran on fewer rows than the batch (a lookup
     /// of one row broadcast over the batch), named with the fix.
     pub fn finish(self, grads: &Gradients) -> Result<Recording, PerSampleError> {
+        self.finish_with(grads, false)
+    }
+
+    fn finish_with(self, grads: &Gradients, reached: bool) -> Result<Recording, PerSampleError> {
         let Taps {
             taps,
             refused,
             curved,
+            activations,
         } = ACTIVE
             .with(|active| active.borrow_mut().take())
             .unwrap_or_default();
         let curved = curved.into_iter().map(String::from).collect();
+        // A curved activation's output gradient, where the pass reached it.
+        let activations: Vec<RecordedActivation> = activations
+            .unwrap_or_default()
+            .into_iter()
+            .map(|tap| RecordedActivation {
+                function: tap.function,
+                input: tap.input.detach(),
+                output_gradient: tap.leaf.grad(grads),
+            })
+            .collect();
         if taps.is_empty() {
             // Nothing recorded: factors that cover no parameter, so the coverage report
             // (0 of N, each parameter with its reason) says what happened, and
             // PerSample::auto falls back.
             return Ok(Recording::new(0, Vec::new())
                 .with_refused(refused)
-                .with_curved(curved));
+                .with_curved(curved)
+                .with_activations(activations));
         }
         // The batch is the largest any layer saw: a layer applied to fewer rows (a lookup
         // shared by the whole batch and broadcast over it) has no per-sample split to record.
@@ -352,6 +452,9 @@ impl Recorder {
                 continue;
             }
             let Some(delta) = tap.leaf.grad(grads) else {
+                if reached {
+                    continue;
+                }
                 return Err(PerSampleError::Shape(
                     "an instrumented layer's output did not reach the loss".into(),
                 ));
@@ -411,7 +514,8 @@ impl Recorder {
             .with_dense(dense)
             .with_refused(refused)
             .with_unsplit(unsplit)
-            .with_curved(curved))
+            .with_curved(curved)
+            .with_activations(activations))
     }
 }
 

@@ -68,6 +68,17 @@ impl Snapshot {
         })
     }
 
+    /// [`Snapshot::of_grads`] of a backward pass that did not reach every parameter (one
+    /// started inside the network): a parameter without a gradient gets zeros.
+    pub fn of_reached_grads<M: Module>(model: &M, grads: &GradientsParams) -> Self {
+        let mut visitor = Collector::new(Some(grads));
+        visitor.zero_missing = true;
+        model.visit(&mut visitor);
+        Self {
+            entries: visitor.entries,
+        }
+    }
+
     /// Builds a snapshot from entries (for tests and custom engines).
     pub fn from_entries(entries: Vec<ParamEntry>) -> Self {
         Self { entries }
@@ -248,6 +259,8 @@ struct Collector<'a> {
     grads: Option<&'a GradientsParams>,
     entries: Vec<ParamEntry>,
     missing: Option<String>,
+    /// Whether a missing gradient is zero instead of missing.
+    zero_missing: bool,
 }
 
 impl<'a> Collector<'a> {
@@ -257,6 +270,7 @@ impl<'a> Collector<'a> {
             grads,
             entries: Vec::new(),
             missing: None,
+            zero_missing: false,
         }
     }
 }
@@ -281,6 +295,7 @@ impl ModuleVisitor for Collector<'_> {
             None => tensor,
             Some(grads) => match grads.get::<D>(param.id) {
                 Some(grad) => grad,
+                None if self.zero_missing => tensor.zeros_like(),
                 None => {
                     self.missing.get_or_insert(name);
                     return;

@@ -9,5 +9,5 @@ mod recording;
 pub(crate) use accumulator::Accumulator;
 pub use coverage::Coverage;
 pub(crate) use coverage::{Refusal, refusal_of};
-pub use recording::Recording;
 pub(crate) use recording::{DenseGradients, LayerFactors, Layout, chunk_samples};
+pub use recording::{RecordedActivation, Recording};

@@ -7,6 +7,7 @@ use burn::tensor::{Device, Tensor};
 use super::accumulator::Accumulator;
 use super::coverage::{Coverage, Refusal, refusal_of};
 use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
+use crate::layers::Elementwise;
 use crate::reduce::{max_dim_nonnegative, sum_dim};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
@@ -44,6 +45,28 @@ pub(crate) struct DenseGradients {
     pub g: Tensor<2>,
 }
 
+/// A curved elementwise activation `a = σ(z)` as a recording saw it
+/// ([`Recorder::start_with_activations`](crate::Recorder::start_with_activations)).
+#[derive(Debug, Clone)]
+pub struct RecordedActivation {
+    /// The function.
+    pub function: Elementwise,
+    /// Its input `z`, `[B, units]` (detached).
+    pub input: Tensor<2>,
+    /// `∂L/∂a` `[B, units]` of the pass's root (with the mean loss's `1/B`), where the pass
+    /// reached the activation.
+    pub output_gradient: Option<Tensor<2>>,
+}
+
+impl RecordedActivation {
+    /// The activation's residual `r = ∂L/∂a ⊙ σ''(z)` `[B, units]`: the Hessian with
+    /// respect to `z` is `J_aᵀ ∇²_a L J_a + diag(r)`. `None` where the pass did not reach it.
+    pub fn residual(&self) -> Option<Tensor<2>> {
+        let gradient = self.output_gradient.clone()?;
+        Some(gradient * self.function.second_derivative(self.input.clone()))
+    }
+}
+
 /// What one recorded step holds ([`Recorder::finish`](crate::Recorder::finish)): the
 /// per-sample gradients of every drop-in that ran, in factored form where the layer is
 /// linear in its weight (Linear, Embedding, the convolutions and transposed convolutions,
@@ -72,6 +95,7 @@ pub struct Recording {
     refused: Vec<Refusal>,
     unsplit: Vec<(ParamId, String)>,
     curved: Vec<String>,
+    activations: Vec<RecordedActivation>,
 }
 
 impl Recording {
@@ -84,7 +108,40 @@ impl Recording {
             refused: Vec::new(),
             unsplit: Vec::new(),
             curved: Vec::new(),
+            activations: Vec::new(),
         }
+    }
+
+    /// With the curved activations tapped while recording.
+    pub(crate) fn with_activations(self, activations: Vec<RecordedActivation>) -> Self {
+        Self {
+            activations,
+            ..self
+        }
+    }
+
+    /// The curved elementwise activations that ran, in order, where the recorder tapped them
+    /// ([`Recorder::start_with_activations`](crate::Recorder::start_with_activations));
+    /// empty otherwise.
+    pub fn activations(&self) -> &[RecordedActivation] {
+        &self.activations
+    }
+
+    /// The entries of `params` this recording covers (after
+    /// [`Recorder::finish_reached`](crate::Recorder::finish_reached), the parameters the
+    /// pass reached).
+    pub fn recorded(&self, params: &Snapshot) -> Snapshot {
+        if self.refusal(params).is_some() {
+            return Snapshot::from_entries(Vec::new());
+        }
+        Snapshot::from_entries(
+            params
+                .entries()
+                .iter()
+                .filter(|e| self.records(e.id))
+                .cloned()
+                .collect(),
+        )
     }
 
     /// With the curved layers that ran while recording.

@@ -3,6 +3,7 @@
 //! [`Recorder`](crate::Recorder) is active. One file per layer family; `conv` holds what the
 //! convolutions share.
 
+mod activation;
 mod conv;
 mod conv1d;
 mod conv2d;
@@ -19,6 +20,9 @@ mod prelu;
 mod rnn;
 mod transformer;
 
+pub use activation::{
+    Elementwise, Elu, Gelu, LeakyRelu, Relu, SiLU, Sigmoid, Softplus, Softsign, Tanh, elementwise,
+};
 pub use conv_transpose1d::ConvTranspose1d;
 pub use conv_transpose2d::ConvTranspose2d;
 pub use conv_transpose3d::ConvTranspose3d;

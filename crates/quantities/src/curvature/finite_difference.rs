@@ -60,14 +60,7 @@ impl<M: Module + Sync + 'static> FiniteDifferenceHvp<M> {
         v: &Snapshot,
         eps: Tensor<1>,
     ) -> Result<Snapshot, QuantityError> {
-        let mut shift = Shift {
-            steps: v
-                .entries()
-                .iter()
-                .map(|e| (e.id, e.value.clone() * eps.clone()))
-                .collect(),
-        };
-        let moved = self.model.clone().map(&mut shift);
+        let moved = shifted(&self.model, v, eps);
         let grads = (self.grads_of)(&moved)?;
         // Align with `params` (ids are kept by the mapper).
         let snapshot = Snapshot::of_grads(&moved, &grads)?;
@@ -85,6 +78,36 @@ impl<M: Module + Sync + 'static> FiniteDifferenceHvp<M> {
             .collect::<Result<Vec<ParamEntry>, _>>()?;
         Ok(Snapshot::from_entries(entries))
     }
+}
+
+/// `model` at `θ + ε·v` (`eps` a one-element device tensor; parameter ids kept).
+pub(super) fn shifted<M: Module>(model: &M, v: &Snapshot, eps: Tensor<1>) -> M {
+    let mut shift = Shift {
+        steps: v
+            .entries()
+            .iter()
+            .map(|e| (e.id, e.value.clone() * eps.clone()))
+            .collect(),
+    };
+    model.clone().map(&mut shift)
+}
+
+/// The central differences' step `ε = u^{1/3}·max(1, ‖θ‖)/‖v‖` on the device (`theta` is
+/// `‖θ‖`), and whether `v` is nonzero (a zero direction gets `ε = 1`).
+pub(super) fn step_size(
+    params: &Snapshot,
+    v: &Snapshot,
+    theta: Tensor<1>,
+) -> (Tensor<1>, Tensor<1>) {
+    let v_norm = v.flatten().square().sum().sqrt();
+    let nonzero = v_norm.clone().not_equal_elem(0.0);
+    let eps = (theta
+        .clamp_min(1.0)
+        .mul_scalar(cube_root_roundoff(params))
+        .div(v_norm))
+    .mask_fill(nonzero.clone().bool_not(), 1.0);
+    let dtype = eps.dtype();
+    (eps, nonzero.float().cast(dtype))
 }
 
 /// Adds its step (`ε·v`) to every parameter that has one.
@@ -131,19 +154,12 @@ impl<M: Module + Sync + 'static> CurvatureSource for FiniteDifferenceHvp<M> {
             .theta
             .get_or_init(|| params.flatten().square().sum().sqrt())
             .clone();
-        let v_norm = v.flatten().square().sum().sqrt();
-        let nonzero = v_norm.clone().not_equal_elem(0.0);
         // A zero direction moves nothing and its product is zero (ε = 1 keeps 0/2ε finite).
-        let eps = (theta
-            .clamp_min(1.0)
-            .mul_scalar(cube_root_roundoff(params))
-            .div(v_norm.clone()))
-        .mask_fill(nonzero.clone().bool_not(), 1.0);
+        let (eps, nonzero) = step_size(params, v, theta);
         let plus = self.grads_at(params, v, eps.clone())?;
         let minus = self.grads_at(params, v, eps.clone().neg())?;
         let diff = plus.difference(&minus)?;
-        let dtype = eps.dtype();
-        let scale = eps.mul_scalar(2.0).recip() * nonzero.float().cast(dtype);
+        let scale = eps.mul_scalar(2.0).recip() * nonzero;
         Ok(Snapshot::from_entries(
             diff.entries()
                 .iter()

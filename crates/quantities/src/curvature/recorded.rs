@@ -12,13 +12,18 @@ use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 use cockpit_persample::{PerSampleSource, Recorder, Request};
 
 use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
-use super::finite_difference::FiniteDifferenceHvp;
+use super::finite_difference::{FiniteDifferenceHvp, shifted, step_size};
 use super::hutchinson::{Hutchinson, ProbeBudget};
 use super::random::SplitMix;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// The piecewise-linear check's tolerance on `‖(H − G)_pp v‖ / ‖H_pp v‖` (float64 models).
 pub const LINEARITY_TOLERANCE: f64 = 1e-4;
+/// Backward passes the exact residual of the curved activation drop-ins may take by default
+/// (two per curved unit: `2·Σ_l units_l`); beyond it, the residual is estimated and a note
+/// says so ([`RecordedCurvature::with_activation_passes`]).
+pub const ACTIVATION_PASSES: usize = 512;
+
 /// Probes per parameter tensor of the piecewise-linear check; the median ratio counts (a
 /// ReLU unit crossing its kink within one probe's step is a rare, large outlier; curvature
 /// is in every probe).
@@ -38,7 +43,14 @@ pub enum HessianDiagonal {
     /// (ReLU, leaky ReLU, max or average pooling, dropout, reshapes, sums such as residual
     /// connections) and that no two factors of a product depend on the same parameter. The
     /// network's output is then linear in each single parameter given the others, so the
-    /// Hessian's diagonal is the Gauss–Newton diagonal, exactly. The source holds the
+    /// Hessian's diagonal is the Gauss–Newton diagonal, exactly, plus the residual of the
+    /// curved activation drop-ins ([`Sigmoid`](cockpit_persample::Sigmoid),
+    /// [`Tanh`](cockpit_persample::Tanh), [`elementwise`](cockpit_persample::elementwise), …),
+    /// which is computed exactly: for each curved unit `i` of each activation, with
+    /// `r = ∂L/∂a ⊙ σ''(z)`, the parameters' `Σ_n r_{n,i} (∂z_{n,i}/∂θ)²`, from two backward
+    /// passes started at `z_i` (seeded `√r⁺` and `√r⁻`; BackPACK's signed square-root
+    /// columns), within [`ACTIVATION_PASSES`]. The declaration is checked at the first
+    /// tracked step ([`RecordedCurvature::check_piecewise_linear`]). The source holds the
     /// statement against what it recorded: when a curved drop-in ran (a normalisation,
     /// attention, a recurrent layer, a smooth activation inside a block; see
     /// [`Recording::curved_layers`](cockpit_persample::Recording::curved_layers)), it
@@ -84,7 +96,9 @@ pub enum HessianDiagonal {
 /// per pass the engine's per-sample sums of squares (for convolutions and sequence layers one
 /// per-sample gradient chunk at a time). `diag_ggn_mc`: one such pass. `diag_h`: the GGN's
 /// passes, plus two forward and backward passes per residual probe where the residual is
-/// estimated. One computation per kind and step, shared by HessTrace and TIC. No read.
+/// estimated; declared piecewise linear with curved activation drop-ins, one pass for
+/// `∂L/∂a` and two recorded passes per curved unit (`2·Σ_l units_l`, at most
+/// [`ACTIVATION_PASSES`] by default). One computation per kind and step, shared by HessTrace and TIC. No read.
 pub struct RecordedCurvature<M: Module> {
     model: M,
     output_of: Arc<OutputFn<M>>,
@@ -103,6 +117,10 @@ pub struct RecordedCurvature<M: Module> {
     /// The exact GGN diagonal and the curved layers its passes saw (`None` inside where the
     /// drop-ins do not cover the model), shared by `diag_ggn_exact` and `diag_h`.
     ggn: Mutex<Option<Option<Ggn>>>,
+    /// Passes the activations' exact residual may take.
+    activation_passes: usize,
+    /// Each curved activation's residual `r = ∂L/∂a ⊙ σ''(z)` `[B, units]` at the step.
+    activation_residuals: Mutex<Option<Vec<Tensor<2>>>>,
     notes: Mutex<Vec<String>>,
 }
 
@@ -149,8 +167,19 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             cache: Mutex::new(HashMap::new()),
             errors: Mutex::new(HashMap::new()),
             ggn: Mutex::new(None),
+            activation_passes: ACTIVATION_PASSES,
+            activation_residuals: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The backward passes the exact residual of the curved activation drop-ins may take
+    /// (two per curved unit; [`ACTIVATION_PASSES`] by default). Beyond it, `diag_h` is the
+    /// exact GGN plus Hutchinson's estimate of the residual, and a note says how many passes
+    /// the exact one would take.
+    pub fn with_activation_passes(mut self, passes: usize) -> Self {
+        self.activation_passes = passes;
+        self
     }
 
     /// States that the network is piecewise linear between its recorded drop-ins, so `diag_h`
@@ -422,8 +451,9 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
 
     /// Holds a piecewise-linear declaration against the model, once per model: for each
     /// parameter tensor `p` and Rademacher probes `v` on `p` alone, the residual's block
-    /// `(H − G)_pp v` must vanish (the output is linear in `p` given the others) beside the
-    /// Hessian's `H_pp v`; the median ratio over 3 probes is compared with
+    /// `(H − G − A)_pp v` must vanish beside the Hessian's `H_pp v` (`A` the curved
+    /// activation drop-ins' part, which is computed exactly: what remains is curvature the
+    /// drop-ins cannot see); the median ratio over 3 probes is compared with
     /// [`LINEARITY_TOLERANCE`]. Blocks whose `H_pp v` is below 1e-3 of the largest are not
     /// judged.
     ///
@@ -434,7 +464,8 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     ///
     /// # Cost
     ///
-    /// Once per model: `4·3·P` forward and backward passes (`P` parameter tensors) and one
+    /// Once per model: `4·3·P` forward and backward passes (`P` parameter tensors), with
+    /// curved activation drop-ins `3·3·P` forward and `3·P` backward passes more, and one
     /// read of `6P` numbers.
     ///
     /// # Errors
@@ -472,6 +503,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
 
     fn linearity(&self, params: &Snapshot) -> Result<(), QuantityError> {
         let residual = self.residual_products();
+        let activations = self.activation_residuals()?;
         let rng = SplitMix::new(self.seed ^ 0x4c49_4e45);
         let entries = params.entries();
         let mut norms = Vec::new();
@@ -506,7 +538,13 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                             QuantityError::Shape(format!("no product for `{}`", entry.name))
                         })
                 };
-                norms.push(block(residual.hvp(params, &probe)?)?);
+                // What the activation drop-ins record is computed exactly, not left out.
+                let mut unexplained = residual.hvp(params, &probe)?;
+                if !activations.is_empty() {
+                    let recorded = self.activation_product(params, &probe, &activations)?;
+                    unexplained = unexplained.difference(&recorded)?;
+                }
+                norms.push(block(unexplained)?);
                 norms.push(block(self.hvp.hvp(params, &probe)?)?);
             }
         }
@@ -542,6 +580,162 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Each curved activation's residual `r = ∂L/∂a ⊙ σ''(z)` `[B, units]` (`∂L/∂a` of the
+    /// mean loss, from one recorded pass of `ḡᵀ f`), cached for the step; empty where no
+    /// curved activation drop-in ran.
+    fn activation_residuals(&self) -> Result<Vec<Tensor<2>>, QuantityError> {
+        if let Some(cached) = self
+            .activation_residuals
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+        {
+            return Ok(cached);
+        }
+        let recorder = Recorder::start_with_activations();
+        let f = (self.output_of)(&self.model);
+        let g_bar = loss_gradient(&self.loss, f.clone().detach());
+        let grads = (f * g_bar).sum().backward();
+        let recording = recorder.finish_reached(&grads)?;
+        let residuals: Vec<Tensor<2>> = recording
+            .activations()
+            .iter()
+            .map(|a| a.residual().unwrap_or_else(|| a.input.zeros_like()))
+            .collect();
+        if let Ok(mut cache) = self.activation_residuals.lock() {
+            *cache = Some(residuals.clone());
+        }
+        Ok(residuals)
+    }
+
+    /// The curved activations' part of the Hessian's diagonal,
+    /// `Σ_l Σ_i Σ_n r_{n,i} (∂z_{n,i}/∂θ)²`, exactly: per unit `i` of activation `l`, two
+    /// backward passes from `z_{·,i}` seeded `√r⁺` and `√r⁻` (every sample at once; a sample's
+    /// seed reaches only its own per-sample gradient), whose per-sample sums of squares the
+    /// recording gives.
+    fn activation_part(&self, params: &Snapshot) -> Result<ActivationPart, QuantityError> {
+        let residuals = self.activation_residuals()?;
+        if residuals.is_empty() {
+            return Ok(ActivationPart::None);
+        }
+        let passes: usize = residuals.iter().map(|r| 2 * r.dims()[1]).sum();
+        if passes > self.activation_passes {
+            return Ok(ActivationPart::OverBudget { passes });
+        }
+        let mut total: Vec<Tensor<1>> = params
+            .entries()
+            .iter()
+            .map(|e| e.value.zeros_like())
+            .collect();
+        for (layer, r) in residuals.iter().enumerate() {
+            let [batch, units] = r.dims();
+            let scale = ((batch * batch) as f64).recip();
+            for unit in 0..units {
+                let column = r.clone().slice([0..batch, unit..unit + 1]);
+                for sign in [1.0, -1.0] {
+                    let seed = column.clone().mul_scalar(sign).clamp_min(0.0).sqrt();
+                    let recorder = Recorder::start_with_activations();
+                    let _output = (self.output_of)(&self.model);
+                    let z = recorder
+                        .activation_inputs()
+                        .get(layer)
+                        .cloned()
+                        .ok_or_else(|| {
+                            QuantityError::Shape(
+                                "a curved activation ran at the first pass but not at a later \
+                                 one (output_of must run the same network each time)"
+                                    .into(),
+                            )
+                        })?;
+                    let z = z.slice([0..batch, unit..unit + 1]);
+                    let grads = (z * seed).sum().backward();
+                    let recording = recorder.finish_reached(&grads)?;
+                    let reached = recording.recorded(params);
+                    if reached.entries().is_empty() {
+                        continue;
+                    }
+                    let request = Request {
+                        sum_sq: true,
+                        ..Request::new()
+                    };
+                    let sum_sq = recording.reduce(&reached, request)?.sum_sq.ok_or_else(|| {
+                        QuantityError::Shape("the seeded pass returned no sums of squares".into())
+                    })?;
+                    for (entry, sq) in reached.entries().iter().zip(sum_sq) {
+                        if let Some(index) = params.entries().iter().position(|e| e.id == entry.id)
+                        {
+                            total[index] = total[index].clone() + sq.mul_scalar(sign * scale);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ActivationPart::Exact(total))
+    }
+
+    /// The curved activations' part of the Hessian times `v`:
+    /// `A v = Σ_l J_{z_l}ᵀ (r_l ⊙ J_{z_l} v)`, with `J_z v` from central differences of the
+    /// activations' inputs (two forward passes) and one backward pass from `z`.
+    fn activation_product(
+        &self,
+        params: &Snapshot,
+        v: &Snapshot,
+        residuals: &[Tensor<2>],
+    ) -> Result<Snapshot, QuantityError> {
+        let theta = params.flatten().square().sum().sqrt();
+        let (eps, nonzero) = step_size(params, v, theta);
+        let inputs_at = |eps: Tensor<1>| -> Vec<Tensor<2>> {
+            let recorder = Recorder::start_with_activations();
+            let _output = (self.output_of)(&shifted(&self.model, v, eps));
+            let inputs = recorder.activation_inputs();
+            inputs.into_iter().map(|z| z.detach()).collect()
+        };
+        let (plus, minus) = (inputs_at(eps.clone()), inputs_at(eps.clone().neg()));
+        let scale = (eps.mul_scalar(2.0).recip() * nonzero).reshape([1, 1]);
+        let recorder = Recorder::start_with_activations();
+        let _output = (self.output_of)(&self.model);
+        let inputs = recorder.activation_inputs();
+        drop(recorder);
+        let mut pseudo: Option<Tensor<1>> = None;
+        for (((z, r), p), m) in inputs.into_iter().zip(residuals).zip(plus).zip(minus) {
+            let jv = (p - m) * scale.clone();
+            let term = (z * (r.clone() * jv)).sum();
+            pseudo = Some(match pseudo {
+                None => term,
+                Some(acc) => acc + term,
+            });
+        }
+        let zeros = || {
+            Snapshot::from_entries(
+                params
+                    .entries()
+                    .iter()
+                    .map(|e| ParamEntry {
+                        value: e.value.zeros_like(),
+                        ..e.clone()
+                    })
+                    .collect(),
+            )
+        };
+        let Some(pseudo) = pseudo else {
+            return Ok(zeros());
+        };
+        let grads = GradientsParams::from_grads(pseudo.backward(), &self.model);
+        let snapshot = Snapshot::of_reached_grads(&self.model, &grads);
+        Ok(Snapshot::from_entries(
+            params
+                .entries()
+                .iter()
+                .map(|p| {
+                    snapshot.get(p.id).cloned().unwrap_or_else(|| ParamEntry {
+                        value: p.value.zeros_like(),
+                        ..p.clone()
+                    })
+                })
+                .collect(),
+        ))
     }
 
     /// Hutchinson's estimate of the residual's diagonal from [`Self::residual_product`]s;
@@ -600,7 +794,24 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                     // The declaration is checked first (once per model).
                     (HessianDiagonal::PiecewiseLinear, true) => {
                         self.check_piecewise_linear(params)?;
-                        return Ok(ggn);
+                        match self.activation_part(params)? {
+                            ActivationPart::None => return Ok(ggn),
+                            ActivationPart::Exact(part) => {
+                                return Ok(ggn.into_iter().zip(part).map(|(g, a)| g + a).collect());
+                            }
+                            ActivationPart::OverBudget { passes } => {
+                                self.note(format!(
+                                    "the curved activations' exact residual takes {passes} \
+                                     backward passes, beyond the budget of {} \
+                                     (RecordedCurvature::with_activation_passes): diag_h is the \
+                                     exact GGN diagonal plus Hutchinson's estimate of the \
+                                     residual with {} probes (an estimate)",
+                                    self.activation_passes,
+                                    said(self.fallback_probes)
+                                ));
+                                self.fallback_probes
+                            }
+                        }
                     }
                     (HessianDiagonal::PiecewiseLinear, false) => {
                         self.note(format!(
@@ -627,6 +838,16 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             }
         }
     }
+}
+
+/// The curved activations' part of `diag_h`.
+enum ActivationPart {
+    /// No curved activation drop-in ran.
+    None,
+    /// Exact, per parameter.
+    Exact(Vec<Tensor<1>>),
+    /// The exact part would take `passes` backward passes, beyond the budget.
+    OverBudget { passes: usize },
 }
 
 /// What the recorded passes gave.

@@ -46,7 +46,7 @@ use burn_cockpit::curvature::{
     MlpLayer, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, launches};
+use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid, launches};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
     StepInfo, backend,
@@ -109,6 +109,8 @@ enum Model {
     Cnn,
     #[value(name = "3c3d")]
     ThreeC3D,
+    /// 784-64-10 with a sigmoid drop-in: `diag_h` exact through the activation's 64 units.
+    SigmoidMlp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -287,6 +289,30 @@ impl Net for Cnn {
         let h = relu(self.conv1.forward(x.reshape([b, 1, 28, 28])));
         let h = relu(self.conv2.forward(h));
         self.head.forward(h.reshape([b, 16 * 7 * 7]))
+    }
+}
+
+/// A one-hidden-layer MLP with a sigmoid drop-in, through `RecordedCurvature` (declared
+/// piecewise linear between the drop-ins: the sigmoid's `σ''` terms are computed exactly).
+#[derive(Module, Debug)]
+struct SigmoidMlp {
+    hidden: Linear,
+    activation: Sigmoid,
+    head: Linear,
+}
+
+impl Net for SigmoidMlp {
+    fn new(device: &Device) -> Self {
+        Self {
+            hidden: LinearConfig::new(784, 64).init(device).into(),
+            activation: Sigmoid,
+            head: LinearConfig::new(64, 10).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let h = self.activation.forward(self.hidden.forward(x));
+        self.head.forward(h)
     }
 }
 
@@ -650,5 +676,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         Model::ThreeC3D => bench::<ThreeC3D>(&device, "cifar10_3c3d (DeepOBS)", &args),
         Model::Mlp => bench::<Mlp>(&device, "mlp 784-256-128-10", &args),
+        Model::SigmoidMlp => bench::<SigmoidMlp>(&device, "mlp 784-64-10, sigmoid drop-in", &args),
     }
 }

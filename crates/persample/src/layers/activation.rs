@@ -73,6 +73,30 @@ impl Elementwise {
         }
     }
 
+    /// The function of burn's activation wrapper (`burn::nn::activation::Activation`), where
+    /// it has one here; `None` for the identity and for what is not elementwise-known here
+    /// (PRelu, SwiGlu, SELU, CELU, the hard and shrink functions, …).
+    pub fn of_burn(activation: &burn::nn::activation::Activation) -> Option<Self> {
+        use burn::nn::activation::Activation as Burn;
+        Some(match activation {
+            Burn::Relu(_) => Self::Relu,
+            Burn::LeakyRelu(layer) => Self::LeakyRelu {
+                slope: layer.negative_slope,
+            },
+            Burn::Sigmoid(_) => Self::Sigmoid,
+            Burn::Tanh(_) => Self::Tanh,
+            Burn::Gelu(layer) if layer.approximate => Self::GeluApproximate,
+            Burn::Gelu(_) => Self::Gelu,
+            Burn::Softplus(layer) => Self::Softplus {
+                beta: layer.beta,
+                threshold: layer.threshold,
+            },
+            Burn::Elu(layer) => Self::Elu { alpha: layer.alpha },
+            Burn::Softsign(_) => Self::Softsign,
+            _ => return None,
+        })
+    }
+
     /// Whether `σ'' = 0` wherever autodiff differentiates (ReLU, leaky ReLU).
     pub fn is_piecewise_linear(self) -> bool {
         matches!(self, Self::Relu | Self::LeakyRelu { .. })

@@ -6,7 +6,7 @@ use burn::nn::activation::Activation;
 use burn::nn::transformer::PositionWiseFeedForwardConfig;
 use burn::tensor::{Device, Tensor};
 
-use super::super::Linear;
+use super::super::{Elementwise, Linear, elementwise};
 use crate::recorder::mark_curved;
 
 /// `burn::nn::transformer::PositionWiseFeedForward` with per-sample statistics: two per-sample
@@ -55,15 +55,20 @@ impl PositionWiseFeedForward {
         }
     }
 
-    /// `linear_outer(dropout(activation(linear_inner(x))))` on `[..., d_model]`.
+    /// `linear_outer(dropout(activation(linear_inner(x))))` on `[..., d_model]`. An activation
+    /// [`Elementwise`] knows (GELU by default) is recorded as the activation drop-ins record
+    /// it; another curved one marks the block curved.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
-        if !matches!(
-            self.activation,
-            Activation::Identity(_) | Activation::Relu(_) | Activation::LeakyRelu(_)
-        ) {
-            mark_curved("smooth activation");
-        }
-        let x = self.activation.forward(self.linear_inner.forward(input));
+        let inner = self.linear_inner.forward(input);
+        let x = match Elementwise::of_burn(&self.activation) {
+            Some(function) => elementwise(function, inner),
+            None => {
+                if !matches!(self.activation, Activation::Identity(_)) {
+                    mark_curved("smooth activation");
+                }
+                self.activation.forward(inner)
+            }
+        };
         self.linear_outer.forward(self.dropout.forward(x))
     }
 }

@@ -17,7 +17,9 @@
 //! and cost). `--histograms` picks where GradHist1d and GradHist2d count (default `auto`:
 //! the host on CPU backends, the device elsewhere). `--curvature` picks how the CNNs'
 //! curvature diagonals (HessTrace, TIC) are computed: `recorded` (default) exactly through
-//! recorded backward passes, one per class, `hutchinson` estimated with 10 probes on
+//! recorded backward passes, one per class (`separate`), or one pass over the batch widened to
+//! every class (`widened`; `recorded` widens where `GgnPasses::Auto` does: on a graphics
+//! card), `hutchinson` estimated with 10 probes on
 //! finite-difference products (the MLP's are exact either way). `--engine exact` gives the per-sample quantities single-sample backward
 //! passes instead of the instrumented layers' fast path. `--interval N` tracks every N-th step;
 //! `--only a,b` keeps the named configurations. Prints one line per configuration as
@@ -42,8 +44,8 @@ use burn::tensor::{Device, Distribution, Tensor};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_cockpit::curvature::{
-    Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, MlpCurvature,
-    MlpLayer, OutputLoss, RecordedCurvature,
+    Activation, CurvatureSource, DiagonalKind, FiniteDifferenceHvp, GgnPasses, Hutchinson,
+    MlpCurvature, MlpLayer, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid, launches};
@@ -128,7 +130,12 @@ enum Histograms {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Curvature {
+    /// Recorded passes, widened where `GgnPasses::Auto` widens (on a graphics card).
     Recorded,
+    /// Recorded passes, the exact GGN's `C` passes always separate.
+    Separate,
+    /// Recorded passes, the exact GGN's `C` passes always one widened pass.
+    Widened,
     Hutchinson,
 }
 
@@ -184,13 +191,21 @@ fn curvature<M: Net>(
     if let Some(exact) = model.exact_curvature(x.clone(), y.clone()) {
         return Box::new(Counted(exact));
     }
-    if how == Curvature::Recorded {
+    if how != Curvature::Hutchinson {
+        let passes = match how {
+            Curvature::Separate => GgnPasses::Separate,
+            Curvature::Widened => GgnPasses::Widened,
+            _ => GgnPasses::Auto,
+        };
+        let wide = x.clone();
         let source = RecordedCurvature::new(
             model,
             move |m: &M| m.forward(x.clone()),
             OutputLoss::CrossEntropy(y),
             1,
         )
+        .with_widened_output(move |m: &M, copies| m.forward(wide.clone().repeat_dim(0, copies)))
+        .with_ggn_passes(passes)
         .piecewise_linear();
         return Box::new(Counted(source));
     }

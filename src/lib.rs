@@ -31,9 +31,10 @@ pub use cockpit_diagnose as diagnose;
 pub use cockpit_plot as plot;
 pub use cockpit_quantities::{
     Cockpit, CockpitConfig, CockpitError, ConfigFileError, Configuration, EpochLog, Estimate,
-    ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OptimizerInfo, Output,
-    QuantityConfig, QuantityError, Schedule, StepInfo, StepOptions, StepReport, Stepped, Value,
-    curvature, examples, histogram, log, persample, quantity, readback, sink,
+    ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OnBatch,
+    OptimizerInfo, Output, QuantityConfig, QuantityError, Schedule, StepForward, StepInfo,
+    StepOptions, StepReport, Stepped, Value, curvature, examples, histogram, log, persample,
+    quantity, readback, sink,
 };
 // Types whose home is a module (`quantity`, `persample`): one page each, there.
 #[doc(no_inline)]
@@ -57,7 +58,7 @@ pub mod prelude {
     pub use crate::persample::loss;
     pub use crate::plot::PlotOptions;
     pub use crate::{
-        Cockpit, Configuration, EpochLog, OptimizerInfo, QuantityKind, Schedule, StepInfo,
+        Cockpit, Configuration, EpochLog, OnBatch, OptimizerInfo, QuantityKind, Schedule, StepInfo,
         StepOptions, StepReport,
     };
 }

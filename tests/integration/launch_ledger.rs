@@ -18,6 +18,9 @@ use burn::nn::conv::Conv2dConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::curvature::{
+    CurvatureSource, DiagonalKind, GgnPasses, OutputLoss, RecordedCurvature,
+};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{Conv2d, Linear, Recorder, launches};
 use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, Schedule, StepInfo};
@@ -169,6 +172,73 @@ fn measure_launches() {
     }
     measure::<Mlp>(&device, "mlp");
     measure::<Cnn>(&device, "cnn");
+    // The exact GGN as one widened pass launches as many kernels for 4 outputs as for 8;
+    // separate passes launch one pass's kernels per output.
+    let widened = [4, 8].map(|c| ggn_kernels(&device, c, GgnPasses::Widened));
+    let separate = [4, 8].map(|c| ggn_kernels(&device, c, GgnPasses::Separate));
+    println!("kernels diag_ggn_exact C 4/8: widened {widened:?}, separate {separate:?}");
+    assert!(
+        widened[0].abs_diff(widened[1]) <= SHAPE_SLACK,
+        "the widened pass's kernels grow with C: {widened:?}"
+    );
+    assert!(
+        separate[1] > separate[0] + 4 * (separate[0] / 8),
+        "separate passes should grow with C: {separate:?}"
+    );
+    assert!(
+        widened[1] * 3 < separate[1],
+        "{widened:?} against {separate:?}"
+    );
+}
+
+/// A two-layer MLP with `classes` outputs, for the GGN's launches.
+#[derive(Module, Debug)]
+struct Head {
+    hidden: Linear,
+    out: Linear,
+}
+
+impl Head {
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.out.forward(relu(self.hidden.forward(x)))
+    }
+}
+
+/// Kernels of one `diag_ggn_exact` (and the read of its sum) on a 16-16-`classes` MLP at
+/// B 16, after one warm-up computation.
+fn ggn_kernels(device: &Device, classes: usize, passes: GgnPasses) -> u64 {
+    let device = device.clone().autodiff();
+    let model = Head {
+        hidden: LinearConfig::new(16, 16).init(&device).into(),
+        out: LinearConfig::new(16, classes).init(&device).into(),
+    };
+    let batch = 16;
+    let x: Vec<f32> = (0..batch * 16)
+        .map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0)
+        .collect();
+    let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 16]), &device);
+    let onehot: Vec<f32> = (0..batch * classes)
+        .map(|i| f32::from(u8::from((i / classes) % classes == i % classes)))
+        .collect();
+    let y = Tensor::<2>::from_data(TensorData::new(onehot, [batch, classes]), &device);
+    let params = burn_cockpit::Snapshot::of_params(&model);
+    let once = || {
+        let (x, wide) = (x.clone(), x.clone());
+        let source = RecordedCurvature::new(
+            &model,
+            move |m: &Head| m.forward(x.clone()),
+            OutputLoss::CrossEntropy(y.clone()),
+            1,
+        )
+        .with_widened_output(move |m: &Head, copies| m.forward(wide.clone().repeat_dim(0, copies)))
+        .with_ggn_passes(passes);
+        let diagonal = source.diagonal(&params, DiagonalKind::GgnExact).unwrap();
+        let _ = Tensor::cat(diagonal, 0).sum().into_scalar::<f32>();
+    };
+    once();
+    let before = launches::launches().unwrap();
+    once();
+    launches::launches().unwrap() - before
 }
 
 #[test]

@@ -10,9 +10,11 @@ use burn::nn::LinearConfig;
 use burn::optim::{AdamConfig, GradientsParams, SgdConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use burn_cockpit::curvature::OutputLoss;
+use burn_cockpit::curvature::{GgnPasses, OutputLoss};
 use burn_cockpit::persample::{Linear, Recorder};
-use burn_cockpit::{Cockpit, OptimizerInfo, QuantityKind, Schedule, StepInfo, StepOptions, Value};
+use burn_cockpit::{
+    Cockpit, OnBatch, OptimizerInfo, QuantityKind, Schedule, StepInfo, StepOptions, Value,
+};
 
 /// Built from the drop-ins.
 #[derive(Module, Debug)]
@@ -248,7 +250,53 @@ fn plain_layers_fail_alone_or_fall_back_when_allowed(backend: &Backend) {
     }
 }
 
+/// `OnBatch` (the forward on an input the Cockpit holds) gives the step what a closure gives
+/// it, and its widened exact GGN (one recorded pass over the batch repeated per class, forced
+/// here with `GgnPasses::Widened`) gives HessTrace (declared piecewise linear: the GGN's
+/// diagonal) what the separate passes give.
+fn on_batch_widens_the_exact_ggn(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let start = DropIn::new(&device, backend);
+    let run = |widened: bool| {
+        let options = StepOptions::new()
+            .with_piecewise_linear(true)
+            .with_ggn_passes(GgnPasses::Widened);
+        let mut cockpit = Cockpit::from_kinds(
+            [QuantityKind::Loss, QuantityKind::HessTrace],
+            &Schedule::every_step(),
+        )
+        .unwrap()
+        .with_step_options(options);
+        let (mut model, mut optimizer) = (start.clone(), SgdConfig::new().init());
+        for step in 0..2 {
+            let (x, y) = batch(&device, backend, step);
+            let loss = OutputLoss::classes(y, 3);
+            let stepped = if widened {
+                cockpit.step(&model, OnBatch::new(x, |m: &DropIn, x| m.forward(x)), loss)
+            } else {
+                cockpit.step(&model, move |m: &DropIn| m.forward(x.clone()), loss)
+            }
+            .unwrap();
+            assert!(stepped.report.is_complete(), "{:?}", stepped.report);
+            model = optimizer.step(LR, model, stepped.grads);
+        }
+        (0..2)
+            .flat_map(|step| numbers(cockpit.output().get(step, "HessTrace").unwrap()))
+            .collect::<Vec<f64>>()
+    };
+    let (separate, widened) = (run(false), run(true));
+    assert_eq!(separate.len(), 8);
+    assert!(separate.iter().any(|v| *v != 0.0));
+    for (a, b) in separate.iter().zip(&widened) {
+        assert!(
+            common::close(*a, *b, backend.rel, backend.abs),
+            "{a} vs {b}"
+        );
+    }
+}
+
 on_every_backend!(
+    on_batch_widens_the_exact_ggn,
     one_call_equals_the_hand_written_loop,
     plain_layers_fail_alone_or_fall_back_when_allowed,
 );

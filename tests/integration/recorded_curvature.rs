@@ -23,8 +23,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::Snapshot;
 use burn_cockpit::curvature::{
-    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, HessianDiagonal, OutputLoss, ProbeBudget,
-    RecordedCurvature,
+    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, GgnPasses, HessianDiagonal, OutputLoss,
+    ProbeBudget, RecordedCurvature,
 };
 use burn_cockpit::persample::{
     Conv2d, Conv3d, ConvTranspose2d, Elementwise, LayerNorm, Linear, Lstm, MhaInput,
@@ -479,6 +479,44 @@ fn upsampler_ggn_exact(backend: &Backend) {
     ggn_exact_equals_jacobian_oracle::<Upsampler>(backend);
 }
 
+/// The exact GGN's `C` recorded passes run as one pass over the batch repeated `C` times
+/// (`GgnPasses::Widened`) give the same diagonal as `C` separate passes, on every model and
+/// backend (float64: to rounding; float32: to its precision).
+fn widened_ggn_equals_separate_passes(backend: &Backend) {
+    fn compare<M: Tiny>(backend: &Backend) {
+        let s = setup::<M>(backend);
+        let params = Snapshot::of_params(&s.model);
+        let x = s.x.clone();
+        let ggn = |passes: GgnPasses| {
+            let x = x.clone();
+            flat(
+                source(&s, 1)
+                    .with_widened_output(move |m: &M, copies| {
+                        m.forward(x.clone().repeat_dim(0, copies))
+                    })
+                    .with_ggn_passes(passes)
+                    .diagonal(&params, DiagonalKind::GgnExact)
+                    .unwrap(),
+            )
+        };
+        let rel = if backend.dtype == DType::F64 {
+            1e-12
+        } else {
+            1e-5
+        };
+        assert_close(
+            &format!("{} widened diag_ggn_exact", std::any::type_name::<M>()),
+            &ggn(GgnPasses::Widened),
+            &ggn(GgnPasses::Separate),
+            rel,
+        );
+    }
+    compare::<Cnn>(backend);
+    compare::<Attention>(backend);
+    compare::<Recurrent>(backend);
+    compare::<Upsampler>(backend);
+}
+
 /// Batch sizes that are not powers of two: the pseudo-losses' `1/B` must be exact in their
 /// backward too (burn's `div_scalar` backward rounds `1/B` to float32: `(6·f32(1/6))² − 1`
 /// is 6e-8), so float64 diagonals equal the oracle to 1e-12 at B 5, 6 and 7; the attention
@@ -503,6 +541,7 @@ fn exact_diagonals_at_odd_batch_sizes() {
 }
 
 on_every_backend!(
+    widened_ggn_equals_separate_passes,
     cnn_ggn_exact,
     attention_ggn_exact,
     lstm_ggn_exact,

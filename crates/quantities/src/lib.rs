@@ -35,6 +35,7 @@
 mod cockpit;
 mod config;
 pub mod curvature;
+mod device;
 mod error;
 pub mod examples;
 pub mod histogram;
@@ -45,7 +46,7 @@ pub mod quantity;
 mod schedule;
 pub mod sink;
 
-pub use cockpit::{Cockpit, EpochLog, StepOptions, StepReport, Stepped};
+pub use cockpit::{Cockpit, EpochLog, OnBatch, StepForward, StepOptions, StepReport, Stepped};
 pub use cockpit_persample as persample;
 pub use cockpit_persample::readback;
 #[doc(no_inline)]

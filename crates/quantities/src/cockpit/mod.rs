@@ -8,4 +8,4 @@ mod step;
 
 pub use base::{Cockpit, EpochLog};
 pub use report::StepReport;
-pub use step::{StepOptions, Stepped};
+pub use step::{OnBatch, StepForward, StepOptions, Stepped};

@@ -9,7 +9,7 @@ use burn::tensor::Tensor;
 
 use super::base::Cockpit;
 use super::report::StepReport;
-use crate::curvature::{OutputLoss, ProbeBudget, RecordedCurvature};
+use crate::curvature::{GgnPasses, OutputLoss, ProbeBudget, RecordedCurvature};
 use crate::persample::{ExactPerSample, PerSample, Recorder};
 use crate::{CockpitError, StepInfo};
 
@@ -31,6 +31,81 @@ pub struct StepOptions {
     /// the budget's relative standard error, within its ceiling
     /// ([`RecordedCurvature::with_probe_budget`]); `None` (default): a fixed 10 probes.
     pub probe_budget: Option<ProbeBudget>,
+    /// How the exact GGN's recorded passes run where the forward can widen its batch
+    /// ([`OnBatch`]); [`GgnPasses::Auto`] (default): one widened pass on a graphics card.
+    pub ggn_passes: GgnPasses,
+}
+
+/// The forward pass [`Cockpit::step`] runs (and replays for the curvature and the exact
+/// fallback): any `Fn(&M) -> Tensor<2>` closure over the step's batch, or an [`OnBatch`],
+/// which also runs the network on the batch repeated, so that the exact GGN's `C` recorded
+/// passes can run as one ([`GgnPasses`](crate::curvature::GgnPasses)).
+pub trait StepForward<M>: Send + Sync + 'static {
+    /// The network's output `[B, C]` on the step's batch.
+    fn output(&self, model: &M) -> Tensor<2>;
+
+    /// Whether [`StepForward::widened`] runs.
+    fn widens(&self) -> bool {
+        false
+    }
+
+    /// The output `[k·B, C]` on the batch repeated `copies` times along its first axis
+    /// (copy-major), where this forward can widen its batch; [`StepForward::output`] (one
+    /// copy) otherwise.
+    fn widened(&self, model: &M, copies: usize) -> Tensor<2> {
+        let _ = copies;
+        self.output(model)
+    }
+}
+
+impl<M, F> StepForward<M> for F
+where
+    F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+{
+    fn output(&self, model: &M) -> Tensor<2> {
+        self(model)
+    }
+}
+
+/// A forward pass on an input the Cockpit holds, `forward(model, input)`: as a closure over
+/// the batch, and the exact GGN (`business`, `full`) can then run its `C` recorded passes as
+/// one pass over the batch repeated `C` times where that is faster (on a graphics card).
+///
+/// ```no_run
+/// # use burn::tensor::{Int, Tensor};
+/// # use cockpit_quantities::{Cockpit, OnBatch, curvature::OutputLoss};
+/// # fn demo<M: burn::module::Module + Sync + 'static>(cockpit: &mut Cockpit, model: &M, forward: fn(&M, Tensor<4>) -> Tensor<2>, images: Tensor<4>, labels: Tensor<1, Int>) -> Result<(), Box<dyn std::error::Error>> {
+/// let step = cockpit.step(model, OnBatch::new(images, forward), OutputLoss::classes(labels, 10))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OnBatch<const D: usize, F> {
+    input: Tensor<D>,
+    forward: F,
+}
+
+impl<const D: usize, F> OnBatch<D, F> {
+    /// `forward(model, input)` on this batch.
+    pub fn new(input: Tensor<D>, forward: F) -> Self {
+        Self { input, forward }
+    }
+}
+
+impl<M, const D: usize, F> StepForward<M> for OnBatch<D, F>
+where
+    F: Fn(&M, Tensor<D>) -> Tensor<2> + Send + Sync + 'static,
+{
+    fn output(&self, model: &M) -> Tensor<2> {
+        (self.forward)(model, self.input.clone())
+    }
+
+    fn widens(&self) -> bool {
+        true
+    }
+
+    fn widened(&self, model: &M, copies: usize) -> Tensor<2> {
+        (self.forward)(model, self.input.clone().repeat_dim(0, copies))
+    }
 }
 
 impl StepOptions {
@@ -54,6 +129,12 @@ impl StepOptions {
     /// See [`StepOptions::probe_budget`].
     pub fn with_probe_budget(mut self, budget: ProbeBudget) -> Self {
         self.probe_budget = Some(budget);
+        self
+    }
+
+    /// See [`StepOptions::ggn_passes`].
+    pub fn with_ggn_passes(mut self, passes: GgnPasses) -> Self {
+        self.ggn_passes = passes;
         self
     }
 }
@@ -122,7 +203,7 @@ impl Cockpit {
     ) -> Result<Stepped, CockpitError>
     where
         M: Module + Sync + 'static,
-        F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+        F: StepForward<M>,
     {
         self.step_inner(model, forward, loss, None)
     }
@@ -153,7 +234,7 @@ impl Cockpit {
     ) -> Result<Stepped, CockpitError>
     where
         M: Module + Sync + 'static,
-        F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+        F: StepForward<M>,
     {
         self.step_inner(model, forward, loss, Some(ids.into()))
     }
@@ -167,12 +248,12 @@ impl Cockpit {
     ) -> Result<Stepped, CockpitError>
     where
         M: Module + Sync + 'static,
-        F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+        F: StepForward<M>,
     {
         let step = self.next_step();
         let forward = Arc::new(forward);
         let recorder = self.needs_per_sample(step).then(Recorder::start);
-        let output = forward(model);
+        let output = forward.output(model);
         let loss = loss.with_dtype(output.dtype());
         let margins = self
             .records_examples(step)
@@ -196,7 +277,10 @@ impl Cockpit {
             Some(Ok(recording)) if self.step_options.exact_fallback => {
                 let (model, forward, loss) = (model.clone(), forward.clone(), loss.clone());
                 let exact = ExactPerSample::new(batch, move |n| {
-                    let own = loss.per_sample(forward(&model)).narrow(0, n, 1).sum();
+                    let own = loss
+                        .per_sample(forward.output(&model))
+                        .narrow(0, n, 1)
+                        .sum();
                     Ok(GradientsParams::from_grads(own.backward(), &model))
                 });
                 info = info.with_per_sample(PerSample::auto(Some(recording), exact));
@@ -211,8 +295,18 @@ impl Cockpit {
         }
         if self.needs_curvature(step) {
             let replay = forward.clone();
-            let mut curvature =
-                RecordedCurvature::new(model, move |m: &M| replay(m), loss.clone(), step as u64);
+            let mut curvature = RecordedCurvature::new(
+                model,
+                move |m: &M| replay.output(m),
+                loss.clone(),
+                step as u64,
+            );
+            if forward.widens() {
+                let widened = forward.clone();
+                curvature = curvature
+                    .with_widened_output(move |m: &M, copies| widened.widened(m, copies))
+                    .with_ggn_passes(self.step_options.ggn_passes);
+            }
             if let Some(budget) = self.step_options.probe_budget {
                 curvature = curvature.with_probe_budget(budget);
             }

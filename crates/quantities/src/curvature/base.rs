@@ -77,6 +77,13 @@ impl OutputLoss {
         }
     }
 
+    /// The targets `[B, C]` (one-hot for cross-entropy).
+    pub fn targets(&self) -> &Tensor<2> {
+        match self {
+            OutputLoss::Mse(y) | OutputLoss::CrossEntropy(y) => y,
+        }
+    }
+
     /// Each example's loss `ℓ_n` on the output `f` `[B, C]`, `[B]`; its mean is the loss
     /// ([`persample::loss`](crate::persample::loss)).
     pub fn per_sample(&self, f: Tensor<2>) -> Tensor<1> {

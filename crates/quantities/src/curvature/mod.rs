@@ -18,4 +18,6 @@ pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::{Hutchinson, ProbeBudget};
 pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer};
-pub use recorded::{ACTIVATION_PASSES, HessianDiagonal, LINEARITY_TOLERANCE, RecordedCurvature};
+pub use recorded::{
+    ACTIVATION_PASSES, GgnPasses, HessianDiagonal, LINEARITY_TOLERANCE, RecordedCurvature,
+};

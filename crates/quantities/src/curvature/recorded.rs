@@ -9,7 +9,7 @@ use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
-use cockpit_persample::{PerSampleSource, Recorder, Request};
+use cockpit_persample::{PerSampleSource, Recorder, Recording, Request};
 
 use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
 use super::finite_difference::{FiniteDifferenceHvp, shifted, step_size};
@@ -35,6 +35,7 @@ static LINEARITY_CHECKED: LazyLock<Mutex<HashMap<ParamId, Result<(), QuantityErr
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 type OutputFn<M> = dyn Fn(&M) -> Tensor<2> + Send + Sync;
+type WidenedFn<M> = dyn Fn(&M, usize) -> Tensor<2> + Send + Sync;
 
 /// How [`RecordedCurvature`] obtains the Hessian diagonal (`diag_h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +103,9 @@ pub enum HessianDiagonal {
 pub struct RecordedCurvature<M: Module> {
     model: M,
     output_of: Arc<OutputFn<M>>,
+    /// The output on the batch repeated `k` times, where given.
+    widened: Option<Arc<WidenedFn<M>>>,
+    ggn_passes: GgnPasses,
     loss: OutputLoss,
     hessian: HessianDiagonal,
     fallback_probes: usize,
@@ -157,6 +161,8 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         Self {
             model: model.clone(),
             output_of,
+            widened: None,
+            ggn_passes: GgnPasses::Auto,
             loss,
             hessian: HessianDiagonal::GgnPlusResidual { probes: 10 },
             fallback_probes: 10,
@@ -171,6 +177,23 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             activation_residuals: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The network's output on the batch repeated `copies` times along the batch axis
+    /// (`widened(model, k)` = `output_of` on `x.repeat_dim(0, k)`, `[k·B, C]`), so the exact
+    /// GGN's `C` recorded passes can run as one ([`GgnPasses`]).
+    pub fn with_widened_output(
+        mut self,
+        widened: impl Fn(&M, usize) -> Tensor<2> + Send + Sync + 'static,
+    ) -> Self {
+        self.widened = Some(Arc::new(widened));
+        self
+    }
+
+    /// How the exact GGN's recorded passes run ([`GgnPasses::Auto`] by default).
+    pub fn with_ggn_passes(mut self, passes: GgnPasses) -> Self {
+        self.ggn_passes = passes;
+        self
     }
 
     /// The backward passes the exact residual of the curved activation drop-ins may take
@@ -252,15 +275,19 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     }
 
     /// `Σ_c Σ_n (J_nᵀ s_{n,c})²` per parameter over the columns `columns(f)` gives, one
-    /// recorded pass per column, and the curved layers the passes saw. `None` where the
+    /// recorded pass per column, or one pass over the batch widened to every column where
+    /// [`Self::widens`] says so, and the curved layers the passes saw. `None` where the
     /// drop-ins do not cover `params` (with the coverage report).
     fn recorded_sum_sq(
         &self,
         params: &Snapshot,
         columns: &dyn Fn(&Tensor<2>) -> Vec<Tensor<2>>,
+        widenable: bool,
     ) -> Result<Recorded, QuantityError> {
-        let mut total: Option<Vec<Tensor<1>>> = None;
-        let mut curved = Vec::new();
+        if widenable && let Some(widened) = self.widens(params) {
+            return self.widened_sum_sq(params, widened);
+        }
+        let mut sums = PassSums::default();
         let mut planned: Option<Vec<Tensor<2>>> = None;
         let (mut column, mut batch) = (0, 1);
         loop {
@@ -276,36 +303,61 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             let pseudo = (f * s).sum().mul_scalar((batch as f64).recip());
             let grads = pseudo.backward();
             let factors = recorder.finish(&grads)?;
-            if !factors.covers(params) {
-                return Ok(Recorded::Uncovered(factors.coverage(params).to_string()));
+            if let Some(uncovered) = sums.add(&factors, params)? {
+                return Ok(uncovered);
             }
-            for layer in factors.curved_layers() {
-                if !curved.contains(layer) {
-                    curved.push(layer.clone());
-                }
-            }
-            let request = Request {
-                sum_sq: true,
-                ..Request::new()
-            };
-            let stats = factors.reduce(params, request)?;
-            let sum_sq = stats.sum_sq.ok_or_else(|| {
-                QuantityError::Shape("the recorded pass returned no sums of squares".into())
-            })?;
-            total = Some(match total {
-                None => sum_sq,
-                Some(acc) => acc.into_iter().zip(sum_sq).map(|(a, t)| a + t).collect(),
-            });
             column += 1;
         }
-        Ok(Recorded::Covered {
-            diagonal: total
-                .unwrap_or_default()
-                .into_iter()
-                .map(|t| t.mul_scalar((batch as f64).recip()))
-                .collect(),
-            curved,
-        })
+        Ok(sums.into_recorded(batch))
+    }
+
+    /// [`Self::recorded_sum_sq`] in one recorded pass over the batch repeated once per column
+    /// (`widened(model, C)`, rows `c·B..(c + 1)·B` the `c`-th copy), whose pseudo-loss is
+    /// `(1/(C·B)) Σ_c Σ_n s_{n,c}ᵀ f_{c,n}`: every copy's per-sample gradient is one
+    /// `J_nᵀ s_{n,c}`, so the sums of squares over the `C·B` rows are the `C` passes' sums.
+    ///
+    /// The number of columns is the targets' width, known before the pass; the columns are
+    /// taken from the first copy's output.
+    fn widened_sum_sq(
+        &self,
+        params: &Snapshot,
+        widened: Arc<WidenedFn<M>>,
+    ) -> Result<Recorded, QuantityError> {
+        let [batch, copies] = self.loss.targets().dims();
+        let recorder = Recorder::start();
+        let wide = widened(&self.model, copies);
+        if wide.dims() != [copies * batch, copies] {
+            return Err(QuantityError::Shape(format!(
+                "the widened output is {:?}; the batch of {batch} repeated {copies} times \
+                 gives [{}, {copies}]",
+                wide.dims(),
+                copies * batch
+            )));
+        }
+        let first = wide.clone().slice([0..batch, 0..copies]).detach();
+        let s = self.stacked_exact_columns(&first);
+        let pseudo = (wide * s)
+            .sum()
+            .mul_scalar(((copies * batch) as f64).recip());
+        let grads = pseudo.backward();
+        let factors = recorder.finish(&grads)?;
+        let mut sums = PassSums::default();
+        if let Some(uncovered) = sums.add(&factors, params)? {
+            return Ok(uncovered);
+        }
+        Ok(sums.into_recorded(batch))
+    }
+
+    /// The widened output where the exact GGN's passes are widened here: a widened output is
+    /// set, and [`GgnPasses`] asks for it (`Auto`: on a graphics card).
+    fn widens(&self, params: &Snapshot) -> Option<Arc<WidenedFn<M>>> {
+        let widened = self.widened.clone()?;
+        let widen = match self.ggn_passes {
+            GgnPasses::Separate => false,
+            GgnPasses::Widened => true,
+            GgnPasses::Auto => crate::device::is_a_card(&params.device()),
+        };
+        widen.then_some(widened)
     }
 
     /// The columns `s_{·,c}` `[B, C]` of the loss Hessian's square root, one per output.
@@ -333,6 +385,32 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                         (unit(c) - p.clone()) * root
                     })
                     .collect()
+            }
+        }
+    }
+
+    /// [`Self::exact_columns`] stacked copy-major, `[C·B, C]` (rows `c·B..(c + 1)·B` the
+    /// column `s_{·,c}`), built in a fixed number of operations whatever `C`: the one-hot
+    /// rows `E` are uploaded, and for cross-entropy `S = (E − P) ⊙ √(Σ_k P ⊙ E)` with `P`
+    /// the probabilities repeated `C` times.
+    fn stacked_exact_columns(&self, f: &Tensor<2>) -> Tensor<2> {
+        let [batch, classes] = f.dims();
+        let onehot: Vec<f64> = (0..classes * batch * classes)
+            .map(|i| {
+                let (row, column) = (i / classes, i % classes);
+                f64::from(u8::from(row / batch == column))
+            })
+            .collect();
+        let e = Tensor::<2>::from_data(
+            TensorData::new(onehot, [classes * batch, classes]),
+            (&f.device(), f.dtype()),
+        );
+        match &self.loss {
+            OutputLoss::Mse(_) => e.mul_scalar((2.0 / classes as f64).sqrt()),
+            OutputLoss::CrossEntropy(_) => {
+                let p = softmax(f.clone(), 1).repeat_dim(0, classes);
+                let root = (p.clone() * e.clone()).sum_dim(1).sqrt();
+                (e - p) * root
             }
         }
     }
@@ -378,7 +456,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         if let Some(cached) = self.ggn.lock().ok().and_then(|g| g.clone()) {
             return Ok(cached);
         }
-        let ggn = match self.recorded_sum_sq(params, &|f| self.exact_columns(f))? {
+        let ggn = match self.recorded_sum_sq(params, &|f| self.exact_columns(f), true)? {
             Recorded::Covered { diagonal, curved } => Some((diagonal, curved)),
             Recorded::Uncovered(coverage) => {
                 self.note(format!(
@@ -773,7 +851,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                 )),
             },
             DiagonalKind::GgnMc => {
-                match self.recorded_sum_sq(params, &|f| self.sampled_column(f))? {
+                match self.recorded_sum_sq(params, &|f| self.sampled_column(f), false)? {
                     Recorded::Covered { diagonal, .. } => Ok(diagonal),
                     Recorded::Uncovered(coverage) => Err(QuantityError::Unsupported(format!(
                         "diag_ggn_mc needs every parameter in a per-sample drop-in:\n{coverage}"
@@ -848,6 +926,75 @@ enum ActivationPart {
     Exact(Vec<Tensor<1>>),
     /// The exact part would take `passes` backward passes, beyond the budget.
     OverBudget { passes: usize },
+}
+
+/// The per-parameter sums of squares of recorded passes, and the curved layers they saw.
+#[derive(Default)]
+struct PassSums {
+    total: Option<Vec<Tensor<1>>>,
+    curved: Vec<String>,
+}
+
+impl PassSums {
+    /// Adds one recorded pass; `Some` where the drop-ins do not cover `params`.
+    fn add(
+        &mut self,
+        factors: &Recording,
+        params: &Snapshot,
+    ) -> Result<Option<Recorded>, QuantityError> {
+        if !factors.covers(params) {
+            return Ok(Some(Recorded::Uncovered(
+                factors.coverage(params).to_string(),
+            )));
+        }
+        for layer in factors.curved_layers() {
+            if !self.curved.contains(layer) {
+                self.curved.push(layer.clone());
+            }
+        }
+        let request = Request {
+            sum_sq: true,
+            ..Request::new()
+        };
+        let sum_sq = factors.reduce(params, request)?.sum_sq.ok_or_else(|| {
+            QuantityError::Shape("the recorded pass returned no sums of squares".into())
+        })?;
+        self.total = Some(match self.total.take() {
+            None => sum_sq,
+            Some(acc) => acc.into_iter().zip(sum_sq).map(|(a, t)| a + t).collect(),
+        });
+        Ok(None)
+    }
+
+    /// The diagonal `(1/B) Σ` over a batch of `batch`.
+    fn into_recorded(self, batch: usize) -> Recorded {
+        Recorded::Covered {
+            diagonal: self
+                .total
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| t.mul_scalar((batch as f64).recip()))
+                .collect(),
+            curved: self.curved,
+        }
+    }
+}
+
+/// How [`RecordedCurvature`] runs the exact GGN's `C` recorded passes (one per column of the
+/// loss Hessian's square root).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GgnPasses {
+    /// One recorded forward and backward pass per column.
+    Separate,
+    /// One recorded pass over the batch repeated `C` times
+    /// ([`RecordedCurvature::with_widened_output`]): the same sums, with the launches of one
+    /// pass instead of `C` (a graphics card's cost), and `C` times the activations' memory.
+    Widened,
+    /// Widened on a graphics card (wgpu or cuda on a physical adapter) where a widened
+    /// output is set; separate on CPU backends and software rasterizers (measured faster
+    /// there, `BENCHMARKS.md`).
+    #[default]
+    Auto,
 }
 
 /// What the recorded passes gave.

@@ -93,8 +93,9 @@ pub enum HessianDiagonal {
 ///
 /// # Cost
 ///
-/// `diag_ggn_exact`: `C` recorded forward and backward passes (`C` the output's width), and
-/// per pass the engine's per-sample sums of squares (for convolutions and sequence layers one
+/// `diag_ggn_exact`: `C` recorded forward and backward passes (`C` the output's width), or
+/// one over `C` copies of the batch where [`GgnPasses`] widens (`C` times the activations'
+/// memory, one pass's launches), and per pass the engine's per-sample sums of squares (for convolutions and sequence layers one
 /// per-sample gradient chunk at a time). `diag_ggn_mc`: one such pass. `diag_h`: the GGN's
 /// passes, plus two forward and backward passes per residual probe where the residual is
 /// estimated; declared piecewise linear with curved activation drop-ins, one pass for

@@ -30,3 +30,17 @@ fn is_cpu_backend(device: &Device) -> bool {
         .iter()
         .any(|cpu| name.starts_with(cpu))
 }
+
+/// Whether `device` runs CubeCL kernels (wgpu, software rasterizers included, and cuda), where
+/// every operation is a launch: there, fewer and larger operations win.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(crate) fn launches_kernels(device: &Device) -> bool {
+    device.as_dispatch().identity().is_some()
+}
+
+/// Without burn's GPU backends compiled in here, every backend but the CPU ones launches
+/// kernels.
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub(crate) fn launches_kernels(device: &Device) -> bool {
+    !is_cpu_backend(device)
+}

@@ -32,7 +32,7 @@ pub struct StepOptions {
     /// ([`RecordedCurvature::with_probe_budget`]); `None` (default): a fixed 10 probes.
     pub probe_budget: Option<ProbeBudget>,
     /// How the exact GGN's recorded passes run where the forward can widen its batch
-    /// ([`OnBatch`]); [`GgnPasses::Auto`] (default): one widened pass on a graphics card.
+    /// ([`OnBatch`]); [`GgnPasses::Auto`] (default): one widened pass on wgpu and cuda.
     pub ggn_passes: GgnPasses,
 }
 
@@ -69,7 +69,7 @@ where
 
 /// A forward pass on an input the Cockpit holds, `forward(model, input)`: as a closure over
 /// the batch, and the exact GGN (`business`, `full`) can then run its `C` recorded passes as
-/// one pass over the batch repeated `C` times where that is faster (on a graphics card).
+/// one pass over the batch repeated `C` times where that is faster (wgpu and cuda).
 ///
 /// ```no_run
 /// # use burn::tensor::{Int, Tensor};

@@ -350,13 +350,13 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     }
 
     /// The widened output where the exact GGN's passes are widened here: a widened output is
-    /// set, and [`GgnPasses`] asks for it (`Auto`: on a graphics card).
+    /// set, and [`GgnPasses`] asks for it (`Auto`: on a CubeCL device).
     fn widens(&self, params: &Snapshot) -> Option<Arc<WidenedFn<M>>> {
         let widened = self.widened.clone()?;
         let widen = match self.ggn_passes {
             GgnPasses::Separate => false,
             GgnPasses::Widened => true,
-            GgnPasses::Auto => crate::device::is_a_card(&params.device()),
+            GgnPasses::Auto => crate::device::launches_kernels(&params.device()),
         };
         widen.then_some(widened)
     }
@@ -991,9 +991,10 @@ pub enum GgnPasses {
     /// ([`RecordedCurvature::with_widened_output`]): the same sums, with the launches of one
     /// pass instead of `C` (a graphics card's cost), and `C` times the activations' memory.
     Widened,
-    /// Widened on a graphics card (wgpu or cuda on a physical adapter) where a widened
-    /// output is set; separate on CPU backends and software rasterizers (measured faster
-    /// there, `BENCHMARKS.md`).
+    /// Widened on CubeCL devices (wgpu, a software rasterizer included, and cuda) where a
+    /// widened output is set; separate on the CPU backends flex and ndarray, where they are
+    /// faster and lighter (measured, `BENCHMARKS.md`: 3c3d on lavapipe 6× faster widened, on
+    /// flex 1.2× slower).
     #[default]
     Auto,
 }

@@ -24,7 +24,7 @@ use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::Snapshot;
 use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, FiniteDifferenceHvp, GgnPasses, HessianDiagonal, OutputLoss,
-    ProbeBudget, RecordedCurvature,
+    ProbeBudget, RecordedCurvature, WIDENED_ROWS,
 };
 use burn_cockpit::persample::{
     Conv2d, Conv3d, ConvTranspose2d, Elementwise, LayerNorm, Linear, Lstm, MhaInput,
@@ -487,7 +487,9 @@ fn widened_ggn_equals_separate_passes(backend: &Backend) {
         let s = setup::<M>(backend);
         let params = Snapshot::of_params(&s.model);
         let x = s.x.clone();
-        let ggn = |passes: GgnPasses| {
+        // `rows`: the most rows a widened pass holds (two copies: several passes, the last
+        // with fewer copies where the outputs are odd).
+        let ggn = |passes: GgnPasses, rows: usize| {
             let x = x.clone();
             flat(
                 source(&s, 1)
@@ -495,6 +497,7 @@ fn widened_ggn_equals_separate_passes(backend: &Backend) {
                         m.forward(x.clone().repeat_dim(0, copies))
                     })
                     .with_ggn_passes(passes)
+                    .with_widened_rows(rows)
                     .diagonal(&params, DiagonalKind::GgnExact)
                     .unwrap(),
             )
@@ -504,12 +507,18 @@ fn widened_ggn_equals_separate_passes(backend: &Backend) {
         } else {
             1e-5
         };
-        assert_close(
-            &format!("{} widened diag_ggn_exact", std::any::type_name::<M>()),
-            &ggn(GgnPasses::Widened),
-            &ggn(GgnPasses::Separate),
-            rel,
-        );
+        let separate = ggn(GgnPasses::Separate, WIDENED_ROWS);
+        for rows in [WIDENED_ROWS, 2 * BATCH] {
+            assert_close(
+                &format!(
+                    "{} widened diag_ggn_exact, {rows} rows a pass",
+                    std::any::type_name::<M>()
+                ),
+                &ggn(GgnPasses::Widened, rows),
+                &separate,
+                rel,
+            );
+        }
     }
     compare::<Cnn>(backend);
     compare::<Attention>(backend);

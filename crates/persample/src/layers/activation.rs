@@ -362,7 +362,8 @@ mod tests {
     /// Each `σ''` equals central differences of burn's own `σ'` (autodiff), in float64.
     #[test]
     fn second_derivatives_match_differences_of_autodiff() {
-        let device = Device::default().autodiff();
+        // flex: float64 (the default device is wgpu's float32 where that feature is on).
+        let device = Device::flex().autodiff();
         let points: Vec<f64> = (0..41).map(|i| -4.0 + 0.2 * i as f64 + 0.013).collect();
         let n = points.len();
         let first = |function: Elementwise, shift: f64| -> Vec<f64> {

@@ -20,4 +20,5 @@ pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer};
 pub use recorded::{
     ACTIVATION_PASSES, GgnPasses, HessianDiagonal, LINEARITY_TOLERANCE, RecordedCurvature,
+    WIDENED_ROWS,
 };

@@ -24,6 +24,12 @@ pub const LINEARITY_TOLERANCE: f64 = 1e-4;
 /// says so ([`RecordedCurvature::with_activation_passes`]).
 pub const ACTIVATION_PASSES: usize = 512;
 
+/// The most rows (copies of the batch times its size) a widened GGN pass holds by default
+/// ([`GgnPasses::Widened`], [`RecordedCurvature::with_widened_rows`]): the activations of
+/// 2 048 samples. cifar10_3c3d's 10 classes at B 128 (1 280 rows) fit in one pass, which
+/// peaked at 1.75 GB in float32 (flex, measured).
+pub const WIDENED_ROWS: usize = 2048;
+
 /// Probes per parameter tensor of the piecewise-linear check; the median ratio counts (a
 /// ReLU unit crossing its kink within one probe's step is a rare, large outlier; curvature
 /// is in every probe).
@@ -107,6 +113,8 @@ pub struct RecordedCurvature<M: Module> {
     /// The output on the batch repeated `k` times, where given.
     widened: Option<Arc<WidenedFn<M>>>,
     ggn_passes: GgnPasses,
+    /// The most rows a widened pass may hold.
+    widened_rows: usize,
     loss: OutputLoss,
     hessian: HessianDiagonal,
     fallback_probes: usize,
@@ -164,6 +172,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             output_of,
             widened: None,
             ggn_passes: GgnPasses::Auto,
+            widened_rows: WIDENED_ROWS,
             loss,
             hessian: HessianDiagonal::GgnPlusResidual { probes: 10 },
             fallback_probes: 10,
@@ -188,6 +197,14 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         widened: impl Fn(&M, usize) -> Tensor<2> + Send + Sync + 'static,
     ) -> Self {
         self.widened = Some(Arc::new(widened));
+        self
+    }
+
+    /// The most rows (copies times the batch) one widened pass may hold
+    /// ([`WIDENED_ROWS`] by default): `C·B` beyond it runs as several widened passes of
+    /// `⌊rows/B⌋` copies each, so the activations' memory stays within `rows` samples' worth.
+    pub fn with_widened_rows(mut self, rows: usize) -> Self {
+        self.widened_rows = rows.max(1);
         self
     }
 
@@ -312,10 +329,12 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         Ok(sums.into_recorded(batch))
     }
 
-    /// [`Self::recorded_sum_sq`] in one recorded pass over the batch repeated once per column
-    /// (`widened(model, C)`, rows `c·B..(c + 1)·B` the `c`-th copy), whose pseudo-loss is
-    /// `(1/(C·B)) Σ_c Σ_n s_{n,c}ᵀ f_{c,n}`: every copy's per-sample gradient is one
-    /// `J_nᵀ s_{n,c}`, so the sums of squares over the `C·B` rows are the `C` passes' sums.
+    /// [`Self::recorded_sum_sq`] in recorded passes over the batch repeated once per column
+    /// (`widened(model, k)`, rows `j·B..(j + 1)·B` the `j`-th copy), as few as
+    /// [`RecordedCurvature::with_widened_rows`] allows (one for `C·B` rows within it). A pass
+    /// over columns `c₀..c₀ + k` has the pseudo-loss `(1/(k·B)) Σ_j Σ_n s_{n,c₀+j}ᵀ f_{j,n}`:
+    /// every copy's per-sample gradient is one `J_nᵀ s_{n,c}`, so the sums of squares over its
+    /// `k·B` rows are `k` separate passes' sums.
     ///
     /// The number of columns is the targets' width, known before the pass; the columns are
     /// taken from the first copy's output.
@@ -324,27 +343,31 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         params: &Snapshot,
         widened: Arc<WidenedFn<M>>,
     ) -> Result<Recorded, QuantityError> {
-        let [batch, copies] = self.loss.targets().dims();
-        let recorder = Recorder::start();
-        let wide = widened(&self.model, copies);
-        if wide.dims() != [copies * batch, copies] {
-            return Err(QuantityError::Shape(format!(
-                "the widened output is {:?}; the batch of {batch} repeated {copies} times \
-                 gives [{}, {copies}]",
-                wide.dims(),
-                copies * batch
-            )));
-        }
-        let first = wide.clone().slice([0..batch, 0..copies]).detach();
-        let s = self.stacked_exact_columns(&first);
-        let pseudo = (wide * s)
-            .sum()
-            .mul_scalar(((copies * batch) as f64).recip());
-        let grads = pseudo.backward();
-        let factors = recorder.finish(&grads)?;
+        let [batch, classes] = self.loss.targets().dims();
+        let per_pass = (self.widened_rows / batch.max(1)).clamp(1, classes.max(1));
         let mut sums = PassSums::default();
-        if let Some(uncovered) = sums.add(&factors, params)? {
-            return Ok(uncovered);
+        for start in (0..classes).step_by(per_pass) {
+            let copies = per_pass.min(classes - start);
+            let recorder = Recorder::start();
+            let wide = widened(&self.model, copies);
+            if wide.dims() != [copies * batch, classes] {
+                return Err(QuantityError::Shape(format!(
+                    "the widened output is {:?}; the batch of {batch} repeated {copies} times \
+                     gives [{}, {classes}]",
+                    wide.dims(),
+                    copies * batch
+                )));
+            }
+            let first = wide.clone().slice([0..batch, 0..classes]).detach();
+            let s = self.stacked_exact_columns(&first, start..start + copies);
+            let pseudo = (wide * s)
+                .sum()
+                .mul_scalar(((copies * batch) as f64).recip());
+            let grads = pseudo.backward();
+            let factors = recorder.finish(&grads)?;
+            if let Some(uncovered) = sums.add(&factors, params)? {
+                return Ok(uncovered);
+            }
         }
         Ok(sums.into_recorded(batch))
     }
@@ -390,26 +413,27 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         }
     }
 
-    /// [`Self::exact_columns`] stacked copy-major, `[C·B, C]` (rows `c·B..(c + 1)·B` the
-    /// column `s_{·,c}`), built in a fixed number of operations whatever `C`: the one-hot
-    /// rows `E` are uploaded, and for cross-entropy `S = (E − P) ⊙ √(Σ_k P ⊙ E)` with `P`
-    /// the probabilities repeated `C` times.
-    fn stacked_exact_columns(&self, f: &Tensor<2>) -> Tensor<2> {
+    /// The columns `classes` of [`Self::exact_columns`] stacked copy-major, `[k·B, C]` (rows
+    /// `j·B..(j + 1)·B` the column `s_{·,c₀+j}`), built in a fixed number of operations
+    /// whatever `k`: the one-hot rows `E` are uploaded, and for cross-entropy
+    /// `S = (E − P) ⊙ √(Σ_c P ⊙ E)` with `P` the probabilities repeated `k` times.
+    fn stacked_exact_columns(&self, f: &Tensor<2>, columns: std::ops::Range<usize>) -> Tensor<2> {
         let [batch, classes] = f.dims();
-        let onehot: Vec<f64> = (0..classes * batch * classes)
+        let copies = columns.len();
+        let onehot: Vec<f64> = (0..copies * batch * classes)
             .map(|i| {
                 let (row, column) = (i / classes, i % classes);
-                f64::from(u8::from(row / batch == column))
+                f64::from(u8::from(columns.start + row / batch == column))
             })
             .collect();
         let e = Tensor::<2>::from_data(
-            TensorData::new(onehot, [classes * batch, classes]),
+            TensorData::new(onehot, [copies * batch, classes]),
             (&f.device(), f.dtype()),
         );
         match &self.loss {
             OutputLoss::Mse(_) => e.mul_scalar((2.0 / classes as f64).sqrt()),
             OutputLoss::CrossEntropy(_) => {
-                let p = softmax(f.clone(), 1).repeat_dim(0, classes);
+                let p = softmax(f.clone(), 1).repeat_dim(0, copies);
                 let root = (p.clone() * e.clone()).sum_dim(1).sqrt();
                 (e - p) * root
             }

@@ -10,6 +10,7 @@ use burn::tensor::{Tensor, TensorData};
 
 use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
 use super::random::SplitMix;
+use crate::persample::Elementwise;
 use crate::{ParamEntry, QuantityError, Snapshot};
 
 /// The elementwise activation after a Linear layer.
@@ -43,17 +44,15 @@ impl Activation {
                 z.clone().greater_elem(0.0).float().cast(z.dtype()),
                 z.zeros_like(),
             ),
+            // σ'' as the activation drop-ins record it (one formula per function).
             Self::Sigmoid => {
-                let s = sigmoid(z);
-                let d1 = s.clone() * s.clone().neg().add_scalar(1.0);
-                let d2 = d1.clone() * s.mul_scalar(-2.0).add_scalar(1.0);
-                (d1, d2)
+                let s = sigmoid(z.clone());
+                let d1 = s.clone() * s.neg().add_scalar(1.0);
+                (d1, Elementwise::Sigmoid.second_derivative(z))
             }
             Self::Tanh => {
-                let t = z.tanh();
-                let d1 = t.clone().square().neg().add_scalar(1.0);
-                let d2 = t.mul_scalar(-2.0) * d1.clone();
-                (d1, d2)
+                let d1 = z.clone().tanh().square().neg().add_scalar(1.0);
+                (d1, Elementwise::Tanh.second_derivative(z))
             }
         }
     }

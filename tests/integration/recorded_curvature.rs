@@ -524,6 +524,19 @@ fn widened_ggn_equals_separate_passes(backend: &Backend) {
     compare::<Attention>(backend);
     compare::<Recurrent>(backend);
     compare::<Upsampler>(backend);
+    // A widened output that does not repeat the batch is a typed error, not a wrong diagonal.
+    let s = setup::<Cnn>(backend);
+    let params = Snapshot::of_params(&s.model);
+    let x = s.x.clone();
+    let err = source(&s, 1)
+        .with_widened_output(move |m: &Cnn, _copies| m.forward(x.clone()))
+        .with_ggn_passes(GgnPasses::Widened)
+        .diagonal(&params, DiagonalKind::GgnExact)
+        .unwrap_err();
+    assert!(
+        matches!(err, burn_cockpit::QuantityError::Shape(ref m) if m.contains("repeated")),
+        "{err}"
+    );
 }
 
 /// Batch sizes that are not powers of two: the pseudo-losses' `1/B` must be exact in their

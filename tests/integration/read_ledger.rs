@@ -246,6 +246,114 @@ fn one_read_per_step(backend: &Backend) {
     }
 }
 
+/// Bin adaptation joins the step's one batched read: GradHist1d adapting to the per-sample
+/// gradients (`GradAbsMax`) and GradHist2d adapting its y axis to the parameters
+/// (`ParamAbsMax`), both on the device, take one read per tracked step, and the next step's
+/// ranges are `±(1 + padding)·max`, the maxima computed here independently (single-sample
+/// backward passes; the parameters read back).
+fn adaptation_joins_the_batched_read(backend: &Backend) {
+    use burn_cockpit::histogram::BinAdaptation;
+    use burn_cockpit::quantity::{GradHist1d, GradHist2d};
+    let device = backend.device.clone().autodiff();
+    let model = Mlp::new(&device);
+    let batch = 8;
+    let padding = 0.1;
+    let adapt = |grad: bool| {
+        let (schedule, min_size) = (Schedule::every_step(), 1e-6);
+        if grad {
+            BinAdaptation::GradAbsMax {
+                schedule,
+                padding,
+                min_size,
+            }
+        } else {
+            BinAdaptation::ParamAbsMax {
+                schedule,
+                padding,
+                min_size,
+            }
+        }
+    };
+    let mut cockpit = Cockpit::new(vec![
+        Box::new(
+            GradHist1d::new(Schedule::every_step())
+                .with_engine(HistogramEngine::Device)
+                .with_adaptation(adapt(true)),
+        ),
+        Box::new(
+            GradHist2d::new(Schedule::every_step())
+                .with_engine(HistogramEngine::Device)
+                .with_adaptation(None, Some(adapt(false))),
+        ),
+    ])
+    .unwrap();
+    let x: Vec<f32> = (0..batch * 12)
+        .map(|i| ((i * 31 % 17) as f32 - 8.0) / 8.0)
+        .collect();
+    let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 12]), &device);
+    let onehot: Vec<f32> = (0..batch * 4)
+        .map(|i| f32::from(u8::from((i / 4) % 4 == i % 4)))
+        .collect();
+    let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), &device);
+    let loss_of = |x: Tensor<2>, y: Tensor<2>| {
+        let b = x.dims()[0];
+        (log_softmax(model.forward(x), 1) * y)
+            .sum_dim(1)
+            .neg()
+            .reshape([b])
+    };
+    for step in 0..2 {
+        let recorder = Recorder::start();
+        let losses = loss_of(x.clone(), onehot.clone());
+        let loss = losses.clone().mean();
+        let raw = loss.backward();
+        let factors = recorder.finish(&raw).unwrap();
+        let grads = GradientsParams::from_grads(raw, &model);
+        let info = StepInfo::new(loss.detach())
+            .with_individual_losses(losses.detach())
+            .with_per_sample(factors);
+        cockpit.track(step, &model, &grads, info).unwrap();
+        assert_eq!(cockpit.reads().reads, 1, "step {step}: {}", cockpit.reads());
+    }
+    // The oracle: the largest per-sample gradient element, one backward pass per sample, and
+    // the largest parameter.
+    let max_abs = |t: Tensor<1>| -> f64 {
+        t.abs()
+            .max()
+            .cast(burn::tensor::DType::F64)
+            .into_data()
+            .try_to_vec::<f64>()
+            .unwrap()[0]
+    };
+    let grad_max = (0..batch)
+        .map(|n| {
+            let own = loss_of(x.clone().slice(n..n + 1), onehot.clone().slice(n..n + 1)).sum();
+            let grads = GradientsParams::from_grads(own.backward(), &model);
+            max_abs(Snapshot::of_grads(&model, &grads).unwrap().flatten())
+        })
+        .fold(0.0, f64::max);
+    let param_max = max_abs(Snapshot::of_params(&model).flatten());
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-4 * b.abs();
+    match cockpit.output().get(1, "GradHist1d") {
+        Some(burn_cockpit::Value::Hist1d(h)) => {
+            let hi = *h.edges.last().unwrap();
+            assert!(close(hi, (1.0 + padding) * grad_max), "{hi} vs {grad_max}");
+            assert!(close(h.edges[0], -hi), "{:?}", h.edges);
+        }
+        other => panic!("{other:?}"),
+    }
+    match cockpit.output().get(1, "GradHist2d") {
+        Some(burn_cockpit::Value::Hist2d(h)) => {
+            let hi = *h.y_edges.last().unwrap();
+            assert!(
+                close(hi, (1.0 + padding) * param_max),
+                "{hi} vs {param_max}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// With the host engine, GradHist1d reads the per-sample gradient elements back and bins them
 /// on the host (one read per factor and bias chunk: 9 on this MLP). Today's counts are the
 /// ceiling no change may raise.
@@ -340,6 +448,7 @@ fn eigen_solvers_read_once_per_product(backend: &Backend) {
 }
 
 on_every_backend!(
+    adaptation_joins_the_batched_read,
     one_read_per_step,
     host_histograms_stay_within_todays_reads,
     eigen_solvers_read_once_per_product

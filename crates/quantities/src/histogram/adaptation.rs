@@ -4,7 +4,6 @@ use std::str::FromStr;
 
 use burn::tensor::Tensor;
 
-use crate::readback::read_values;
 use crate::{CockpitError, QuantityError, Schedule, Snapshot};
 
 /// What a histogram axis adapts its range to, on its own schedule.
@@ -65,42 +64,41 @@ impl BinAdaptation {
         matches!(self, Self::GradAbsMax { .. }) && self.schedule().is_active(step)
     }
 
-    /// The new range after `step`, or `None` if this step does not adapt: from the
-    /// per-sample gradients' absolute maxima (`grad_abs_max`, asked only by `GradAbsMax`) or
-    /// from the parameters `params`.
-    pub(crate) fn adapt(
+    /// The absolute maxima `[k]` the new range after `step` comes from, on the device (for the
+    /// step's batched read), or `None` if this step does not adapt: the per-sample gradients'
+    /// (`grad_abs_max`, asked only by `GradAbsMax`) or the parameters' `params`.
+    pub(crate) fn maxima(
         &self,
         step: usize,
         params: &Snapshot,
         grad_abs_max: impl FnOnce() -> Result<Vec<Tensor<1>>, QuantityError>,
-    ) -> Result<Option<(f64, f64)>, QuantityError> {
+    ) -> Result<Option<Tensor<1>>, QuantityError> {
         if !self.schedule().is_active(step) {
             return Ok(None);
         }
-        let (maxima, padding, min_size): (Vec<Tensor<1>>, f64, f64) = match self {
-            Self::GradAbsMax {
-                padding, min_size, ..
-            } => (grad_abs_max()?, *padding, *min_size),
-            Self::ParamAbsMax {
-                padding, min_size, ..
-            } => (
-                params
-                    .entries()
-                    .iter()
-                    .map(|e| e.value.clone().abs().max())
-                    .collect(),
-                *padding,
-                *min_size,
-            ),
+        let maxima: Vec<Tensor<1>> = match self {
+            Self::GradAbsMax { .. } => grad_abs_max()?,
+            Self::ParamAbsMax { .. } => params
+                .entries()
+                .iter()
+                .map(|e| e.value.clone().abs().max())
+                .collect(),
         };
-        if maxima.is_empty() {
-            return Ok(None);
+        Ok((!maxima.is_empty()).then(|| Tensor::cat(maxima, 0)))
+    }
+
+    /// The range `(−h, h)` from the maxima [`BinAdaptation::maxima`] gave, read back:
+    /// `h = (1 + padding)·max(min_size/2, max_k m_k)`.
+    pub(crate) fn range(&self, maxima: &[f64]) -> (f64, f64) {
+        let (Self::GradAbsMax {
+            padding, min_size, ..
         }
-        let m = read_values(Tensor::cat(maxima, 0))?
-            .into_iter()
-            .fold(f64::NEG_INFINITY, f64::max);
+        | Self::ParamAbsMax {
+            padding, min_size, ..
+        }) = self;
+        let m = maxima.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let half = (1.0 + padding) * (min_size / 2.0).max(m);
-        Ok(Some((-half, half)))
+        (-half, half)
     }
 }
 

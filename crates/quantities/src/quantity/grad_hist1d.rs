@@ -12,7 +12,7 @@ use crate::histogram::HistogramEngine;
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::readback::read_into;
+use crate::readback::{Readable, read_into};
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Histogram of the individual gradient elements `g_{n,j}` (true per-sample gradients),
@@ -110,6 +110,7 @@ impl GradHist1d {
             step,
             range: (lo, hi),
             mut host,
+            ..
         } = awaiting;
         for (total, count) in host.iter_mut().zip(device) {
             *total += *count as u64;
@@ -132,12 +133,14 @@ struct Counts {
     device: Option<Tensor<1, Int>>,
 }
 
-/// A step waiting for its device counts.
+/// A step waiting for its device counts (where it has any) and its adaptation's maxima.
 #[derive(Debug, Clone)]
 struct Awaiting {
     step: usize,
     range: (f64, f64),
     host: Vec<u64>,
+    /// Whether the read starts with the device's `bins` counts.
+    device_counts: bool,
 }
 
 /// Elements per task when a dense chunk is binned on the host.
@@ -284,28 +287,45 @@ impl Quantity for GradHist1d {
         let counts = self.counts.take(ctx.step);
         self.awaiting = None;
         ctx.per_sample_stats()?;
+        // The adaptation's maxima join the step's batched read: the new range is for the
+        // steps after this one.
+        let maxima = match &self.adapt {
+            Some(adapt) => adapt.maxima(ctx.step, ctx.params, || grad_abs_max(ctx))?,
+            None => None,
+        };
         let awaiting = Awaiting {
             step: ctx.step,
             range: self.range,
             host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
+            device_counts: counts.device.is_some(),
         };
-        if let Some(adapt) = &self.adapt
-            && let Some(range) = adapt.adapt(ctx.step, ctx.params, || grad_abs_max(ctx))?
-        {
-            self.range = range;
+        let reads: Vec<Readable> = counts
+            .device
+            .map(Readable::from)
+            .into_iter()
+            .chain(maxima.map(Readable::from))
+            .collect();
+        if reads.is_empty() {
+            return Ok(Enqueued::Done(Some(self.value(awaiting, &[]))));
         }
-        match counts.device {
-            Some(device) => {
-                self.awaiting = Some(awaiting);
-                Ok(Enqueued::Read(vec![device.into()]))
-            }
-            None => Ok(Enqueued::Done(Some(self.value(awaiting, &[])))),
-        }
+        self.awaiting = Some(awaiting);
+        Ok(Enqueued::Read(reads))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
         let awaiting = awaited(&mut self.awaiting)?;
-        Ok(Some(self.value(awaiting, host)))
+        let counted = if awaiting.device_counts {
+            self.bins.min(host.len())
+        } else {
+            0
+        };
+        let (device, maxima) = host.split_at(counted);
+        if let Some(adapt) = &self.adapt
+            && !maxima.is_empty()
+        {
+            self.range = adapt.range(maxima);
+        }
+        Ok(Some(self.value(awaiting, device)))
     }
 }
 

@@ -16,7 +16,7 @@ use crate::histogram::{
     outer_histogram2d,
 };
 use crate::persample::{Elements, PerSampleNeeds};
-use crate::readback::read_into;
+use crate::readback::{Readable, read_into};
 use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
 /// Joint histogram of individual gradient elements `g_{n,j}` (x) and the value of the same
@@ -77,6 +77,8 @@ struct Awaiting {
     range: ((f64, f64), (f64, f64)),
     host: Vec<Option<Vec<u64>>>,
     device: Vec<usize>,
+    /// How many maxima of each axis's adaptation the read ends with (`None`: not adapting).
+    maxima: (Option<usize>, Option<usize>),
 }
 
 impl GradHist2d {
@@ -137,6 +139,7 @@ impl GradHist2d {
             range: ((xlo, xhi), (ylo, yhi)),
             host,
             device: indices,
+            ..
         } = awaiting;
         let params = host
             .len()
@@ -327,21 +330,13 @@ impl Quantity for GradHist2d {
         let Counts { device, host } = self.counts.take(ctx.step);
         self.awaiting = None;
         ctx.per_sample_stats()?;
-        let range = self.range;
-        let x_range = match &self.adapt.0 {
-            Some(adapt) => adapt.adapt(ctx.step, ctx.params, || grad_abs_max(ctx))?,
-            None => None,
+        // The adaptations' maxima join the step's batched read: the new ranges are for the
+        // steps after this one.
+        let maxima_of = |adapt: &Option<BinAdaptation>| match adapt {
+            Some(adapt) => adapt.maxima(ctx.step, ctx.params, || grad_abs_max(ctx)),
+            None => Ok(None),
         };
-        let y_range = match &self.adapt.1 {
-            Some(adapt) => adapt.adapt(ctx.step, ctx.params, || grad_abs_max(ctx))?,
-            None => None,
-        };
-        if let Some(x) = x_range {
-            self.range.0 = x;
-        }
-        if let Some(y) = y_range {
-            self.range.1 = y;
-        }
+        let maxima = (maxima_of(&self.adapt.0)?, maxima_of(&self.adapt.1)?);
         let on_device: Vec<(usize, Tensor<1, Int>)> = device
             .into_iter()
             .enumerate()
@@ -349,14 +344,17 @@ impl Quantity for GradHist2d {
             .collect();
         let mut awaiting = Awaiting {
             step: ctx.step,
-            range,
+            range: self.range,
             host,
             device: Vec::new(),
+            maxima: (
+                maxima.0.as_ref().map(|m| m.dims()[0]),
+                maxima.1.as_ref().map(|m| m.dims()[0]),
+            ),
         };
-        if on_device.is_empty() {
-            return Ok(Enqueued::Done(Some(self.value(awaiting, &[]))));
-        }
-        let reads = if self.keep_individual {
+        let mut reads: Vec<Readable> = if on_device.is_empty() {
+            Vec::new()
+        } else if self.keep_individual {
             awaiting.device = on_device.iter().map(|(k, _)| *k).collect();
             on_device.into_iter().map(|(_, c)| c.into()).collect()
         } else {
@@ -364,13 +362,33 @@ impl Quantity for GradHist2d {
             let sum = on_device.into_iter().map(|(_, c)| c).reduce(|a, b| a + b);
             sum.into_iter().map(Into::into).collect()
         };
+        reads.extend(maxima.0.map(Readable::from));
+        reads.extend(maxima.1.map(Readable::from));
+        if reads.is_empty() {
+            return Ok(Enqueued::Done(Some(self.value(awaiting, &[]))));
+        }
         self.awaiting = Some(awaiting);
         Ok(Enqueued::Read(reads))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
         let awaiting = awaited(&mut self.awaiting)?;
-        Ok(Some(self.value(awaiting, host)))
+        let counted = (awaiting.device.len() * self.bins.0 * self.bins.1).min(host.len());
+        let (device, rest) = host.split_at(counted);
+        let (x_len, y_len) = awaiting.maxima;
+        let (x_maxima, rest) = rest.split_at(x_len.unwrap_or(0).min(rest.len()));
+        let y_maxima = &rest[..y_len.unwrap_or(0).min(rest.len())];
+        if let Some(adapt) = &self.adapt.0
+            && x_len.is_some()
+        {
+            self.range.0 = adapt.range(x_maxima);
+        }
+        if let Some(adapt) = &self.adapt.1
+            && y_len.is_some()
+        {
+            self.range.1 = adapt.range(y_maxima);
+        }
+        Ok(Some(self.value(awaiting, device)))
     }
 }
 

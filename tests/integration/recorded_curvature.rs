@@ -796,10 +796,11 @@ fn a_probe_budget_reaches_its_error_and_stays_honest() {
         let note = source
             .notes()
             .into_iter()
-            .find(|n| n.contains("the residual's estimate drew"))
+            .find(|n| n.contains("of the residual with"))
             .expect("the note says how many probes were drawn");
+        assert_eq!(source.notes().len(), 1, "{:?}", source.notes());
         let probes: usize = note
-            .split("drew ")
+            .split("residual with ")
             .nth(1)
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse().ok())

@@ -843,22 +843,24 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
 
     /// Hutchinson's estimate of the residual's diagonal from [`Self::residual_product`]s;
     /// its standard errors are kept (the GGN's part is exact).
+    ///
+    /// The note says why the residual is estimated (`why`, which ends where the probes drawn
+    /// are named) and with how many probes, once they are drawn.
     fn residual(
         &self,
         params: &Snapshot,
         probes: usize,
         ggn: &[Tensor<1>],
+        (why, then): (String, &str),
     ) -> Result<Vec<Tensor<1>>, QuantityError> {
         let estimate = self
             .estimator(self.residual_products(), probes, self.seed ^ 0x5245_5344)
             .with_exact_part(ggn.iter().map(|g| g.clone().sum()).collect());
         let diagonal = estimate.diagonal(params, DiagonalKind::Hessian)?;
-        if self.budget.is_some() {
-            self.note(format!(
-                "the residual's estimate drew {}",
-                self.probes_said(&estimate, probes)
-            ));
-        }
+        self.note(format!(
+            "{why} with {} ({then})",
+            self.probes_said(&estimate, probes)
+        ));
         self.keep_errors(estimate.diagonal_errors(params, DiagonalKind::Hessian));
         Ok(diagonal)
     }
@@ -887,12 +889,9 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                 let Some((ggn, curved)) = self.ggn_exact(params)? else {
                     return self.hutchinson(params);
                 };
-                // With a budget the count is known once drawn (a second note states it).
-                let said = |probes: usize| match self.budget {
-                    Some(_) => "adaptive".to_string(),
-                    None => probes.to_string(),
-                };
-                let probes = match (self.hessian, curved.is_empty()) {
+                // Why the residual is estimated; the note names the probes once drawn.
+                let estimated = "an estimate";
+                let (probes, why, then) = match (self.hessian, curved.is_empty()) {
                     // Exact, and labelled by nothing: notes are for estimates and fallbacks.
                     // The declaration is checked first (once per model).
                     (HessianDiagonal::PiecewiseLinear, true) => {
@@ -902,41 +901,40 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                             ActivationPart::Exact(part) => {
                                 return Ok(ggn.into_iter().zip(part).map(|(g, a)| g + a).collect());
                             }
-                            ActivationPart::OverBudget { passes } => {
-                                self.note(format!(
+                            ActivationPart::OverBudget { passes } => (
+                                self.fallback_probes,
+                                format!(
                                     "the curved activations' exact residual takes {passes} \
                                      backward passes, beyond the budget of {} \
                                      (RecordedCurvature::with_activation_passes): diag_h is the \
                                      exact GGN diagonal plus Hutchinson's estimate of the \
-                                     residual with {} probes (an estimate)",
-                                    self.activation_passes,
-                                    said(self.fallback_probes)
-                                ));
-                                self.fallback_probes
-                            }
+                                     residual",
+                                    self.activation_passes
+                                ),
+                                estimated,
+                            ),
                         }
                     }
-                    (HessianDiagonal::PiecewiseLinear, false) => {
-                        self.note(format!(
+                    (HessianDiagonal::PiecewiseLinear, false) => (
+                        self.fallback_probes,
+                        format!(
                             "the network was declared piecewise linear, but curved layers ran \
                              ({}): diag_h is the exact GGN diagonal plus Hutchinson's estimate \
-                             of the residual with {} probes (an estimate)",
-                            curved.join(", "),
-                            said(self.fallback_probes)
-                        ));
-                        self.fallback_probes
-                    }
-                    (HessianDiagonal::GgnPlusResidual { probes }, _) => {
-                        self.note(format!(
-                            "diag_h is the exact GGN diagonal plus Hutchinson's estimate of the \
-                             residual with {} probes (an estimate; declare a piecewise-linear \
-                             network with RecordedCurvature::piecewise_linear for an exact one)",
-                            said(probes)
-                        ));
-                        probes
-                    }
+                             of the residual",
+                            curved.join(", ")
+                        ),
+                        estimated,
+                    ),
+                    (HessianDiagonal::GgnPlusResidual { probes }, _) => (
+                        probes,
+                        "diag_h is the exact GGN diagonal plus Hutchinson's estimate of the \
+                         residual"
+                            .to_string(),
+                        "an estimate; declare a piecewise-linear network with \
+                         RecordedCurvature::piecewise_linear for an exact one",
+                    ),
                 };
-                let residual = self.residual(params, probes, &ggn)?;
+                let residual = self.residual(params, probes, &ggn, (why, then))?;
                 Ok(ggn.into_iter().zip(residual).map(|(g, r)| g + r).collect())
             }
         }

@@ -36,21 +36,6 @@ const FLOAT32: f64 = 1e-4;
 const LR: f64 = 0.05;
 const STEPS: usize = 2;
 
-/// Parameters moved to `device` in `dtype`, tracked.
-struct Moved(Device, DType);
-
-impl ModuleMapper for Moved {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let (id, tensor, mapper) = param.consume();
-        let moved = tensor
-            .to_device(&self.0)
-            .cast(self.1)
-            .detach()
-            .require_grad();
-        Param::from_mapped_value(id, moved, mapper)
-    }
-}
-
 /// Parameters drawn from a fixed sequence (uniform within `±1/√fan_in`, as burn's default
 /// initialisation; biases within ±0.05), so that every run tests the same weights.
 struct Drawn(u64);
@@ -154,7 +139,7 @@ fn fast_and_exact_equal_a_float64_reference(device: &Device, size: usize) {
     let device = device.clone().autodiff();
     let host = Device::flex().autodiff();
     let mut model = Cifar3c3d::new(&device)
-        .map(&mut Moved(device.clone(), DType::F32))
+        .map(&mut crate::common::Moved(device.clone(), DType::F32))
         .map(&mut Drawn(7));
     let schedule = Schedule::every_step();
     let cockpit = || Cockpit::from_kinds(PER_SAMPLE, &schedule).unwrap();
@@ -163,7 +148,9 @@ fn fast_and_exact_equal_a_float64_reference(device: &Device, size: usize) {
     let mut reference = cockpit().with_histogram_engine(HistogramEngine::Host);
     let mut optim = SgdConfig::new().init();
     for step in 0..STEPS {
-        let reference_model = model.clone().map(&mut Moved(host.clone(), DType::F64));
+        let reference_model = model
+            .clone()
+            .map(&mut crate::common::Moved(host.clone(), DType::F64));
         let data = batch(&device, DType::F32, size, step);
         track(
             &mut reference,

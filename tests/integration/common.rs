@@ -280,6 +280,24 @@ impl burn::module::ModuleMapper for ToDType {
     }
 }
 
+/// Parameters moved to a device (`.0`) in a float type (`.1`), tracked, ids kept.
+pub struct Moved(pub Device, pub DType);
+
+impl burn::module::ModuleMapper for Moved {
+    fn map_float<const D: usize>(
+        &mut self,
+        param: burn::module::Param<burn::tensor::Tensor<D>>,
+    ) -> burn::module::Param<burn::tensor::Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let moved = tensor
+            .to_device(&self.0)
+            .cast(self.1)
+            .detach()
+            .require_grad();
+        burn::module::Param::from_mapped_value(id, moved, mapper)
+    }
+}
+
 /// `model` with its parameters set to `values` (matched by id; tracked by autodiff).
 pub fn with_params<M: burn::module::Module>(model: &M, values: &burn_cockpit::Snapshot) -> M {
     struct Set<'a>(&'a burn_cockpit::Snapshot);

@@ -563,6 +563,7 @@ fn exact_diagonals_at_odd_batch_sizes() {
 }
 
 on_every_backend!(
+    activation_diag_h_agrees_with_float64,
     widened_ggn_equals_separate_passes,
     cnn_ggn_exact,
     attention_ggn_exact,
@@ -651,6 +652,52 @@ fn curved_activation_drop_ins_give_the_exact_hessian_diagonal() {
         "{:?}",
         over.notes()
     );
+}
+
+/// The activations' exact residual on every backend: `diag_h` (declared piecewise linear) of
+/// the sigmoid CNN and the tanh/sigmoid MLP, with the float64 reference's weights moved to the
+/// backend, equals the float64 reference's to the backend's precision.
+fn activation_diag_h_agrees_with_float64(backend: &Backend) {
+    fn compare<M: Tiny>(backend: &Backend) {
+        let reference = setup_with_batch::<M>(&common::flex(), 5);
+        let params = Snapshot::of_params(&reference.model);
+        let expected = flat(
+            source(&reference, 7)
+                .piecewise_linear()
+                .diagonal(&params, DiagonalKind::Hessian)
+                .unwrap(),
+        );
+        let device = backend.device.clone().autodiff();
+        let moved = Setup {
+            batch: reference.batch,
+            model: reference
+                .model
+                .clone()
+                .map(&mut common::Moved(device.clone(), backend.dtype)),
+            x: reference.x.clone().to_device(&device).cast(backend.dtype),
+            y: reference.y.clone().to_device(&device).cast(backend.dtype),
+        };
+        let params = Snapshot::of_params(&moved.model);
+        let ours = flat(
+            source(&moved, 7)
+                .piecewise_linear()
+                .diagonal(&params, DiagonalKind::Hessian)
+                .unwrap(),
+        );
+        let rel = if backend.dtype == DType::F64 {
+            1e-12
+        } else {
+            1e-4
+        };
+        assert_close(
+            &format!("{} diag_h on {}", std::any::type_name::<M>(), backend.name),
+            &ours,
+            &expected,
+            rel,
+        );
+    }
+    compare::<SigmoidDropInCnn>(backend);
+    compare::<SmoothMlp>(backend);
 }
 
 fn exact_with_activations<M: Tiny>(

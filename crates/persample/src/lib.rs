@@ -18,7 +18,11 @@
 //!   [`TransformerDecoder`] — and wrap the forward and backward pass of a tracked step in a
 //!   [`Recorder`]. Each layer then taps its input and adds a zero-valued leaf to its output;
 //!   the leaf's gradient, from the ordinary backward pass, is `∂L/∂output`. Per-sample norms,
-//!   dot products and sums of squares follow in closed form, layer by layer.
+//!   dot products and sums of squares follow in closed form, layer by layer. The activation
+//!   drop-ins ([`Sigmoid`], [`Tanh`], [`Gelu`], [`SiLU`], [`Softplus`], [`Elu`],
+//!   [`Softsign`], [`Relu`], [`LeakyRelu`], and [`elementwise`]) have no parameters; under
+//!   [`Recorder::start_with_activations`] a curved one records what curvature sources need
+//!   for an exact Hessian diagonal.
 //! - **exact fallback** ([`ExactPerSample`]): single-sample backward passes, for any model.
 //!
 //! [`MergedPerSample`] joins the parts of one batch (micro-batches of gradient accumulation,

@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::{log_softmax, softmax};
-use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{Int, Tensor, TensorCreationOptions, TensorData};
 use cockpit_persample::{PerSampleSource, Recorder, Recording, Request};
 
 use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
@@ -387,49 +387,36 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     /// The columns `s_{·,c}` `[B, C]` of the loss Hessian's square root, one per output.
     fn exact_columns(&self, f: &Tensor<2>) -> Vec<Tensor<2>> {
         let [batch, classes] = f.dims();
-        let device = f.device();
-        let dtype = f.dtype();
-        let unit = |c: usize| -> Tensor<2> {
-            let mut row = vec![0.0; classes];
-            row[c] = 1.0;
-            Tensor::<2>::from_data(TensorData::new(row, [1, classes]), (&device, dtype))
-        };
-        match &self.loss {
-            OutputLoss::Mse(_) => {
-                let scale = (2.0 / classes as f64).sqrt();
-                (0..classes)
-                    .map(|c| unit(c).mul_scalar(scale).expand([batch, classes]))
-                    .collect()
-            }
-            OutputLoss::CrossEntropy(_) => {
-                let p = softmax(f.clone(), 1);
-                (0..classes)
-                    .map(|c| {
-                        let root = p.clone().slice([0..batch, c..c + 1]).sqrt();
-                        (unit(c) - p.clone()) * root
-                    })
-                    .collect()
-            }
-        }
+        let stacked = self.stacked_exact_columns(f, 0..classes);
+        (0..classes)
+            .map(|c| {
+                stacked
+                    .clone()
+                    .slice([c * batch..(c + 1) * batch, 0..classes])
+            })
+            .collect()
     }
 
     /// The columns `classes` of [`Self::exact_columns`] stacked copy-major, `[k·B, C]` (rows
     /// `j·B..(j + 1)·B` the column `s_{·,c₀+j}`), built in a fixed number of operations
-    /// whatever `k`: the one-hot rows `E` are uploaded, and for cross-entropy
-    /// `S = (E − P) ⊙ √(Σ_c P ⊙ E)` with `P` the probabilities repeated `k` times.
+    /// whatever `k`: the one-hot rows `E` compare each row's column with `0..C` (only the
+    /// `k·B` row indices are uploaded), and for cross-entropy `S = (E − P) ⊙ √(Σ_c P ⊙ E)`
+    /// with `P` the probabilities repeated `k` times.
     fn stacked_exact_columns(&self, f: &Tensor<2>, columns: std::ops::Range<usize>) -> Tensor<2> {
         let [batch, classes] = f.dims();
-        let copies = columns.len();
-        let onehot: Vec<f64> = (0..copies * batch * classes)
-            .map(|i| {
-                let (row, column) = (i / classes, i % classes);
-                f64::from(u8::from(columns.start + row / batch == column))
-            })
+        let (copies, device) = (columns.len(), f.device());
+        let rows = copies * batch;
+        let column_of_row: Vec<i64> = (0..rows)
+            .map(|row| (columns.start + row / batch) as i64)
             .collect();
-        let e = Tensor::<2>::from_data(
-            TensorData::new(onehot, [copies * batch, classes]),
-            (&f.device(), f.dtype()),
-        );
+        let column_of_row =
+            Tensor::<2, Int>::from_data(TensorData::new(column_of_row, [rows, 1]), &device);
+        let all = Tensor::<1, Int>::arange(0..classes as i64, &device).reshape([1, classes]);
+        let e = column_of_row
+            .expand([rows, classes])
+            .equal(all.expand([rows, classes]))
+            .float()
+            .cast(f.dtype());
         match &self.loss {
             OutputLoss::Mse(_) => e.mul_scalar((2.0 / classes as f64).sqrt()),
             OutputLoss::CrossEntropy(_) => {

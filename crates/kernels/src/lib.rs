@@ -15,13 +15,20 @@
 //! NaN lands in bin 0, `−∞` in the first bin and `+∞` in the last, as on the host. Counts are
 //! integer atomic adds: exact and independent of their order.
 //!
-//! Only CubeCL devices run the kernel, and only float32 values ([`supports`]); everything
+//! A second kernel reduces **many tensors in one launch** ([`sums`]): a model's per-parameter
+//! squared norms, distances or inner products, `[P]`, in one launch per [`GROUP`] parameters
+//! and one axis reduction, where burn's operations take a fill, a sum and an element-wise pass
+//! per parameter.
+//!
+//! Only CubeCL devices run the kernels, and only float32 values ([`supports`]); everything
 //! else (flex, ndarray, other float types) keeps the caller's tensor-operation path.
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod count;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod kernel;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod sums;
 
 use burn::tensor::{DType, Device, Int, Tensor};
 
@@ -178,6 +185,87 @@ pub fn count_cells(
     imp::count(values, thresholds, Some(y), bins, y_bins, guess)
 }
 
+/// What [`sums`] adds up over each tensor's elements.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Summand {
+    /// `Σ_k x_k²`.
+    Square,
+    /// `Σ_k (x_k − scale·y_k)²`, `scale·y_k` rounded to float32 before the difference (as
+    /// burn's `x − y·scale` rounds it).
+    Distance {
+        /// The factor on `y`.
+        scale: f32,
+    },
+    /// `Σ_k x_k·y_k`.
+    Product,
+}
+
+/// The most tensors one launch of [`sums`] reduces.
+pub const GROUP: usize = 8;
+
+/// Each tensor's sum of `summand`, `[P]` for `P` tensors `x` (and `y`, paired by position, for
+/// [`Summand::Distance`] and [`Summand::Product`]; ignored for [`Summand::Square`]), on their
+/// device: one launch per [`GROUP`] tensors, each tensor spread over as many cubes as its
+/// length asks, then one axis reduction of the partial sums (and, beyond one group, one copy
+/// per group). Sums are float32, each cube adding its units' registers in a tree.
+///
+/// `None` where [`supports`] is false, the tensors are on other devices or of other types,
+/// `x` is empty, a tensor is empty or longer than [`LAUNCH_VALUES`], or `y` does not pair
+/// with `x` (a length or a count that differs).
+pub fn sums(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>]) -> Option<Tensor<1>> {
+    checked(summand, x, y, 1)?;
+    let paired = !matches!(summand, Summand::Square);
+    Some(imp::row_sums(summand, x, if paired { y } else { &[] }, 1)?.reshape([x.len()]))
+}
+
+/// The most rows [`row_sums`] takes in one launch (a launch's third grid axis).
+pub const MAX_ROWS: usize = 65_535;
+
+/// Each row's sum of `summand`, `[P, B]`, for `P` tensors `x` of `B` rows each (`[B, d_p]`,
+/// `d_p` free per tensor; `y` paired as for [`sums`]): per-sample statistics such as each
+/// sample's `‖a_n‖²` over several layers' inputs and outputs in one launch per [`GROUP`]
+/// tensors and one axis reduction. Each row is spread over as many cubes as its length asks.
+///
+/// `None` as for [`sums`], or if the tensors' row counts differ or exceed [`MAX_ROWS`].
+pub fn row_sums(summand: Summand, x: &[Tensor<2>], y: &[Tensor<2>]) -> Option<Tensor<2>> {
+    let rows = x.first()?.dims()[0];
+    let same_rows = |t: &[Tensor<2>]| t.iter().all(|t| t.dims()[0] == rows);
+    if !(1..=MAX_ROWS).contains(&rows) || !same_rows(x) || !same_rows(y) {
+        return None;
+    }
+    let flat = |t: &[Tensor<2>]| -> Vec<Tensor<1>> {
+        t.iter()
+            .map(|t| {
+                let [r, d] = t.dims();
+                t.clone().reshape([r * d])
+            })
+            .collect()
+    };
+    let (x, y) = (flat(x), flat(y));
+    checked(summand, &x, &y, rows)?;
+    let paired = !matches!(summand, Summand::Square);
+    imp::row_sums(summand, &x, if paired { &y } else { &[] }, rows)
+}
+
+/// `Some` where the kernel takes these operands (see [`sums`]).
+fn checked(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>], rows: usize) -> Option<()> {
+    let first = x.first()?;
+    let (device, dtype) = (first.device(), first.dtype());
+    if !supports(&device, dtype) {
+        return None;
+    }
+    let paired = !matches!(summand, Summand::Square);
+    let fits = |t: &Tensor<1>| {
+        t.device() == device && t.dtype() == dtype && (rows..=LAUNCH_VALUES).contains(&t.dims()[0])
+    };
+    let pairs_fit = !paired
+        || (y.len() == x.len()
+            && x.iter()
+                .zip(y)
+                .all(|(a, b)| fits(b) && a.dims() == b.dims()));
+    (x.iter().all(fits) && pairs_fit).then_some(())
+}
+
 fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
     let (device, dtype) = (values.device(), values.dtype()?);
     let fits = supports(&device, dtype)
@@ -194,7 +282,10 @@ fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-use count as imp;
+mod imp {
+    pub(super) use super::count::count;
+    pub(super) use super::sums::row_sums;
+}
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
 mod imp {
@@ -208,6 +299,15 @@ mod imp {
         _y_bins: usize,
         _guess: Option<super::Guess>,
     ) -> Option<Tensor<1, Int>> {
+        None
+    }
+
+    pub(super) fn row_sums(
+        _summand: super::Summand,
+        _x: &[Tensor<1>],
+        _y: &[Tensor<1>],
+        _rows: usize,
+    ) -> Option<Tensor<2>> {
         None
     }
 }

@@ -129,7 +129,7 @@ impl PerSampleSource for ExactPerSample {
             if rows[0].len() == max_rows || n + 1 == self.batch {
                 for (index, entry) in entries.iter().enumerate() {
                     let chunk = Tensor::cat(std::mem::take(&mut rows[index]), 0);
-                    stats.add_partial(index, entry, chunk, &mut request)?;
+                    stats.add_partial(index, entry, chunk, None, &mut request)?;
                 }
             }
         }

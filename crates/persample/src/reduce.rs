@@ -22,6 +22,44 @@ use burn::tensor::ops::PadMode;
 /// The most values one reduction runs over.
 pub const STAGE: usize = 1 << 14;
 
+/// Each tensor's `Σ (x − scale·y)²` (`Σ x²` without `scale`) in one launch per eight tensors
+/// where `cockpit-kernels` runs (a CubeCL device, float32); `None` elsewhere, and the caller
+/// reduces with burn's operations.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(crate) fn kernel_sums(
+    scale: Option<f32>,
+    x: &[Tensor<1>],
+    y: &[Tensor<1>],
+) -> Option<Tensor<1>> {
+    use cockpit_kernels::Summand;
+    let summand = scale.map_or(Summand::Square, |scale| Summand::Distance { scale });
+    cockpit_kernels::sums(summand, x, y)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub(crate) fn kernel_sums(
+    _scale: Option<f32>,
+    _x: &[Tensor<1>],
+    _y: &[Tensor<1>],
+) -> Option<Tensor<1>> {
+    None
+}
+
+/// Each row's sum of squares of each `x_p` `[B, d_p]`, `[P, B]`, in one launch per eight
+/// tensors where `cockpit-kernels` runs (a CubeCL device, float32, rows of any length: the
+/// kernel's partial sums are its own, and the last reduction runs over at most 1 024 of them,
+/// far below lavapipe's limit above); `None` elsewhere, and the caller reduces with
+/// [`sum_dim`].
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(crate) fn kernel_row_sq_sums(x: &[Tensor<2>]) -> Option<Tensor<2>> {
+    cockpit_kernels::row_sums(cockpit_kernels::Summand::Square, x, &[])
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub(crate) fn kernel_row_sq_sums(_x: &[Tensor<2>]) -> Option<Tensor<2>> {
+    None
+}
+
 /// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values.
 pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> Tensor<D, K> {
     staged(

@@ -130,17 +130,21 @@ impl Snapshot {
 
     /// Per-parameter squared L2 norms, `[P]`, on the device.
     ///
+    /// # Cost
+    ///
+    /// On a CubeCL device (float32, feature `wgpu` or `cuda`): one launch per eight parameters and one
+    /// axis reduction ([`cockpit_kernels::sums`]). Elsewhere a square, a sum and a copy per
+    /// parameter.
+    ///
     /// # Panics
     ///
     /// Never for a non-empty snapshot; an empty one is refused by the Cockpit before this.
     pub fn sq_norms(&self) -> Tensor<1> {
-        Tensor::cat(
-            self.entries
-                .iter()
-                .map(|e| e.value.clone().square().sum())
-                .collect(),
-            0,
-        )
+        let values: Vec<Tensor<1>> = self.entries.iter().map(|e| e.value.clone()).collect();
+        if let Some(sums) = crate::reduce::kernel_sums(None, &values, &[]) {
+            return sums;
+        }
+        Tensor::cat(values.into_iter().map(|v| v.square().sum()).collect(), 0)
     }
 
     /// All values in one vector `[numel]`, the parameters concatenated in visiting order (one
@@ -183,11 +187,31 @@ impl Snapshot {
     /// Per-parameter squared L2 distances `‖self_p − other_p‖²`, `[P]`, on the device, matching
     /// parameters by [`ParamId`].
     ///
+    /// # Cost
+    ///
+    /// As [`Snapshot::sq_norms`]: on a CubeCL device one launch per eight parameters (the
+    /// difference formed in registers) and one axis reduction.
+    ///
     /// # Errors
     ///
     /// [`PerSampleError::Shape`] if a parameter is missing from `other` or has another shape.
     pub fn sq_distances(&self, other: &Snapshot) -> Result<Tensor<1>, PerSampleError> {
-        let mut parts = Vec::with_capacity(self.entries.len());
+        self.scaled_sq_distances(other, 1.0)
+    }
+
+    /// Per-parameter `‖self_p − factor·other_p‖²`, `[P]`, on the device, matching parameters by
+    /// [`ParamId`] (`factor·other_p` rounded to the values' type first, as
+    /// `self.difference(&other.scaled(factor))` rounds it). Cost as [`Snapshot::sq_distances`].
+    ///
+    /// # Errors
+    ///
+    /// [`PerSampleError::Shape`] if a parameter is missing from `other` or has another shape.
+    pub fn scaled_sq_distances(
+        &self,
+        other: &Snapshot,
+        factor: f64,
+    ) -> Result<Tensor<1>, PerSampleError> {
+        let (mut values, mut references) = (Vec::new(), Vec::new());
         for entry in &self.entries {
             let Some(reference) = other.get(entry.id) else {
                 return Err(PerSampleError::Shape(format!(
@@ -201,12 +225,24 @@ impl Snapshot {
                     entry.name, reference.shape, entry.shape
                 )));
             }
-            parts.push(
-                (entry.value.clone() - reference.value.clone())
-                    .square()
-                    .sum(),
-            );
+            values.push(entry.value.clone());
+            references.push(reference.value.clone());
         }
+        if let Some(sums) = crate::reduce::kernel_sums(Some(factor as f32), &values, &references) {
+            return Ok(sums);
+        }
+        let parts = values
+            .into_iter()
+            .zip(references)
+            .map(|(value, reference)| {
+                let reference = if factor == 1.0 {
+                    reference
+                } else {
+                    reference * factor
+                };
+                (value - reference).square().sum()
+            })
+            .collect();
         Ok(Tensor::cat(parts, 0))
     }
 }

@@ -66,12 +66,14 @@ impl Accumulator {
     }
 
     /// Statistics of one parameter from per-sample gradients `g` `[b, numel]` of some of the
-    /// samples (chunks arrive in sample order).
+    /// samples (chunks arrive in sample order); `sq_norms`, the rows' squared norms where the
+    /// caller already has them.
     pub(crate) fn add_partial(
         &mut self,
         index: usize,
         entry: &ParamEntry,
         g: Tensor<2>,
+        sq_norms: Option<Tensor<1>>,
         request: &mut Request<'_>,
     ) -> Result<(), PerSampleError> {
         self.slot(index);
@@ -79,7 +81,8 @@ impl Accumulator {
         let b = g.dims()[0];
         let (want_sq, want_sum_sq, want_max) = self.want;
         if want_sq {
-            self.push_sq_norms(index, sum_dim(g.clone().square(), 1).reshape([b]));
+            let sq = sq_norms.unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b]));
+            self.push_sq_norms(index, sq);
         }
         for (k, direction) in request.directions.iter().enumerate() {
             let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);

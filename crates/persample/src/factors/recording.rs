@@ -8,7 +8,7 @@ use super::accumulator::Accumulator;
 use super::coverage::{Coverage, Refusal, refusal_of};
 use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use crate::layers::Elementwise;
-use crate::reduce::{max_dim_nonnegative, sum_dim};
+use crate::reduce::{kernel_row_sq_sums, max_dim_nonnegative, sum_dim};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +228,38 @@ impl Recording {
         self.dense.iter().find(|d| d.param == id)
     }
 
+    /// Each one-position layer's per-sample `(‖a_n‖², ‖e_n‖²)`, by layer, where the kernels
+    /// run: every such layer's row sums in one launch per eight factors (`None` for the other
+    /// layers; empty where the kernels do not run, and the caller reduces layer by layer).
+    #[allow(clippy::type_complexity)]
+    fn single_position_row_sq_sums(&self) -> Vec<Option<(Tensor<1>, Tensor<1>)>> {
+        let single: Vec<usize> = (0..self.layers.len())
+            .filter(|&l| self.layers[l].a.dims()[1] == 1)
+            .collect();
+        let factors: Vec<Tensor<2>> = single
+            .iter()
+            .flat_map(|&l| {
+                let layer = &self.layers[l];
+                let [batch, _, d_in] = layer.a.dims();
+                let d_out = layer.e.dims()[2];
+                [
+                    layer.a.clone().reshape([batch, d_in]),
+                    layer.e.clone().reshape([batch, d_out]),
+                ]
+            })
+            .collect();
+        let Some(sums) = kernel_row_sq_sums(&factors) else {
+            return Vec::new();
+        };
+        let batch = self.batch;
+        let row = |k: usize| sums.clone().slice(k..k + 1).reshape([batch]);
+        let mut by_layer = vec![None; self.layers.len()];
+        for (k, &l) in single.iter().enumerate() {
+            by_layer[l] = Some((row(2 * k), row(2 * k + 1)));
+        }
+        by_layer
+    }
+
     fn find(&self, id: ParamId) -> Option<(&LayerFactors, bool)> {
         self.layers.iter().find_map(|l| {
             if l.weight == id {
@@ -262,6 +294,10 @@ impl PerSampleSource for Recording {
             )));
         }
         let mut stats = Accumulator::new(self.batch, &request);
+        let row_sq = match request.sq_norms {
+            true => self.single_position_row_sq_sums(),
+            false => Vec::new(),
+        };
         for (index, entry) in params.entries().iter().enumerate() {
             stats.slot(index);
             if let Some(dense) = self.find_dense(entry.id) {
@@ -269,7 +305,7 @@ impl PerSampleSource for Recording {
                 for start in (0..self.batch).step_by(chunk) {
                     let end = (start + chunk).min(self.batch);
                     let g = dense.g.clone().slice(start..end);
-                    stats.add_partial(index, entry, g, &mut request)?;
+                    stats.add_partial(index, entry, g, None, &mut request)?;
                 }
                 continue;
             }
@@ -278,9 +314,23 @@ impl PerSampleSource for Recording {
             };
             let [batch, positions, d_in] = layer.a.dims();
             let d_out = layer.e.dims()[2];
+            // `‖a_n‖²` and `‖e_n‖²` of a one-position layer, where the kernels summed them.
+            let known = self
+                .layers
+                .iter()
+                .position(|l| std::ptr::eq(l, layer))
+                .and_then(|l| row_sq.get(l).cloned().flatten());
             if !is_weight {
-                let g = sum_dim(layer.e.clone(), 1).reshape([batch, d_out]);
-                stats.add_partial(index, entry, g, &mut request)?;
+                // One position: the bias's per-sample gradient is `e` itself, no reduction,
+                // and its squared norms are `‖e_n‖²`.
+                let (g, sq) = match positions {
+                    1 => (
+                        layer.e.clone().reshape([batch, d_out]),
+                        known.map(|(_, e_sq)| e_sq),
+                    ),
+                    _ => (sum_dim(layer.e.clone(), 1).reshape([batch, d_out]), None),
+                };
+                stats.add_partial(index, entry, g, sq, &mut request)?;
                 continue;
             }
             if (positions > 1 || layer.layout == Layout::OutIn)
@@ -304,15 +354,21 @@ impl PerSampleSource for Recording {
                         Layout::OutIn => e.swap_dims(1, 2).matmul(a),
                     };
                     let g = g.reshape([end - start, d_in * d_out]);
-                    stats.add_partial(index, entry, g, &mut request)?;
+                    stats.add_partial(index, entry, g, None, &mut request)?;
                 }
                 continue;
             }
             let a = layer.a.clone().reshape([batch, d_in]);
             let e = layer.e.clone().reshape([batch, d_out]);
             if request.sq_norms {
-                let sq = sum_dim(a.clone().square(), 1) * sum_dim(e.clone().square(), 1);
-                stats.push_sq_norms(index, sq.reshape([batch]));
+                let sq = match known {
+                    Some((a_sq, e_sq)) => a_sq * e_sq,
+                    None => {
+                        let sq = sum_dim(a.clone().square(), 1) * sum_dim(e.clone().square(), 1);
+                        sq.reshape([batch])
+                    }
+                };
+                stats.push_sq_norms(index, sq);
             }
             for (k, direction) in request.directions.iter().enumerate() {
                 let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);

@@ -203,7 +203,7 @@ impl Alpha {
                 parts.push(grad_sq_norm.clone());
                 if checked {
                     let moved = ctx.params.difference(&start.params)?;
-                    parts.push(moved.sq_distances(&grads.scaled(-lr))?.sum());
+                    parts.push(moved.scaled_sq_distances(grads, -lr)?.sum());
                 }
                 parts.extend([dots.clone(), end_dots]);
                 Ok(Projections::Sgd {

@@ -222,24 +222,15 @@ pub fn sums(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>]) -> Option<Tensor
 pub const MAX_ROWS: usize = 65_535;
 
 /// Each row's sum of `summand`, `[P, B]`, for `P` tensors `x` of `B` rows each (`[B, d_p]`,
-/// `d_p` free per tensor; `y_p` paired by position, `[B, d_p]` row by row or `[1, d_p]`, one
-/// row for every row): per-sample statistics such as each sample's `‖a_n‖²`, or a bias's
-/// `⟨e_n, v⟩`, over several layers in one launch per [`GROUP`] tensors and one axis
-/// reduction. Each row is spread over as many cubes as its length asks.
+/// `d_p` free per tensor; `y` paired as for [`sums`]): per-sample statistics such as each
+/// sample's `‖a_n‖²` over several layers' inputs and outputs in one launch per [`GROUP`]
+/// tensors and one axis reduction. Each row is spread over as many cubes as its length asks.
 ///
-/// `None` as for [`sums`], or if the tensors' row counts differ or exceed [`MAX_ROWS`], or a
-/// `y_p` has another width or neither `B` rows nor one.
+/// `None` as for [`sums`], or if the tensors' row counts differ or exceed [`MAX_ROWS`].
 pub fn row_sums(summand: Summand, x: &[Tensor<2>], y: &[Tensor<2>]) -> Option<Tensor<2>> {
     let rows = x.first()?.dims()[0];
-    let paired = !matches!(summand, Summand::Square);
-    let pairs = |(a, b): (&Tensor<2>, &Tensor<2>)| {
-        let ([_, width], [b_rows, b_width]) = (a.dims(), b.dims());
-        b_width == width && (b_rows == rows || b_rows == 1)
-    };
-    if !(1..=MAX_ROWS).contains(&rows)
-        || !x.iter().all(|t| t.dims()[0] == rows)
-        || (paired && (y.len() != x.len() || !x.iter().zip(y).all(pairs)))
-    {
+    let same_rows = |t: &[Tensor<2>]| t.iter().all(|t| t.dims()[0] == rows);
+    if !(1..=MAX_ROWS).contains(&rows) || !same_rows(x) || !same_rows(y) {
         return None;
     }
     let flat = |t: &[Tensor<2>]| -> Vec<Tensor<1>> {
@@ -252,11 +243,11 @@ pub fn row_sums(summand: Summand, x: &[Tensor<2>], y: &[Tensor<2>]) -> Option<Te
     };
     let (x, y) = (flat(x), flat(y));
     checked(summand, &x, &y, rows)?;
+    let paired = !matches!(summand, Summand::Square);
     imp::row_sums(summand, &x, if paired { &y } else { &[] }, rows)
 }
 
-/// `Some` where the kernel takes these operands (see [`sums`]): each `y_p` as long as `x_p`
-/// or, with `rows` rows, one row of it.
+/// `Some` where the kernel takes these operands (see [`sums`]).
 fn checked(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>], rows: usize) -> Option<()> {
     let first = x.first()?;
     let (device, dtype) = (first.device(), first.dtype());
@@ -264,14 +255,14 @@ fn checked(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>], rows: usize) -> O
         return None;
     }
     let paired = !matches!(summand, Summand::Square);
-    let on_device = |t: &Tensor<1>| t.device() == device && t.dtype() == dtype;
-    let fits = |t: &Tensor<1>| on_device(t) && (rows..=LAUNCH_VALUES).contains(&t.dims()[0]);
+    let fits = |t: &Tensor<1>| {
+        t.device() == device && t.dtype() == dtype && (rows..=LAUNCH_VALUES).contains(&t.dims()[0])
+    };
     let pairs_fit = !paired
         || (y.len() == x.len()
-            && x.iter().zip(y).all(|(a, b)| {
-                let (a, b_len) = (a.dims()[0], b.dims()[0]);
-                on_device(b) && (b_len == a || b_len * rows == a)
-            }));
+            && x.iter()
+                .zip(y)
+                .all(|(a, b)| fits(b) && a.dims() == b.dims()));
     (x.iter().all(fits) && pairs_fit).then_some(())
 }
 

@@ -32,19 +32,7 @@ mod device {
     use burn_cubecl::cubecl;
     use burn_cubecl::cubecl::prelude::*;
 
-    /// Where row `row` of slot `slot`'s `y` starts: `base`, or 0 where the slot's bit of
-    /// `broadcast` says its `y` is one row for every row.
-    #[cube]
-    fn y_base(broadcast: u32, slot: u32, base: usize) -> usize {
-        let mut at = base;
-        if (broadcast >> slot) & 1u32 == 1u32 {
-            at = 0usize;
-        }
-        at
-    }
-
-    /// `Σ_k` of the summand of `x[base + k]` and `y[y_base + k]` for `k = start, start +
-    /// stride, … < len`.
+    /// `Σ_k` of the summand over `base + k` for `k = start, start + stride, … < len`.
     #[cube]
     #[allow(clippy::too_many_arguments)]
     fn partial<F: Float>(
@@ -52,7 +40,6 @@ mod device {
         y: &Tensor<F>,
         len: usize,
         base: usize,
-        y_base: usize,
         start: usize,
         stride: usize,
         scale: f32,
@@ -64,9 +51,9 @@ mod device {
         while k < len {
             let v = x[base + k];
             if product {
-                acc += v * y[y_base + k];
+                acc += v * y[base + k];
             } else if with_y {
-                let d = v - F::cast_from(scale) * y[y_base + k];
+                let d = v - F::cast_from(scale) * y[base + k];
                 acc += d * d;
             } else {
                 acc += v * v;
@@ -108,7 +95,6 @@ mod device {
         l6: usize,
         l7: usize,
         scale: f32,
-        broadcast: u32,
         #[comptime] units: usize,
         #[comptime] with_y: bool,
         #[comptime] product: bool,
@@ -124,117 +110,21 @@ mod device {
         let stride = chunks * units;
         let mut acc = F::new(0.0);
         if slot == 0 {
-            let yb = y_base(broadcast, 0u32, row * l0);
-            acc = partial::<F>(
-                x0,
-                y0,
-                l0,
-                row * l0,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x0, y0, l0, row * l0, start, stride, scale, with_y, product);
         } else if slot == 1 {
-            let yb = y_base(broadcast, 1u32, row * l1);
-            acc = partial::<F>(
-                x1,
-                y1,
-                l1,
-                row * l1,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x1, y1, l1, row * l1, start, stride, scale, with_y, product);
         } else if slot == 2 {
-            let yb = y_base(broadcast, 2u32, row * l2);
-            acc = partial::<F>(
-                x2,
-                y2,
-                l2,
-                row * l2,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x2, y2, l2, row * l2, start, stride, scale, with_y, product);
         } else if slot == 3 {
-            let yb = y_base(broadcast, 3u32, row * l3);
-            acc = partial::<F>(
-                x3,
-                y3,
-                l3,
-                row * l3,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x3, y3, l3, row * l3, start, stride, scale, with_y, product);
         } else if slot == 4 {
-            let yb = y_base(broadcast, 4u32, row * l4);
-            acc = partial::<F>(
-                x4,
-                y4,
-                l4,
-                row * l4,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x4, y4, l4, row * l4, start, stride, scale, with_y, product);
         } else if slot == 5 {
-            let yb = y_base(broadcast, 5u32, row * l5);
-            acc = partial::<F>(
-                x5,
-                y5,
-                l5,
-                row * l5,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x5, y5, l5, row * l5, start, stride, scale, with_y, product);
         } else if slot == 6 {
-            let yb = y_base(broadcast, 6u32, row * l6);
-            acc = partial::<F>(
-                x6,
-                y6,
-                l6,
-                row * l6,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x6, y6, l6, row * l6, start, stride, scale, with_y, product);
         } else {
-            let yb = y_base(broadcast, 7u32, row * l7);
-            acc = partial::<F>(
-                x7,
-                y7,
-                l7,
-                row * l7,
-                yb,
-                start,
-                stride,
-                scale,
-                with_y,
-                product,
-            );
+            acc = partial::<F>(x7, y7, l7, row * l7, start, stride, scale, with_y, product);
         }
         let mut shared = Shared::<[F]>::new_slice(units);
         shared[unit] = acc;
@@ -261,8 +151,7 @@ pub trait SumOps: Backend {
     /// The partial sums `[slots · rows · chunks]` of the first `slots` (at most [`GROUP`])
     /// tensors `x_s` (with `y_s` for the two-operand summands) of `rows` rows of `lens[s]`
     /// values: the sum of `(s, n, ·)` is row `n` of tensor `s`'s sum (the other slots are
-    /// placeholders, never read). Slot `s`'s `y` is one row used for every row where bit `s`
-    /// of `broadcast` is set. `summand` is 0 (`x²`), 1 (`(x − scale·y)²`) or 2 (`x·y`).
+    /// placeholders, never read). `summand` is 0 (`x²`), 1 (`(x − scale·y)²`) or 2 (`x·y`).
     #[fusion(dtype = burn::tensor::DType::F32, shape = burn::tensor::Shape::new([*slots * *rows * *chunks]))]
     #[allow(clippy::too_many_arguments)]
     fn partial_sums(
@@ -288,7 +177,6 @@ pub trait SumOps: Backend {
         chunks: usize,
         summand: u32,
         scale: f32,
-        broadcast: u32,
     ) -> FloatTensor<Self>;
 }
 
@@ -316,7 +204,6 @@ impl SumOps for CubeBackend {
         chunks: usize,
         summand: u32,
         scale: f32,
-        broadcast: u32,
     ) -> CubeTensor {
         let [x0, x1, x2, x3, x4, x5, x6, x7] =
             [x0, x1, x2, x3, x4, x5, x6, x7].map(into_contiguous);
@@ -363,7 +250,6 @@ impl SumOps for CubeBackend {
             lens[6],
             lens[7],
             scale,
-            broadcast,
             units as usize,
             summand != 0,
             summand == 2,
@@ -374,9 +260,8 @@ impl SumOps for CubeBackend {
 }
 
 /// The row sums `[P, rows]` of `P` tensors of `rows` rows each, row `n` of tensor `p` the
-/// values `n·len_p … (n + 1)·len_p`, each `y_p` paired row by row or, one row long, with every
-/// row (the caller checked the operands: float32 on one CubeCL device, lengths that pair, none
-/// empty, at least one tensor, `rows` within a launch's cubes).
+/// values `n·len_p … (n + 1)·len_p` (the caller checked the operands: float32 on one CubeCL
+/// device, equal lengths, none empty, at least one tensor, `rows` within a launch's cubes).
 pub(crate) fn row_sums(
     summand: Summand,
     x: &[Tensor<1>],
@@ -407,12 +292,8 @@ pub(crate) fn row_sums(
             &y[first..first + group.len()]
         };
         let mut lens = [0usize; GROUP];
-        let mut broadcast = 0u32;
-        for (s, t) in group.iter().enumerate() {
-            lens[s] = t.dims()[0] / rows;
-            if paired[s].dims()[0] != t.dims()[0] {
-                broadcast |= 1 << s;
-            }
+        for (len, t) in lens.iter_mut().zip(group) {
+            *len = t.dims()[0] / rows;
         }
         let [x0, x1, x2, x3, x4, x5, x6, x7] = std::array::from_fn(|s| operand(group, s));
         let [y0, y1, y2, y3, y4, y5, y6, y7] = std::array::from_fn(|s| operand(paired, s));
@@ -439,7 +320,6 @@ pub(crate) fn row_sums(
             chunks,
             code,
             scale,
-            broadcast,
         );
         partials.push(Tensor::<1>::from_dispatch(out));
     }

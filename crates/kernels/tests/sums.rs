@@ -143,69 +143,6 @@ fn every_row_sum_matches_float64_sums() {
     }
 }
 
-/// A `y` of one row pairs with every row of its `x` (a bias's direction against each sample's
-/// output gradient), beside `y`s paired row by row in the same launch.
-#[test]
-fn one_row_pairs_with_every_row() {
-    let device = device();
-    let rows = 5;
-    let widths = [3, 700, 1, 5_000, 64, 2, 9, 300, 17];
-    let xs: Vec<Vec<f32>> = widths
-        .iter()
-        .enumerate()
-        .map(|(p, &w)| floats(p as u64 + 300, rows * w, 1.5))
-        .collect();
-    // Odd tensors get one row, even ones a row per row of `x`.
-    let ys: Vec<Vec<f32>> = widths
-        .iter()
-        .enumerate()
-        .map(|(p, &w)| floats(p as u64 + 400, if p % 2 == 1 { w } else { rows * w }, 1.0))
-        .collect();
-    let x: Vec<Tensor<2>> = xs
-        .iter()
-        .zip(widths)
-        .map(|(v, w)| tensor(v, &device).reshape([rows, w]))
-        .collect();
-    let y: Vec<Tensor<2>> = ys
-        .iter()
-        .zip(widths)
-        .map(|(v, w)| tensor(v, &device).reshape([v.len() / w, w]))
-        .collect();
-    for summand in [Summand::Product, Summand::Distance { scale: -1.25 }] {
-        let got = read(
-            row_sums(summand, &x, &y)
-                .expect("the kernel runs on wgpu")
-                .reshape([widths.len() * rows]),
-        );
-        for (p, &w) in widths.iter().enumerate() {
-            for n in 0..rows {
-                let xr = &xs[p][n * w..(n + 1) * w];
-                let yr = if p % 2 == 1 {
-                    &ys[p][..]
-                } else {
-                    &ys[p][n * w..(n + 1) * w]
-                };
-                let want = host(summand, xr, yr);
-                let scale: f64 = xr
-                    .iter()
-                    .zip(yr)
-                    .map(|(&a, &b)| (f64::from(a).abs() + 1.25 * f64::from(b).abs()).powi(2))
-                    .sum();
-                let value = f64::from(got[p * rows + n]);
-                assert!(
-                    (value - want).abs() <= 1e-5 * scale + 1e-30,
-                    "{summand:?}: tensor {p} row {n}: {value} against {want}"
-                );
-            }
-        }
-    }
-    // A one-row `y` of another width, or of neither one nor `B` rows, is refused.
-    let narrow = tensor(&floats(9, 2, 1.0), &device).reshape([1, 2]);
-    assert!(row_sums(Summand::Product, &x[..1], &[narrow]).is_none());
-    let two = tensor(&floats(9, 6, 1.0), &device).reshape([2, 3]);
-    assert!(row_sums(Summand::Product, &x[..1], &[two]).is_none());
-}
-
 #[test]
 fn operands_that_do_not_pair_are_refused() {
     let device = device();

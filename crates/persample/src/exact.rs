@@ -8,7 +8,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
 use super::base::{PerSampleSource, PerSampleStats, Request};
-use super::factors::{Accumulator, Coverage, Known, Recording, chunk_samples, refusal_of};
+use super::factors::{Accumulator, Coverage, Recording, chunk_samples, refusal_of};
 use super::recorder::single_sample_pass;
 use crate::{PerSampleError, Snapshot};
 
@@ -129,7 +129,7 @@ impl PerSampleSource for ExactPerSample {
             if rows[0].len() == max_rows || n + 1 == self.batch {
                 for (index, entry) in entries.iter().enumerate() {
                     let chunk = Tensor::cat(std::mem::take(&mut rows[index]), 0);
-                    stats.add_partial(index, entry, chunk, Known::default(), &mut request)?;
+                    stats.add_partial(index, entry, chunk, None, &mut request)?;
                 }
             }
         }

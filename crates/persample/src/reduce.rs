@@ -60,30 +60,6 @@ pub(crate) fn kernel_row_sq_sums(_x: &[Tensor<2>]) -> Option<Tensor<2>> {
     None
 }
 
-/// Each row's inner product `⟨x_{p,n}, y_{p,n}⟩` (`y_p` `[B, d_p]`, or `[1, d_p]` for every
-/// row), `[P, B]`, in one launch per eight pairs where `cockpit-kernels` runs; `None`
-/// elsewhere. Ask [`kernels_reduce`] first where forming the operands costs work.
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-pub(crate) fn kernel_row_dots(x: &[Tensor<2>], y: &[Tensor<2>]) -> Option<Tensor<2>> {
-    cockpit_kernels::row_sums(cockpit_kernels::Summand::Product, x, y)
-}
-
-#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-pub(crate) fn kernel_row_dots(_x: &[Tensor<2>], _y: &[Tensor<2>]) -> Option<Tensor<2>> {
-    None
-}
-
-/// Whether the kernels reduce tensors of type `dtype` on `device` (see [`kernel_sums`]).
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-pub(crate) fn kernels_reduce(device: &burn::tensor::Device, dtype: burn::tensor::DType) -> bool {
-    cockpit_kernels::supports(device, dtype)
-}
-
-#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-pub(crate) fn kernels_reduce(_device: &burn::tensor::Device, _dtype: burn::tensor::DType) -> bool {
-    false
-}
-
 /// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values.
 pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> Tensor<D, K> {
     staged(

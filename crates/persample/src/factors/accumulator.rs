@@ -7,17 +7,6 @@ use crate::base::{Elements, PerSampleStats, Request};
 use crate::reduce::sum_dim;
 use crate::{ParamEntry, PerSampleError};
 
-/// Statistics of one parameter's per-sample gradients that the caller already has (the
-/// kernels' row sums over every layer at once): [`Accumulator::add_partial`] takes them
-/// instead of reducing `g` again.
-#[derive(Debug, Default)]
-pub(crate) struct Known {
-    /// `‖g_n‖²`, `[b]`.
-    pub sq_norms: Option<Tensor<1>>,
-    /// `⟨g_n, v_k⟩` per direction `k` (`None` where not known), `[b]` each.
-    pub dots: Vec<Option<Tensor<1>>>,
-}
-
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
 /// gradients `[b, numel]`, possibly arriving in several sample chunks.
 pub(crate) struct Accumulator {
@@ -77,13 +66,14 @@ impl Accumulator {
     }
 
     /// Statistics of one parameter from per-sample gradients `g` `[b, numel]` of some of the
-    /// samples (chunks arrive in sample order); `known`, those the caller already has.
+    /// samples (chunks arrive in sample order); `sq_norms`, the rows' squared norms where the
+    /// caller already has them.
     pub(crate) fn add_partial(
         &mut self,
         index: usize,
         entry: &ParamEntry,
         g: Tensor<2>,
-        known: Known,
+        sq_norms: Option<Tensor<1>>,
         request: &mut Request<'_>,
     ) -> Result<(), PerSampleError> {
         self.slot(index);
@@ -91,20 +81,12 @@ impl Accumulator {
         let b = g.dims()[0];
         let (want_sq, want_sum_sq, want_max) = self.want;
         if want_sq {
-            let sq = known
-                .sq_norms
-                .unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b]));
+            let sq = sq_norms.unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b]));
             self.push_sq_norms(index, sq);
         }
         for (k, direction) in request.directions.iter().enumerate() {
-            let dots = match known.dots.get(k).cloned().flatten() {
-                Some(dots) => dots,
-                None => {
-                    let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
-                    g.clone().matmul(v).reshape([b])
-                }
-            };
-            self.dots[k][index].push(dots);
+            let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
+            self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
         }
         if want_sum_sq {
             self.add_sum_sq(index, sum_dim(g.clone().square(), 0).reshape([numel]));

@@ -6,7 +6,7 @@ mod accumulator;
 mod coverage;
 mod recording;
 
-pub(crate) use accumulator::{Accumulator, Known};
+pub(crate) use accumulator::Accumulator;
 pub use coverage::Coverage;
 pub(crate) use coverage::{Refusal, refusal_of};
 pub(crate) use recording::{DenseGradients, LayerFactors, Layout, chunk_samples};

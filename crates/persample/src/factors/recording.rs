@@ -1,18 +1,14 @@
 //! [`Recording`]: what a recorded step holds (each drop-in's factors, the dense per-sample
 //! gradients of the rest) and the per-sample statistics computed from it.
 
-use std::collections::HashMap;
-
 use burn::module::ParamId;
 use burn::tensor::{Device, Tensor};
 
-use super::accumulator::{Accumulator, Known};
+use super::accumulator::Accumulator;
 use super::coverage::{Coverage, Refusal, refusal_of};
 use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use crate::layers::Elementwise;
-use crate::reduce::{
-    kernel_row_dots, kernel_row_sq_sums, kernels_reduce, max_dim_nonnegative, sum_dim,
-};
+use crate::reduce::{kernel_row_sq_sums, max_dim_nonnegative, sum_dim};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,69 +260,6 @@ impl Recording {
         by_layer
     }
 
-    /// The one-position layers' per-sample projections on each direction, by direction and
-    /// parameter, where the kernels run: `⟨a_n V, e_n⟩` for `[d_in, d_out]` weights (one
-    /// matrix product each) and `⟨e_n, v⟩` for biases, every layer's in one launch per eight
-    /// pairs (no bias projection is a matrix-vector product reduced on one cube). Empty where
-    /// the kernels do not run or fewer than two layers have one position; a parameter missing
-    /// from a direction, or of another size, is left to the caller, which reports it.
-    fn single_position_dots(
-        &self,
-        params: &Snapshot,
-        directions: &[&Snapshot],
-    ) -> Vec<HashMap<ParamId, Tensor<1>>> {
-        let Some(first) = self.layers.first() else {
-            return Vec::new();
-        };
-        // One layer's projections gain nothing from a shared launch (measured on lavapipe: a
-        // CNN with one Linear head launched 13 more kernels a step, burn's fusion no longer
-        // joining their copies); two or more do (MLP 784-256-128-10: 14 fewer).
-        let single = self.layers.iter().filter(|l| l.a.dims()[1] == 1).count();
-        if single < 2
-            || directions.is_empty()
-            || !kernels_reduce(&first.a.device(), first.a.dtype())
-        {
-            return Vec::new();
-        }
-        let direction = |d: &Snapshot, id: ParamId, numel: usize| {
-            d.get(id)
-                .filter(|v| params.get(id).is_some() && v.value.dims()[0] == numel)
-                .map(|v| v.value.clone().to_device(&first.a.device()))
-        };
-        let (mut x, mut y, mut ids) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, d) in directions.iter().enumerate() {
-            for layer in self.layers.iter().filter(|l| l.a.dims()[1] == 1) {
-                let [batch, _, d_in] = layer.a.dims();
-                let d_out = layer.e.dims()[2];
-                let e = layer.e.clone().reshape([batch, d_out]);
-                if layer.layout == Layout::InOut
-                    && let Some(v) = direction(d, layer.weight, d_in * d_out)
-                {
-                    let a = layer.a.clone().reshape([batch, d_in]);
-                    x.push(a.matmul(v.reshape([d_in, d_out])));
-                    y.push(e.clone());
-                    ids.push((k, layer.weight));
-                }
-                if let Some(bias) = layer.bias
-                    && let Some(v) = direction(d, bias, d_out)
-                {
-                    x.push(e);
-                    y.push(v.reshape([1, d_out]));
-                    ids.push((k, bias));
-                }
-            }
-        }
-        let Some(dots) = kernel_row_dots(&x, &y) else {
-            return Vec::new();
-        };
-        let batch = self.batch;
-        let mut by_direction = vec![HashMap::new(); directions.len()];
-        for (t, (k, id)) in ids.into_iter().enumerate() {
-            by_direction[k].insert(id, dots.clone().slice(t..t + 1).reshape([batch]));
-        }
-        by_direction
-    }
-
     fn find(&self, id: ParamId) -> Option<(&LayerFactors, bool)> {
         self.layers.iter().find_map(|l| {
             if l.weight == id {
@@ -365,13 +298,6 @@ impl PerSampleSource for Recording {
             true => self.single_position_row_sq_sums(),
             false => Vec::new(),
         };
-        let row_dots = self.single_position_dots(params, &request.directions);
-        let known_dots = |id: ParamId| -> Vec<Option<Tensor<1>>> {
-            row_dots
-                .iter()
-                .map(|by_id| by_id.get(&id).cloned())
-                .collect()
-        };
         for (index, entry) in params.entries().iter().enumerate() {
             stats.slot(index);
             if let Some(dense) = self.find_dense(entry.id) {
@@ -379,7 +305,7 @@ impl PerSampleSource for Recording {
                 for start in (0..self.batch).step_by(chunk) {
                     let end = (start + chunk).min(self.batch);
                     let g = dense.g.clone().slice(start..end);
-                    stats.add_partial(index, entry, g, Known::default(), &mut request)?;
+                    stats.add_partial(index, entry, g, None, &mut request)?;
                 }
                 continue;
             }
@@ -404,11 +330,7 @@ impl PerSampleSource for Recording {
                     ),
                     _ => (sum_dim(layer.e.clone(), 1).reshape([batch, d_out]), None),
                 };
-                let known = Known {
-                    sq_norms: sq,
-                    dots: known_dots(entry.id),
-                };
-                stats.add_partial(index, entry, g, known, &mut request)?;
+                stats.add_partial(index, entry, g, sq, &mut request)?;
                 continue;
             }
             if (positions > 1 || layer.layout == Layout::OutIn)
@@ -432,7 +354,7 @@ impl PerSampleSource for Recording {
                         Layout::OutIn => e.swap_dims(1, 2).matmul(a),
                     };
                     let g = g.reshape([end - start, d_in * d_out]);
-                    stats.add_partial(index, entry, g, Known::default(), &mut request)?;
+                    stats.add_partial(index, entry, g, None, &mut request)?;
                 }
                 continue;
             }
@@ -448,16 +370,10 @@ impl PerSampleSource for Recording {
                 };
                 stats.push_sq_norms(index, sq);
             }
-            let mut known_dots = known_dots(entry.id).into_iter();
             for (k, direction) in request.directions.iter().enumerate() {
-                let dots = match known_dots.next().flatten() {
-                    Some(dots) => dots,
-                    None => {
-                        let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
-                        sum_dim(a.clone().matmul(v) * e.clone(), 1).reshape([batch])
-                    }
-                };
-                stats.push_dots(k, index, dots);
+                let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
+                let dots = sum_dim(a.clone().matmul(v) * e.clone(), 1);
+                stats.push_dots(k, index, dots.reshape([batch]));
             }
             if request.sum_sq {
                 let sum_sq = a.clone().square().transpose().matmul(e.clone().square());

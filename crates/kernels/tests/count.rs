@@ -2,25 +2,11 @@
 //! bin found by walking them), on wgpu (lavapipe where there is no GPU).
 #![cfg(feature = "wgpu")]
 
-use burn::tensor::{DType, Device, DeviceKind, Int, Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{DType, Device, Int, Tensor, TensorCreationOptions, TensorData};
 use cockpit_kernels::{Guess, SHARED_CELLS, Values, count_bins, count_cells, supports};
 
-fn device() -> Device {
-    Device::wgpu(DeviceKind::DefaultDevice)
-}
-
-/// A reproducible stream of floats in `[-scale, scale)`.
-fn floats(seed: u64, n: usize, scale: f64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * scale) as f32
-        })
-        .collect()
-}
+mod common;
+use common::{device, floats};
 
 /// `bins − 1` thresholds splitting `[lo, hi)` evenly, in float64.
 fn thresholds(lo: f64, hi: f64, bins: usize) -> Vec<f64> {

@@ -3,25 +3,11 @@
 //! a launch's cubes cover in one stride.
 #![cfg(feature = "wgpu")]
 
-use burn::tensor::{DType, Device, DeviceKind, Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
 use cockpit_kernels::{GROUP, MAX_ROWS, Summand, row_sums, sums, supports};
 
-fn device() -> Device {
-    Device::wgpu(DeviceKind::DefaultDevice)
-}
-
-/// A reproducible stream of floats in `[-scale, scale)`.
-fn floats(seed: u64, n: usize, scale: f64) -> Vec<f32> {
-    let mut state = seed;
-    (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * scale) as f32
-        })
-        .collect()
-}
+mod common;
+use common::{device, floats};
 
 fn tensor(values: &[f32], device: &Device) -> Tensor<1> {
     Tensor::from_data(

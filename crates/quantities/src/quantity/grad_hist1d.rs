@@ -1,6 +1,5 @@
 //! GradHist1d.
 
-use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
@@ -9,7 +8,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::HistogramEngine;
-use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
+use crate::histogram::device::{DeviceAxis, DeviceCounts, count_elements, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::{Readable, read_into};
@@ -130,7 +129,7 @@ impl GradHist1d {
 #[derive(Debug, Clone, Default)]
 struct Counts {
     host: Option<Vec<u64>>,
-    device: Option<Tensor<1, Int>>,
+    device: DeviceCounts,
 }
 
 /// A step waiting for its device counts (where it has any) and its adaptation's maxima.
@@ -242,9 +241,7 @@ impl Quantity for GradHist1d {
         let (device, dtype) = placement(&elements);
         if self.engine.counts_on(&device) {
             let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
-            let counted = count_elements(axis, elements);
-            let counts = self.counts.at(step);
-            counts.device = Some(add_counts(counts.device.take(), counted));
+            count_elements(axis, elements, &mut self.counts.at(step).device);
             return Ok(());
         }
         let binned = match elements {
@@ -293,14 +290,14 @@ impl Quantity for GradHist1d {
             Some(adapt) => adapt.maxima(ctx.step, ctx.params, || grad_abs_max(ctx))?,
             None => None,
         };
+        let device = counts.device.finish();
         let awaiting = Awaiting {
             step: ctx.step,
             range: self.range,
             host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
-            device_counts: counts.device.is_some(),
+            device_counts: device.is_some(),
         };
-        let reads: Vec<Readable> = counts
-            .device
+        let reads: Vec<Readable> = device
             .map(Readable::from)
             .into_iter()
             .chain(maxima.map(Readable::from))

@@ -3,9 +3,10 @@
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
-use burn::tensor::{DType, Int, Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{DType, Int, Shape, Tensor, TensorCreationOptions, TensorData};
 use burn_cubecl::cubecl::prelude::{CubeCount, CubeDim};
 use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::zeros;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
 use super::kernel::count_kernel;
@@ -21,14 +22,12 @@ const MAX_CUBES: usize = 1024;
 /// Histogram counting as a backend operation.
 #[backend_extension(Cube, Fusion)]
 pub trait CountOps: Backend {
-    /// `counts` `[bins · y_bins]` (u32, or i32 added to as u32) with the values counted into it (`a` `[n]` viewed as
-    /// `[1, n]` with `outer` false, or the products of `a` `[b, d_in]` and `e` `[b, d_out]`),
-    /// each in cell `bin·y_bins + y[k mod period]` (`y` is read only when `y_bins > 1`). The
-    /// launch adds into `counts`' storage where no other handle holds it, else into a copy.
-    #[fusion(dtype = counts, shape = counts)]
+    /// The counts `[bins · y_bins]` (u32) of the values (`a` `[n]` viewed as `[1, n]` with
+    /// `outer` false, or the products of `a` `[b, d_in]` and `e` `[b, d_out]`), each in cell
+    /// `bin·y_bins + y[k mod period]` (`y` is read only when `y_bins > 1`).
+    #[fusion(dtype = burn::tensor::DType::U32, shape = burn::tensor::Shape::new([*bins * *y_bins]))]
     #[allow(clippy::too_many_arguments)]
     fn count_histogram(
-        counts: IntTensor<Self>,
         a: FloatTensor<Self>,
         e: FloatTensor<Self>,
         thresholds: FloatTensor<Self>,
@@ -44,7 +43,6 @@ pub trait CountOps: Backend {
 
 impl CountOps for CubeBackend {
     fn count_histogram(
-        counts: CubeTensor,
         a: CubeTensor,
         e: CubeTensor,
         thresholds: CubeTensor,
@@ -59,14 +57,7 @@ impl CountOps for CubeBackend {
         let (a, e) = (into_contiguous(a), into_contiguous(e));
         let (thresholds, y) = (into_contiguous(thresholds), into_contiguous(y));
         let cells = bins * y_bins;
-        // Added in place only where this is the one handle on the storage: a clone kept
-        // elsewhere must keep its values.
-        let counts = into_contiguous(counts);
-        let counts = if counts.can_mut() {
-            counts
-        } else {
-            counts.copy()
-        };
+        let counts = zeros(a.device.clone(), Shape::new([cells]), DType::U32);
         let (a_dims, e_dims) = (a.meta.shape().clone(), e.meta.shape().clone());
         let (total, d_in, d_out) = if outer {
             (a_dims[0] * a_dims[1] * e_dims[1], a_dims[1], e_dims[1])
@@ -125,18 +116,20 @@ pub(crate) fn is_cube(device: &DispatchDevice) -> bool {
     }
 }
 
-/// Launches the kernel, adding into `counts` (the caller checked the operands).
+/// Launches the kernel (the caller checked the operands).
 pub(crate) fn count(
-    counts: Tensor<1, Int>,
     values: Values,
     thresholds: Tensor<1>,
     y: Option<Tensor<1, Int>>,
     bins: usize,
     y_bins: usize,
     guess: Option<Guess>,
-) -> Tensor<1, Int> {
+) -> Option<Tensor<1, Int>> {
     if values.is_empty() {
-        return counts;
+        return Some(Tensor::zeros(
+            [bins * y_bins],
+            TensorCreationOptions::new(values.device()).with_dtype(DType::U32),
+        ));
     }
     let (a, e, outer) = match values {
         Values::Dense(v) => {
@@ -162,7 +155,6 @@ pub(crate) fn count(
         ),
     };
     let counts = <Dispatch as CountOps>::count_histogram(
-        counts.inner().into_dispatch(),
         a.inner().into_dispatch(),
         e.inner().into_dispatch(),
         thresholds.inner().into_dispatch(),
@@ -175,7 +167,7 @@ pub(crate) fn count(
         // More rounds than a search is worth: search.
         guess.map_or(usize::MAX, |g| g.rounds),
     );
-    Tensor::<1, Int>::from_dispatch(counts)
+    Some(Tensor::<1, Int>::from_dispatch(counts))
 }
 
 /// The binary search's first step: the largest power of two below `bins` (0 for one bin).

@@ -7,9 +7,7 @@
 //! `g_n = a_n e_nᵀ` are counted **without forming them**: a unit computes each product
 //! `a_{n,i}·e_{n,o}` it counts (one float multiplication in the values' type, rounded as burn's
 //! element-wise product rounds it) and never writes it. Pairs of a per-sample gradient element
-//! and its parameter's bin (GradHist2d's cells) are counted the same way. [`add_bins`] and
-//! [`add_cells`] add into earlier counts in place, so a step's chunks share one buffer: one
-//! launch a chunk, no zeroed output or addition between them.
+//! and its parameter's bin (GradHist2d's cells) are counted the same way.
 //!
 //! Bins are exactly the host's: the thresholds handed in are the smallest value of each bin
 //! (the caller rounds them up to float32 for float32 values, so that `x ≥ ⌈T⌉₃₂` in float32
@@ -32,7 +30,7 @@ mod kernel;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod sums;
 
-use burn::tensor::{DType, Device, Int, Tensor, TensorCreationOptions};
+use burn::tensor::{DType, Device, Int, Tensor};
 
 /// The most cells (bins, or bins × bins for pairs) a cube keeps in shared memory (16 KiB of
 /// counters); histograms with more cells add straight to the output counts.
@@ -159,33 +157,7 @@ pub fn count_bins(
     guess: Option<Guess>,
 ) -> Option<Tensor<1, Int>> {
     check(&values, &thresholds, bins)?;
-    add_bins(zeroed(&values, bins), values, thresholds, guess).ok()
-}
-
-/// `counts` (`[bins]` 32-bit integers, from [`count_bins`], an earlier `add_bins` or zeroed by
-/// the caller) with the bins of `values` added, as [`count_bins`] counts them: **one launch**,
-/// no zeroed output and no addition, so a step's chunks accumulate in one buffer. The launch
-/// adds into `counts`' own storage where no other handle holds it (a clone held elsewhere is
-/// copied first and keeps its values). Signed counts (`i32`, burn's integers on CubeCL
-/// devices, so no cast is needed after) are added to as unsigned: a count below 2³¹ has the
-/// same bits in both. Counts wrap past `u32::MAX` (`i32::MAX` read as signed): the caller
-/// keeps the values added to one buffer below it.
-///
-/// # Errors
-///
-/// `counts`, unchanged, where [`count_bins`] would return `None`, or `counts` is not `[bins]`
-/// `u32` or `i32` on the values' device.
-pub fn add_bins(
-    counts: Tensor<1, Int>,
-    values: Values,
-    thresholds: Tensor<1>,
-    guess: Option<Guess>,
-) -> Result<Tensor<1, Int>, Tensor<1, Int>> {
-    let bins = counts.dims()[0];
-    if check(&values, &thresholds, bins).is_none() || !holds(&counts, &values, bins) {
-        return Err(counts);
-    }
-    imp::count(counts, values, thresholds, None, bins, 1, guess)
+    imp::count(values, thresholds, None, bins, 1, guess)
 }
 
 /// The counts `[bins · y_bins]` (row-major, unsigned 32-bit integers) of the cells
@@ -202,78 +174,15 @@ pub fn count_cells(
     y_bins: usize,
     guess: Option<Guess>,
 ) -> Option<Tensor<1, Int>> {
-    check_cells(&values, &thresholds, bins, &y, y_bins)?;
-    add_cells(
-        zeroed(&values, bins * y_bins),
-        values,
-        thresholds,
-        y,
-        y_bins,
-        guess,
-    )
-    .ok()
-}
-
-/// `counts` (`[bins · y_bins]` 32-bit integers, as for [`add_bins`]) with the cells of
-/// `values` added, as [`count_cells`] counts them: one launch (and a cast of `y`), in place
-/// as for [`add_bins`].
-///
-/// # Errors
-///
-/// `counts`, unchanged, where [`count_cells`] would return `None`, or `counts` is not
-/// `[bins · y_bins]` `u32` or `i32` on the values' device (`bins` is `thresholds`' length
-/// less one).
-pub fn add_cells(
-    counts: Tensor<1, Int>,
-    values: Values,
-    thresholds: Tensor<1>,
-    y: Tensor<1, Int>,
-    y_bins: usize,
-    guess: Option<Guess>,
-) -> Result<Tensor<1, Int>, Tensor<1, Int>> {
-    let bins = thresholds.dims()[0].saturating_sub(1);
-    if check_cells(&values, &thresholds, bins, &y, y_bins).is_none()
-        || !holds(&counts, &values, bins * y_bins)
-    {
-        return Err(counts);
-    }
-    imp::count(counts, values, thresholds, Some(y), bins, y_bins, guess)
-}
-
-/// Fresh zeroed counts `[cells]` (u32) on the values' device.
-fn zeroed(values: &Values, cells: usize) -> Tensor<1, Int> {
-    Tensor::zeros(
-        [cells],
-        TensorCreationOptions::new(values.device()).with_dtype(DType::U32),
-    )
-}
-
-/// Whether `counts` is `[cells]` 32-bit integers on the values' device.
-fn holds(counts: &Tensor<1, Int>, values: &Values, cells: usize) -> bool {
-    matches!(counts.dtype(), DType::U32 | DType::I32)
-        && counts.dims()[0] == cells
-        && counts.device() == values.device()
-}
-
-/// Whether `y` holds one bin per element of a sample (see [`count_cells`]).
-fn check_cells(
-    values: &Values,
-    thresholds: &Tensor<1>,
-    bins: usize,
-    y: &Tensor<1, Int>,
-    y_bins: usize,
-) -> Option<()> {
-    check(values, thresholds, bins)?;
-    let period = match values {
+    check(&values, &thresholds, bins)?;
+    let period = match &values {
         Values::Dense(_) => y.dims()[0],
         Values::Outer { a, e } => a.dims()[1] * e.dims()[1],
     };
-    let fits = period > 0
-        && y.dims()[0] == period
-        && values.len().is_multiple_of(period)
-        && y_bins > 0
-        && y.device() == values.device();
-    fits.then_some(())
+    if period == 0 || y.dims()[0] != period || !values.len().is_multiple_of(period) || y_bins == 0 {
+        return None;
+    }
+    imp::count(values, thresholds, Some(y), bins, y_bins, guess)
 }
 
 /// What [`sums`] adds up over each tensor's elements.
@@ -374,23 +283,8 @@ fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod imp {
-    use burn::tensor::{Int, Tensor};
-
+    pub(super) use super::count::count;
     pub(super) use super::sums::row_sums;
-
-    pub(super) fn count(
-        counts: Tensor<1, Int>,
-        values: super::Values,
-        thresholds: Tensor<1>,
-        y: Option<Tensor<1, Int>>,
-        bins: usize,
-        y_bins: usize,
-        guess: Option<super::Guess>,
-    ) -> Result<Tensor<1, Int>, Tensor<1, Int>> {
-        Ok(super::count::count(
-            counts, values, thresholds, y, bins, y_bins, guess,
-        ))
-    }
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -398,15 +292,14 @@ mod imp {
     use burn::tensor::{Int, Tensor};
 
     pub(super) fn count(
-        counts: Tensor<1, Int>,
         _values: super::Values,
         _thresholds: Tensor<1>,
         _y: Option<Tensor<1, Int>>,
         _bins: usize,
         _y_bins: usize,
         _guess: Option<super::Guess>,
-    ) -> Result<Tensor<1, Int>, Tensor<1, Int>> {
-        Err(counts)
+    ) -> Option<Tensor<1, Int>> {
+        None
     }
 
     pub(super) fn row_sums(

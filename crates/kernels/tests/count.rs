@@ -3,9 +3,7 @@
 #![cfg(feature = "wgpu")]
 
 use burn::tensor::{DType, Device, Int, Tensor, TensorCreationOptions, TensorData};
-use cockpit_kernels::{
-    Guess, SHARED_CELLS, Values, add_bins, add_cells, count_bins, count_cells, supports,
-};
+use cockpit_kernels::{Guess, SHARED_CELLS, Values, count_bins, count_cells, supports};
 
 mod common;
 use common::{device, floats};
@@ -253,107 +251,4 @@ fn what_the_kernel_does_not_count_is_refused() {
         read(count_bins(Values::Dense(empty), t, 4, None).expect("counted")),
         vec![0; 4]
     );
-}
-
-/// The host's counts of `values` (float32, already rounded).
-fn host_counts(values: &[f32], t: &[f64]) -> Vec<u64> {
-    let mut counts = vec![0u64; t.len() + 1];
-    for &v in values {
-        counts[host_bin(v, t)] += 1;
-    }
-    counts
-}
-
-/// A step's chunks add into one buffer: dense values, then rank-one products, then dense
-/// values again, each added to the counts before; a clone of the buffer held elsewhere keeps
-/// its counts (the launch copies where it cannot add in place); what the kernel refuses
-/// hands the counts back unchanged; `i32` counts are added to like `u32`.
-#[test]
-fn chunks_add_into_one_buffer_and_a_kept_clone_keeps_its_counts() {
-    let device = device();
-    let bins = 30;
-    let t = thresholds(-1.0, 1.0, bins);
-    let first = with_edges(floats(21, 9_001, 1.5), &t);
-    let (b, d_in, d_out) = (4, 17, 23);
-    let (a, e) = (floats(22, b * d_in, 1.2), floats(23, b * d_out, 1.2));
-    let products: Vec<f32> = (0..b)
-        .flat_map(|n| {
-            let (a, e) = (&a, &e);
-            (0..d_in).flat_map(move |i| (0..d_out).map(move |o| a[n * d_in + i] * e[n * d_out + o]))
-        })
-        .collect();
-    let third = floats(24, 5_000, 3.0);
-    let dense = |v: &[f32]| {
-        Values::Dense(Tensor::from_data(
-            TensorData::new(v.to_vec(), [v.len()]),
-            f32s(&device),
-        ))
-    };
-    let th = device_thresholds(&t, &device);
-
-    let counts = count_bins(dense(&first), th.clone(), bins, None).expect("counted");
-    let kept = counts.clone();
-    let outer = Values::Outer {
-        a: tensor2(a, [b, d_in], &device),
-        e: tensor2(e, [b, d_out], &device),
-    };
-    let counts = add_bins(counts, outer, th.clone(), None).expect("added");
-    let counts = add_bins(counts, dense(&third), th.clone(), None).expect("added");
-
-    let mut expected = host_counts(&first, &t);
-    assert_eq!(read(kept), expected, "the clone kept its counts");
-    for part in [&products, &third] {
-        for (total, c) in expected.iter_mut().zip(host_counts(part, &t)) {
-            *total += c;
-        }
-    }
-    assert_eq!(read(counts.clone()), expected);
-
-    // Counts of another length, or of another integer type, are handed back as they were.
-    let refused = add_bins(
-        counts.clone(),
-        dense(&third),
-        device_thresholds(&thresholds(-1.0, 1.0, 5), &device),
-        None,
-    )
-    .expect_err("another number of bins");
-    assert_eq!(read(refused), expected);
-    let wide = counts.cast(DType::I64);
-    let refused = add_bins(wide, dense(&third), th.clone(), None).expect_err("64-bit counts");
-    assert_eq!(read(refused), expected);
-
-    // burn's own integers on a CubeCL device (i32) are added to in place as well, no cast.
-    let options = TensorCreationOptions::new(device.clone()).with_dtype(DType::I32);
-    let signed = add_bins(Tensor::zeros([bins], options), dense(&first), th, None).expect("i32");
-    assert_eq!(signed.dtype(), DType::I32);
-    assert_eq!(read(signed), host_counts(&first, &t));
-}
-
-/// GradHist2d's cells add into one buffer the same way.
-#[test]
-fn cells_add_into_one_buffer() {
-    let device = device();
-    let (x_bins, y_bins) = (6, 4);
-    let t = thresholds(-1.0, 1.0, x_bins);
-    let numel = 40;
-    let y: Vec<i64> = (0..numel).map(|j| ((j * 5 + 1) % y_bins) as i64).collect();
-    let y_tensor = || Tensor::<1, Int>::from_data(TensorData::new(y.clone(), [numel]), &device);
-    let (g1, g2) = (floats(31, 3 * numel, 1.5), floats(32, 2 * numel, 1.5));
-    let mut expected = vec![0u64; x_bins * y_bins];
-    for g in [&g1, &g2] {
-        for (k, &v) in g.iter().enumerate() {
-            expected[host_bin(v, &t) * y_bins + y[k % numel] as usize] += 1;
-        }
-    }
-    let dense = |v: &[f32]| {
-        Values::Dense(Tensor::from_data(
-            TensorData::new(v.to_vec(), [v.len()]),
-            f32s(&device),
-        ))
-    };
-    let th = device_thresholds(&t, &device);
-    let counts =
-        count_cells(dense(&g1), th.clone(), x_bins, y_tensor(), y_bins, None).expect("counted");
-    let counts = add_cells(counts, dense(&g2), th, y_tensor(), y_bins, None).expect("added");
-    assert_eq!(read(counts), expected);
 }

@@ -6,9 +6,7 @@
 //! the thresholds where the corrections would take more than a few rounds), counted in the
 //! cube's shared memory and merged with atomic adds; rank-one chunks
 //! (Linear layers, one-position taps) are binned product by product without being formed.
-//! Launches per chunk: the kernel alone, no piece materialised. A step's chunks add into one
-//! buffer of unsigned 32-bit counts in place ([`DeviceCounts`]): one zeroed buffer and one cast
-//! to the device's integers per histogram and step, not per chunk.
+//! Launches per chunk: the kernel, its zeroed counts and a cast; no piece is materialised.
 //!
 //! **Elsewhere** (CPU backends, other float types, builds without a CubeCL backend): tensor
 //! operations. Each value's bin is computed by the rule's arithmetic and corrected against the
@@ -221,76 +219,6 @@ pub(crate) fn add_counts<const D: usize>(
     }
 }
 
-/// One histogram's device counts of a step. Chunks the kernel counts are added **in place**
-/// into one buffer of 32-bit counts (one launch a chunk: no zeroed counts, cast or addition
-/// between them), in the device's own integer type where it is 32-bit (`i32` on CubeCL
-/// devices, so no cast at all), else unsigned and cast once when the step is read
-/// ([`DeviceCounts::finish`]). A buffer takes at most as many values as its type counts
-/// (`i32::MAX` or `u32::MAX`), so no count wraps inside it; beyond, it is added to the total
-/// and a fresh one started. The tensor-operation path's counts are added to the total
-/// directly.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DeviceCounts {
-    /// The kernel's buffer and the number of values counted into it.
-    running: Option<(Tensor<1, Int>, u64)>,
-    /// Everything else, in the device's integer type.
-    total: Option<Tensor<1, Int>>,
-}
-
-impl DeviceCounts {
-    /// Adds counts in the device's integer type.
-    fn add(&mut self, counts: Tensor<1, Int>) {
-        self.total = Some(add_counts(self.total.take(), counts));
-    }
-
-    /// The kernel's buffer moved into the total.
-    fn flush(&mut self) {
-        if let Some((running, _)) = self.running.take() {
-            let int_dtype = running.device().settings().int_dtype;
-            let running = if running.dtype() == DType::from(int_dtype) {
-                running
-            } else {
-                running.cast(int_dtype)
-            };
-            self.add(running);
-        }
-    }
-
-    /// The kernel's buffer for `values` more values (flushed first where they could overflow
-    /// it; zeroed `[cells]` where there is none) and the values already in it.
-    #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
-    fn buffer(&mut self, values: u64, cells: usize, device: &Device) -> (Tensor<1, Int>, u64) {
-        let full = |buffer: &Tensor<1, Int>, used: u64| {
-            let most = match buffer.dtype() {
-                DType::I32 => u64::from(i32::MAX.unsigned_abs()),
-                _ => u64::from(u32::MAX),
-            };
-            used + values > most
-        };
-        if self
-            .running
-            .as_ref()
-            .is_some_and(|(buffer, used)| full(buffer, *used))
-        {
-            self.flush();
-        }
-        self.running.take().unwrap_or_else(|| {
-            let dtype = match DType::from(device.settings().int_dtype) {
-                DType::I32 => DType::I32,
-                _ => DType::U32,
-            };
-            let options = TensorCreationOptions::new(device.clone()).with_dtype(dtype);
-            (Tensor::zeros([cells], options), 0)
-        })
-    }
-
-    /// The step's counts in the device's integer type; `None` where nothing was counted.
-    pub(crate) fn finish(mut self) -> Option<Tensor<1, Int>> {
-        self.flush();
-        self.total
-    }
-}
-
 /// The counts of `index` (values in `0..bins`) as `[bins]` integers: one scatter-add of ones
 /// into per-row counts, summed over the rows. The index is padded to whole rows (by at least
 /// one value) with the extra bin `bins`, dropped at the end.
@@ -344,96 +272,80 @@ pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2
     }
 }
 
-/// GradHist1d's device counts of one chunk's elements (`[bins]`), added to `counts`.
-pub(crate) fn count_elements(axis: &DeviceAxis, elements: Elements, counts: &mut DeviceCounts) {
+/// GradHist1d's device counts of one chunk's elements: `[bins]` integers.
+pub(crate) fn count_elements(axis: &DeviceAxis, elements: Elements) -> Tensor<1, Int> {
     let bins = axis.bins();
-    for rest in kernel_counts(axis, elements, None, counts) {
-        let counted = dense_pieces(rest, PIECE_VALUES)
-            .into_iter()
-            .map(|g| {
-                let [b, numel] = g.dims();
-                count_indices(axis.bins_of(g.reshape([b * numel])), bins)
-            })
-            .reduce(|a, b| a + b);
-        if let Some(counted) = counted {
-            counts.add(counted);
-        }
+    if let Some(counts) = kernel_counts(axis, &elements, None) {
+        return counts;
     }
+    dense_pieces(elements, PIECE_VALUES)
+        .into_iter()
+        .map(|g| {
+            let [b, numel] = g.dims();
+            count_indices(axis.bins_of(g.reshape([b * numel])), bins)
+        })
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| Tensor::zeros([bins], &axis.device))
 }
 
-/// GradHist2d's device counts of one chunk, added to `counts`: the pairs `(g_{n,j}, θ_j)` of
-/// per-sample gradient elements and their parameter's value, `[x bins · y bins]` row-major.
-/// The parameter's y bins are computed once; each pair's cell `x·(y bins) + y` is counted
-/// like GradHist1d's bins.
+/// GradHist2d's device counts of one chunk: the pairs `(g_{n,j}, θ_j)` of per-sample gradient
+/// elements and their parameter's value, `[x bins · y bins]` row-major. The parameter's y
+/// bins are computed once; each pair's cell `x·(y bins) + y` is counted like GradHist1d's
+/// bins.
 pub(crate) fn count_pairs(
     x: &DeviceAxis,
     y: &DeviceAxis,
     elements: Elements,
     theta: Tensor<1>,
-    counts: &mut DeviceCounts,
-) {
+) -> Tensor<1, Int> {
     let (xb, yb) = (x.bins(), y.bins());
     let numel = theta.dims()[0];
     let theta_bins = y.bins_of(theta);
-    let rest = kernel_counts(x, elements, Some((&theta_bins, yb)), counts);
-    let theta_bins = theta_bins.reshape([1, numel]);
-    for rest in rest {
-        let counted = dense_pieces(rest, PIECE_VALUES)
-            .into_iter()
-            .map(|g| {
-                let [b, numel] = g.dims();
-                let cells = x
-                    .bins_of(g.reshape([b * numel]))
-                    .reshape([b, numel])
-                    .mul_scalar(yb as i64)
-                    + theta_bins.clone();
-                count_indices(cells.reshape([b * numel]), xb * yb)
-            })
-            .reduce(|a, b| a + b);
-        if let Some(counted) = counted {
-            counts.add(counted);
-        }
+    if let Some(counts) = kernel_counts(x, &elements, Some((theta_bins.clone(), yb))) {
+        return counts;
     }
+    let theta_bins = theta_bins.reshape([1, numel]);
+    dense_pieces(elements, PIECE_VALUES)
+        .into_iter()
+        .map(|g| {
+            let [b, numel] = g.dims();
+            let cells = x
+                .bins_of(g.reshape([b * numel]))
+                .reshape([b, numel])
+                .mul_scalar(yb as i64)
+                + theta_bins.clone();
+            count_indices(cells.reshape([b * numel]), xb * yb)
+        })
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| Tensor::zeros([xb * yb], &x.device))
 }
 
-/// Counts what our own kernel ([`cockpit_kernels`]) takes of `elements` into `counts`, and
-/// returns the rest for the tensor-operation path: float32 elements on a CubeCL device, one
-/// launch per [`cockpit_kernels::LAUNCH_VALUES`] values (rank-one chunks split by samples,
-/// never formed), each added in place into the step's buffer and binned against the same
-/// rounded-up thresholds as [`DeviceAxis::bins_of`] compares with, so the counts are the
-/// same. Everything is returned elsewhere (CPU backends, other float types, no CubeCL
-/// backend in this build), and any piece the kernel refuses.
+/// The counts from our own kernel ([`cockpit_kernels`]): float32 elements on a CubeCL device,
+/// one launch per [`cockpit_kernels::LAUNCH_VALUES`] values (rank-one chunks split by
+/// samples, never formed), each value binned against the same rounded-up thresholds as
+/// [`DeviceAxis::bins_of`] compares with, so the counts are the same. `None` elsewhere
+/// (CPU backends, other float types, no CubeCL backend in this build): the tensor-operation
+/// path counts instead.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn kernel_counts(
     axis: &DeviceAxis,
-    elements: Elements,
-    cells: Option<(&Tensor<1, Int>, usize)>,
-    counts: &mut DeviceCounts,
-) -> Vec<Elements> {
-    use cockpit_kernels::{Guess, LAUNCH_VALUES, Values, add_bins, add_cells};
-    let (device, dtype) = placement(&elements);
+    elements: &Elements,
+    cells: Option<(Tensor<1, Int>, usize)>,
+) -> Option<Tensor<1, Int>> {
+    use cockpit_kernels::{Guess, LAUNCH_VALUES, Values, count_bins, count_cells};
+    let (device, dtype) = placement(elements);
     if dtype != DType::F32 || axis.dtype != DType::F32 || !cockpit_kernels::supports(&device, dtype)
     {
-        return vec![elements];
+        return None;
     }
-    // Each piece as the kernel takes it and as the tensor-operation path would.
-    let pieces: Vec<(Values, Elements)> = match elements {
+    let pieces = match elements.clone() {
         Elements::Dense(g) => {
             let [b, numel] = g.dims();
-            vec![(
-                Values::Dense(g.clone().reshape([b * numel])),
-                Elements::Dense(g),
-            )]
+            vec![Values::Dense(g.reshape([b * numel]))]
         }
         Elements::Outer { a, e } => outer_pieces(a, e, LAUNCH_VALUES)
             .into_iter()
-            .map(|(a, e)| {
-                let values = Values::Outer {
-                    a: a.clone(),
-                    e: e.clone(),
-                };
-                (values, Elements::Outer { a, e })
-            })
+            .map(|(a, e)| Values::Outer { a, e })
             .collect(),
     };
     let ((low, high), offset, mul, div) = axis.formula;
@@ -445,36 +357,33 @@ fn kernel_counts(
         div: div as f32,
         rounds: axis.rounds,
     });
-    let cell_count = axis.bins() * cells.map_or(1, |(_, y_bins)| y_bins);
-    let mut rest = Vec::new();
-    for (values, elements) in pieces {
-        let n = values.len() as u64;
-        let (buffer, used) = counts.buffer(n, cell_count, &device);
-        let thresholds = axis.thresholds.clone();
-        let added = match cells {
-            None => add_bins(buffer, values, thresholds, guess),
-            Some((y, y_bins)) => add_cells(buffer, values, thresholds, y.clone(), y_bins, guess),
+    let int_dtype = device.settings().int_dtype;
+    let mut total: Option<Tensor<1, Int>> = None;
+    for values in pieces {
+        let counts = match &cells {
+            None => count_bins(values, axis.thresholds.clone(), axis.bins(), guess)?,
+            Some((y, y_bins)) => count_cells(
+                values,
+                axis.thresholds.clone(),
+                axis.bins(),
+                y.clone(),
+                *y_bins,
+                guess,
+            )?,
         };
-        match added {
-            Ok(buffer) => counts.running = Some((buffer, used + n)),
-            Err(buffer) => {
-                counts.running = Some((buffer, used));
-                rest.push(elements);
-            }
-        }
+        total = Some(add_counts(total, counts.cast(int_dtype)));
     }
-    rest
+    total
 }
 
 /// Without a CubeCL backend in this build there is no kernel of our own.
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
 fn kernel_counts(
     _axis: &DeviceAxis,
-    elements: Elements,
-    _cells: Option<(&Tensor<1, Int>, usize)>,
-    _counts: &mut DeviceCounts,
-) -> Vec<Elements> {
-    vec![elements]
+    _elements: &Elements,
+    _cells: Option<(Tensor<1, Int>, usize)>,
+) -> Option<Tensor<1, Int>> {
+    None
 }
 
 #[cfg(test)]
@@ -537,42 +446,8 @@ mod tests {
         )
         .cast(dtype);
         let g = tensor.reshape([1, values.len()]);
-        read_counts(counted(|c| {
-            count_elements(device_axis, Elements::Dense(g), c)
-        }))
-    }
-
-    /// What `count` adds to fresh device counts.
-    fn counted(count: impl FnOnce(&mut DeviceCounts)) -> Tensor<1, Int> {
-        let mut counts = DeviceCounts::default();
-        count(&mut counts);
-        counts.finish().expect("counted")
-    }
-
-    /// A kernel buffer that more values could carry past its type's range joins the total
-    /// first; one that holds them is handed on with its count of values.
-    #[test]
-    fn a_buffer_joins_the_total_before_it_could_wrap() {
-        let device = Device::flex();
-        let u32s = TensorCreationOptions::new(device.clone()).with_dtype(DType::U32);
-        let buffer =
-            |c: Vec<u32>| Tensor::<1, Int>::from_data(TensorData::new(c, [3]), u32s.clone());
-        let near_full = u64::from(u32::MAX) - 5;
-        let mut counts = DeviceCounts {
-            running: Some((buffer(vec![7, 0, 1]), near_full)),
-            total: None,
-        };
-        let (fresh, used) = counts.buffer(10, 3, &device);
-        assert_eq!(used, 0, "a fresh buffer");
-        assert_eq!(read_counts(fresh), vec![0, 0, 0]);
-        counts.running = Some((buffer(vec![2, 3, 4]), 9));
-        let (kept, used) = counts.buffer(10, 3, &device);
-        assert_eq!(used, 9, "room for 10 more");
-        assert_eq!(read_counts(kept.clone()), vec![2, 3, 4]);
-        counts.running = Some((kept, 19));
-        let total = counts.finish().expect("counted");
-        assert_eq!(total.dtype(), DType::from(device.settings().int_dtype));
-        assert_eq!(read_counts(total), vec![9, 3, 5]);
+        let counts = count_elements(device_axis, Elements::Dense(g));
+        read_counts(counts)
     }
 
     #[test]
@@ -625,18 +500,15 @@ mod tests {
         }
         let f64s = TensorCreationOptions::new(device.clone()).with_dtype(DType::F64);
         let (mut sx, mut sy) = (None, None);
-        let counts = counted(|c| {
-            count_pairs(
-                DeviceAxis::cached(&mut sx, &x, &device, DType::F64),
-                DeviceAxis::cached(&mut sy, &y, &device, DType::F64),
-                Elements::Dense(Tensor::from_data(
-                    TensorData::new(g, [b, numel]),
-                    f64s.clone(),
-                )),
-                Tensor::from_data(TensorData::new(theta, [numel]), f64s),
-                c,
-            )
-        });
+        let counts = count_pairs(
+            DeviceAxis::cached(&mut sx, &x, &device, DType::F64),
+            DeviceAxis::cached(&mut sy, &y, &device, DType::F64),
+            Elements::Dense(Tensor::from_data(
+                TensorData::new(g, [b, numel]),
+                f64s.clone(),
+            )),
+            Tensor::from_data(TensorData::new(theta, [numel]), f64s),
+        );
         let got = read_counts(counts);
         assert_eq!(got, expected);
     }
@@ -676,16 +548,13 @@ mod tests {
         let device = Device::flex();
         let f32s = TensorCreationOptions::new(device.clone()).with_dtype(DType::F32);
         let mut slot = None;
-        let counts = counted(|c| {
-            count_elements(
-                DeviceAxis::cached(&mut slot, &axis, &device, DType::F32),
-                Elements::Outer {
-                    a: Tensor::from_data(TensorData::new(a, [b, d_in]), f32s.clone()),
-                    e: Tensor::from_data(TensorData::new(e, [b, d_out]), f32s),
-                },
-                c,
-            )
-        });
+        let counts = count_elements(
+            DeviceAxis::cached(&mut slot, &axis, &device, DType::F32),
+            Elements::Outer {
+                a: Tensor::from_data(TensorData::new(a, [b, d_in]), f32s.clone()),
+                e: Tensor::from_data(TensorData::new(e, [b, d_out]), f32s),
+            },
+        );
         let on_device = read_counts(counts);
         let on_host = host_counts(&axis, &exact);
         let moved: u64 = on_device

@@ -1,5 +1,6 @@
 //! GradHist1d.
 
+use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
@@ -8,7 +9,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::HistogramEngine;
-use crate::histogram::device::{DeviceAxis, DeviceCounts, count_elements, placement};
+use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
 use crate::readback::{Readable, read_into};
@@ -129,7 +130,7 @@ impl GradHist1d {
 #[derive(Debug, Clone, Default)]
 struct Counts {
     host: Option<Vec<u64>>,
-    device: DeviceCounts,
+    device: Option<Tensor<1, Int>>,
 }
 
 /// A step waiting for its device counts (where it has any) and its adaptation's maxima.
@@ -241,7 +242,9 @@ impl Quantity for GradHist1d {
         let (device, dtype) = placement(&elements);
         if self.engine.counts_on(&device) {
             let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
-            count_elements(axis, elements, &mut self.counts.at(step).device);
+            let counted = count_elements(axis, elements);
+            let counts = self.counts.at(step);
+            counts.device = Some(add_counts(counts.device.take(), counted));
             return Ok(());
         }
         let binned = match elements {
@@ -290,14 +293,14 @@ impl Quantity for GradHist1d {
             Some(adapt) => adapt.maxima(ctx.step, ctx.params, || grad_abs_max(ctx))?,
             None => None,
         };
-        let device = counts.device.finish();
         let awaiting = Awaiting {
             step: ctx.step,
             range: self.range,
             host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
-            device_counts: device.is_some(),
+            device_counts: counts.device.is_some(),
         };
-        let reads: Vec<Readable> = device
+        let reads: Vec<Readable> = counts
+            .device
             .map(Readable::from)
             .into_iter()
             .chain(maxima.map(Readable::from))

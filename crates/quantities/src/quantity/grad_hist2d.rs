@@ -10,7 +10,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::HistogramEngine;
-use crate::histogram::device::{DeviceAxis, DeviceCounts, count_pairs, placement};
+use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
 use crate::histogram::{
     Axis, MAX_BINS_2D, Rule, add_into, check_axis, count_in_parallel, device_matmul_tn,
     outer_histogram2d,
@@ -65,7 +65,7 @@ pub struct GradHist2d {
 /// One step's counts per parameter: binned on the device and on the host.
 #[derive(Debug, Clone, Default)]
 struct Counts {
-    device: Vec<Option<DeviceCounts>>,
+    device: Vec<Option<Tensor<1, Int>>>,
     host: Vec<Option<Vec<u64>>>,
 }
 
@@ -284,10 +284,9 @@ impl Quantity for GradHist2d {
         if self.engine.counts_on(&device) {
             let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
             let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
-            // Summed over the parameters on the device unless each is kept: one buffer.
-            let key = if self.keep_individual { index } else { 0 };
-            let counts = slot(&mut scratch.device, key).get_or_insert_with(DeviceCounts::default);
-            count_pairs(dx, dy, elements, entry.value.clone(), counts);
+            let counts = count_pairs(dx, dy, elements, entry.value.clone());
+            let slot = slot(&mut scratch.device, index);
+            *slot = Some(add_counts(slot.take(), counts));
             return Ok(());
         }
         let [a_host, e_host, theta] = &mut self.host;
@@ -341,7 +340,7 @@ impl Quantity for GradHist2d {
         let on_device: Vec<(usize, Tensor<1, Int>)> = device
             .into_iter()
             .enumerate()
-            .filter_map(|(k, c)| c.and_then(DeviceCounts::finish).map(|c| (k, c)))
+            .filter_map(|(k, c)| c.map(|c| (k, c)))
             .collect();
         let mut awaiting = Awaiting {
             step: ctx.step,

@@ -260,12 +260,13 @@ impl Recording {
         by_layer
     }
 
-    fn find(&self, id: ParamId) -> Option<(&LayerFactors, bool)> {
-        self.layers.iter().find_map(|l| {
+    /// The layer holding parameter `id`, its index, and whether `id` is its weight.
+    fn find(&self, id: ParamId) -> Option<(usize, &LayerFactors, bool)> {
+        self.layers.iter().enumerate().find_map(|(k, l)| {
             if l.weight == id {
-                Some((l, true))
+                Some((k, l, true))
             } else if l.bias == Some(id) {
-                Some((l, false))
+                Some((k, l, false))
             } else {
                 None
             }
@@ -294,9 +295,10 @@ impl PerSampleSource for Recording {
             )));
         }
         let mut stats = Accumulator::new(self.batch, &request);
-        let row_sq = match request.sq_norms {
-            true => self.single_position_row_sq_sums(),
-            false => Vec::new(),
+        let row_sq = if request.sq_norms {
+            self.single_position_row_sq_sums()
+        } else {
+            Vec::new()
         };
         for (index, entry) in params.entries().iter().enumerate() {
             stats.slot(index);
@@ -309,17 +311,13 @@ impl PerSampleSource for Recording {
                 }
                 continue;
             }
-            let Some((layer, is_weight)) = self.find(entry.id) else {
+            let Some((layer_index, layer, is_weight)) = self.find(entry.id) else {
                 return Err(not_covered(entry));
             };
             let [batch, positions, d_in] = layer.a.dims();
             let d_out = layer.e.dims()[2];
             // `‖a_n‖²` and `‖e_n‖²` of a one-position layer, where the kernels summed them.
-            let known = self
-                .layers
-                .iter()
-                .position(|l| std::ptr::eq(l, layer))
-                .and_then(|l| row_sq.get(l).cloned().flatten());
+            let known = row_sq.get(layer_index).cloned().flatten();
             if !is_weight {
                 // One position: the bias's per-sample gradient is `e` itself, no reduction,
                 // and its squared norms are `‖e_n‖²`.

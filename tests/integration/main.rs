@@ -33,6 +33,7 @@ mod one_call;
 mod pathologies;
 mod per_sample;
 mod per_sample_models;
+mod position_losses;
 mod read_ledger;
 mod recorded_curvature;
 mod replay_fixtures;

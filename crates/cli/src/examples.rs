@@ -57,8 +57,16 @@ pub fn report(table: &Path, total: usize, ranked: &[Ranked]) -> String {
         table.display()
     );
     for (k, r) in ranked.iter().enumerate() {
+        // A sequence's (or map's) worst position says where in it to look.
+        let worst = match r.stats.worst_position {
+            Some(position) => format!(
+                "; worst position {position} (loss {:.3})",
+                r.stats.worst_position_loss
+            ),
+            None => String::new(),
+        };
         text.push_str(&format!(
-            "{:>4}. id {:<10} {:<18} score {:>8.3}  {}\n",
+            "{:>4}. id {:<10} {:<18} score {:>8.3}  {}{worst}\n",
             k + 1,
             r.stats.id,
             r.suspicion.label(),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use burn::tensor::Tensor;
+use burn::tensor::{Int, Tensor};
 
 use crate::curvature::CurvatureSource;
 use crate::persample::PerSampleSource;
@@ -269,6 +269,7 @@ pub struct StepInfo {
     pub(crate) curvature: Option<Arc<dyn CurvatureSource>>,
     pub(crate) sample_ids: Option<Arc<[u64]>>,
     pub(crate) margins: Option<Tensor<1>>,
+    pub(crate) worst_positions: Option<(Tensor<1>, Tensor<1, Int>)>,
 }
 
 impl StepInfo {
@@ -283,6 +284,7 @@ impl StepInfo {
             curvature: None,
             sample_ids: None,
             margins: None,
+            worst_positions: None,
         }
     }
 
@@ -321,6 +323,23 @@ impl StepInfo {
         self.batch_size.get_or_insert(margins.dims()[0]);
         self.margins = Some(margins);
         self
+    }
+
+    /// Each example's worst position, for outputs with many positions per example (a
+    /// sequence's tokens, an image's pixels): the loss of its worst counted position `[B]`
+    /// and that position's index `[B]` (negative loss: the example counts no position). The
+    /// [`Examples`](crate::quantity::Examples) record keeps them beside each example's mean
+    /// loss; [`Cockpit::step`](crate::Cockpit::step) hands them in for per-position losses
+    /// itself ([`OutputLoss::worst_positions`](crate::curvature::OutputLoss::worst_positions)).
+    pub fn with_worst_positions(mut self, losses: Tensor<1>, positions: Tensor<1, Int>) -> Self {
+        self.batch_size.get_or_insert(losses.dims()[0]);
+        self.worst_positions = Some((losses, positions));
+        self
+    }
+
+    /// The worst positions, if given ([`StepInfo::with_worst_positions`]).
+    pub fn worst_positions(&self) -> Option<&(Tensor<1>, Tensor<1, Int>)> {
+        self.worst_positions.as_ref()
     }
 
     /// The sample ids, if given ([`StepInfo::with_sample_ids`]).
@@ -409,6 +428,10 @@ impl StepInfo {
         }
         if let Some(margins) = &self.margins {
             sizes.push(("the margins", margins.dims()[0]));
+        }
+        if let Some((losses, positions)) = &self.worst_positions {
+            sizes.push(("the worst positions' losses", losses.dims()[0]));
+            sizes.push(("the worst positions", positions.dims()[0]));
         }
         // A source that recorded nothing reports 0 samples; its own error (a coverage
         // report) says more than a batch mismatch would.

@@ -9,7 +9,7 @@ use burn::tensor::Tensor;
 
 use super::base::Cockpit;
 use super::report::StepReport;
-use crate::curvature::{GgnPasses, OutputLoss, ProbeBudget, RecordedCurvature};
+use crate::curvature::{GgnPasses, NetworkOutput, OutputLoss, ProbeBudget, RecordedCurvature};
 use crate::persample::{ExactPerSample, PerSample, Recorder};
 use crate::{CockpitError, StepInfo};
 
@@ -34,14 +34,26 @@ pub struct StepOptions {
     /// How the exact GGN's recorded passes run where the forward can widen its batch
     /// ([`OnBatch`]); [`GgnPasses::Auto`] (default): one widened pass on wgpu and cuda.
     pub ggn_passes: GgnPasses,
+    /// The most columns of the loss Hessian's square root (the flattened output's width: a
+    /// language model's `T·V`) the exact GGN may take, one recorded pass each
+    /// ([`RecordedCurvature::with_exact_columns`]); beyond it a Monte-Carlo estimate with its
+    /// standard error. `None` (default): [`EXACT_COLUMNS`](crate::curvature::EXACT_COLUMNS).
+    pub exact_columns: Option<usize>,
+    /// Sampled columns (recorded passes) of every Monte-Carlo GGN diagonal
+    /// ([`RecordedCurvature::with_mc_samples`]). `None` (default): 1 for `diag_ggn_mc`,
+    /// [`MC_SAMPLES`](crate::curvature::MC_SAMPLES) beyond the exact budget.
+    pub mc_samples: Option<usize>,
 }
 
 /// The forward pass [`Cockpit::step`] runs (and replays for the curvature and the exact
-/// fallback): any `Fn(&M) -> Tensor<2>` closure over the step's batch, or an [`OnBatch`],
-/// which also runs the network on the batch repeated, so that the exact GGN's `C` recorded
-/// passes can run as one ([`GgnPasses`](crate::curvature::GgnPasses)).
+/// fallback): any `Fn(&M) -> Tensor<D>` closure over the step's batch (a classifier's
+/// `[B, C]`, a language model's `[B, T, V]`, a segmenter's `[B, C, H, W]`:
+/// [`NetworkOutput`]), or an [`OnBatch`], which also runs the network on the batch repeated,
+/// so that the exact GGN's recorded passes can run as one
+/// ([`GgnPasses`](crate::curvature::GgnPasses)).
 pub trait StepForward<M>: Send + Sync + 'static {
-    /// The network's output `[B, C]` on the step's batch.
+    /// The network's output on the step's batch, flattened to `[B, K]`
+    /// ([`NetworkOutput::into_rows`]).
     fn output(&self, model: &M) -> Tensor<2>;
 
     /// Whether [`StepForward::widened`] runs.
@@ -49,7 +61,7 @@ pub trait StepForward<M>: Send + Sync + 'static {
         false
     }
 
-    /// The output `[k·B, C]` on the batch repeated `copies` times along its first axis
+    /// The output `[k·B, K]` on the batch repeated `copies` times along its first axis
     /// (copy-major), where this forward can widen its batch; [`StepForward::output`] (one
     /// copy) otherwise.
     fn widened(&self, model: &M, copies: usize) -> Tensor<2> {
@@ -58,12 +70,13 @@ pub trait StepForward<M>: Send + Sync + 'static {
     }
 }
 
-impl<M, F> StepForward<M> for F
+impl<M, F, O> StepForward<M> for F
 where
-    F: Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+    F: Fn(&M) -> O + Send + Sync + 'static,
+    O: NetworkOutput,
 {
     fn output(&self, model: &M) -> Tensor<2> {
-        self(model)
+        self(model).into_rows()
     }
 }
 
@@ -91,12 +104,13 @@ impl<const D: usize, F> OnBatch<D, F> {
     }
 }
 
-impl<M, const D: usize, F> StepForward<M> for OnBatch<D, F>
+impl<M, const D: usize, F, O> StepForward<M> for OnBatch<D, F>
 where
-    F: Fn(&M, Tensor<D>) -> Tensor<2> + Send + Sync + 'static,
+    F: Fn(&M, Tensor<D>) -> O + Send + Sync + 'static,
+    O: NetworkOutput,
 {
     fn output(&self, model: &M) -> Tensor<2> {
-        (self.forward)(model, self.input.clone())
+        (self.forward)(model, self.input.clone()).into_rows()
     }
 
     fn widens(&self) -> bool {
@@ -104,7 +118,7 @@ where
     }
 
     fn widened(&self, model: &M, copies: usize) -> Tensor<2> {
-        (self.forward)(model, self.input.clone().repeat_dim(0, copies))
+        (self.forward)(model, self.input.clone().repeat_dim(0, copies)).into_rows()
     }
 }
 
@@ -135,6 +149,18 @@ impl StepOptions {
     /// See [`StepOptions::ggn_passes`].
     pub fn with_ggn_passes(mut self, passes: GgnPasses) -> Self {
         self.ggn_passes = passes;
+        self
+    }
+
+    /// See [`StepOptions::exact_columns`].
+    pub fn with_exact_columns(mut self, columns: usize) -> Self {
+        self.exact_columns = Some(columns);
+        self
+    }
+
+    /// See [`StepOptions::mc_samples`] (at least 1).
+    pub fn with_mc_samples(mut self, samples: usize) -> Self {
+        self.mc_samples = Some(samples.max(1));
         self
     }
 }
@@ -254,10 +280,25 @@ impl Cockpit {
         let forward = Arc::new(forward);
         let recorder = self.needs_per_sample(step).then(Recorder::start);
         let output = forward.output(model);
+        if output.dims() != loss.dims() {
+            return Err(CockpitError::BatchMismatch {
+                step,
+                reason: format!(
+                    "the network's output flattens to {:?} but the loss expects {:?} \
+                     (examples, and positions × classes: a language model's [B, T, V] logits \
+                     take OutputLoss::tokens with targets [B, T] and the vocabulary V)",
+                    output.dims(),
+                    loss.dims()
+                ),
+            });
+        }
         let loss = loss.with_dtype(output.dtype());
-        let margins = self
-            .records_examples(step)
+        let records = self.records_examples(step);
+        let margins = records
             .then(|| loss.margins(output.clone().detach()))
+            .flatten();
+        let worst = records
+            .then(|| loss.worst_positions(output.clone().detach()))
             .flatten();
         let losses = loss.per_sample(output);
         let mean = losses.clone().mean();
@@ -272,6 +313,9 @@ impl Cockpit {
         }
         if let Some(margins) = margins {
             info = info.with_margins(margins);
+        }
+        if let Some((losses, positions)) = worst {
+            info = info.with_worst_positions(losses, positions);
         }
         match recording {
             Some(Ok(recording)) if self.step_options.exact_fallback => {
@@ -309,6 +353,12 @@ impl Cockpit {
             }
             if let Some(budget) = self.step_options.probe_budget {
                 curvature = curvature.with_probe_budget(budget);
+            }
+            if let Some(columns) = self.step_options.exact_columns {
+                curvature = curvature.with_exact_columns(columns);
+            }
+            if let Some(samples) = self.step_options.mc_samples {
+                curvature = curvature.with_mc_samples(samples);
             }
             info = info.with_curvature(if self.step_options.piecewise_linear {
                 curvature.piecewise_linear()

@@ -3,8 +3,11 @@
 
 use std::fmt::Debug;
 
-use burn::tensor::Tensor;
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::{Int, Tensor, TensorCreationOptions, TensorData};
 
+use super::positions::{ClassAxis, PositionLoss};
+use super::random::SplitMix;
 use crate::{QuantityError, Snapshot};
 
 /// Which diagonal curvature HessTrace and TIC use (Cockpit's `curvature` argument).
@@ -50,14 +53,44 @@ impl std::str::FromStr for DiagonalKind {
     }
 }
 
-/// The loss on the network's output `f` `[B, C]`, mean over the batch: what the curvature
-/// sources with exact diagonals need to know of it (its Hessian with respect to `f`).
+/// A network's output as the Cockpit takes it: any `[B, …]` tensor, flattened to `[B, K]`
+/// row-major (`K` the product of the other axes). Implemented for every rank, so
+/// [`Cockpit::step`](crate::Cockpit::step) takes classifiers' `[B, C]`, language models'
+/// `[B, T, V]` and segmenters' `[B, C, H, W]` alike; the [`OutputLoss`] says how to read it.
+pub trait NetworkOutput {
+    /// The output as `[B, K]`.
+    fn into_rows(self) -> Tensor<2>;
+}
+
+impl<const D: usize> NetworkOutput for Tensor<D> {
+    fn into_rows(self) -> Tensor<2> {
+        let dims = self.dims();
+        let batch = dims.first().copied().unwrap_or(1);
+        let width = dims.iter().skip(1).product::<usize>();
+        self.reshape([batch, width])
+    }
+}
+
+/// The loss on the network's output `f` (flattened to `[B, K]`, [`NetworkOutput`]), the mean
+/// of each example's loss over the batch: what the per-sample losses, the margins and the
+/// curvature sources with exact diagonals need to know of it (its Hessian with respect to `f`).
+///
+/// | output | loss | constructor |
+/// |---|---|---|
+/// | `[B, C]` logits | cross-entropy against classes `[B]` | [`OutputLoss::classes`] |
+/// | `[B, C]` logits | cross-entropy against probabilities `[B, C]` | [`OutputLoss::CrossEntropy`] |
+/// | `[B, T, V]` token logits | per-token cross-entropy against `[B, T]`, padding ignored | [`OutputLoss::tokens`], [`OutputLoss::tokens_with_padding`] |
+/// | `[B, C, H, W]` class maps | per-pixel cross-entropy against `[B, H, W]` | [`OutputLoss::class_maps`], [`OutputLoss::class_maps_with_ignore`] |
+/// | `[B, …]` | mean squared error against `[B, …]` | [`OutputLoss::Mse`], [`OutputLoss::mse`] |
 #[derive(Debug, Clone)]
 pub enum OutputLoss {
     /// `MSELoss(mean)`: `(1/(B·C)) Σ ‖f_n − y_n‖²`, targets `[B, C]`.
     Mse(Tensor<2>),
     /// `CrossEntropyLoss(mean)` with one-hot targets `[B, C]`.
     CrossEntropy(Tensor<2>),
+    /// Cross-entropy at every position (token, pixel) of each example, the example's loss the
+    /// mean over its counted positions ([`PositionLoss`]).
+    Positions(PositionLoss),
 }
 
 impl OutputLoss {
@@ -67,6 +100,70 @@ impl OutputLoss {
         Self::CrossEntropy(targets.one_hot::<2>(classes).float())
     }
 
+    /// Mean squared error against targets of any shape `[B, …]` (the output's): each
+    /// example's loss is the mean over its outputs.
+    pub fn mse<const D: usize>(targets: Tensor<D>) -> Self {
+        Self::Mse(targets.into_rows())
+    }
+
+    /// A language model's or tagger's per-token cross-entropy: logits `[B, T, V]` (classes
+    /// on the last axis), targets `[B, T]` (next tokens, tags) among `vocabulary` classes.
+    /// Each sequence's loss is the mean over its `T` tokens ([`PositionLoss`]).
+    pub fn tokens(targets: Tensor<2, burn::tensor::Int>, vocabulary: usize) -> Self {
+        Self::Positions(PositionLoss::new(
+            targets,
+            vocabulary,
+            ClassAxis::Last,
+            None,
+        ))
+    }
+
+    /// [`OutputLoss::tokens`] where tokens whose target is `pad` count for nothing (burn's
+    /// `CrossEntropyLossConfig::with_pad_tokens`): each sequence's loss is the mean over its
+    /// other tokens; a sequence of padding alone has loss 0 and no gradient.
+    pub fn tokens_with_padding(
+        targets: Tensor<2, burn::tensor::Int>,
+        vocabulary: usize,
+        pad: i64,
+    ) -> Self {
+        Self::Positions(PositionLoss::new(
+            targets,
+            vocabulary,
+            ClassAxis::Last,
+            Some(pad),
+        ))
+    }
+
+    /// A segmenter's per-pixel cross-entropy: class maps `[B, C, …]` (classes on the second
+    /// axis, burn's convolution layout), targets `[B, …]` (`[B, H, W]` for images) among
+    /// `classes` classes. Each image's loss is the mean over its pixels.
+    pub fn class_maps<const D: usize>(
+        targets: Tensor<D, burn::tensor::Int>,
+        classes: usize,
+    ) -> Self {
+        Self::Positions(PositionLoss::new(
+            positions_of(targets),
+            classes,
+            ClassAxis::Second,
+            None,
+        ))
+    }
+
+    /// [`OutputLoss::class_maps`] where pixels whose target is `ignore` (often 255: unlabelled)
+    /// count for nothing.
+    pub fn class_maps_with_ignore<const D: usize>(
+        targets: Tensor<D, burn::tensor::Int>,
+        classes: usize,
+        ignore: i64,
+    ) -> Self {
+        Self::Positions(PositionLoss::new(
+            positions_of(targets),
+            classes,
+            ClassAxis::Second,
+            Some(ignore),
+        ))
+    }
+
     /// The same loss with its targets in float type `dtype` (the network output's: class
     /// indices become one-hot rows in burn's default float type).
     pub fn with_dtype(self, dtype: burn::tensor::DType) -> Self {
@@ -74,36 +171,56 @@ impl OutputLoss {
         match self {
             Self::Mse(y) => Self::Mse(cast(y)),
             Self::CrossEntropy(y) => Self::CrossEntropy(cast(y)),
+            // Its weights are formed in the output's float type where they are used.
+            Self::Positions(loss) => Self::Positions(loss),
         }
     }
 
-    /// The targets `[B, C]` (one-hot for cross-entropy).
-    pub fn targets(&self) -> &Tensor<2> {
+    /// The float targets `[B, C]` (one-hot for cross-entropy); `None` for
+    /// [`OutputLoss::Positions`], whose targets are class indices.
+    pub fn targets(&self) -> Option<&Tensor<2>> {
         match self {
-            OutputLoss::Mse(y) | OutputLoss::CrossEntropy(y) => y,
+            OutputLoss::Mse(y) | OutputLoss::CrossEntropy(y) => Some(y),
+            OutputLoss::Positions(_) => None,
         }
     }
 
-    /// Each example's loss `ℓ_n` on the output `f` `[B, C]`, `[B]`; its mean is the loss
-    /// ([`persample::loss`](crate::persample::loss)).
-    pub fn per_sample(&self, f: Tensor<2>) -> Tensor<1> {
+    /// `[B, K]`: the examples, and the width of the flattened output the loss expects (also
+    /// the number of columns of its Hessian's square root, one recorded pass each for the
+    /// exact GGN).
+    pub fn dims(&self) -> [usize; 2] {
+        match self {
+            OutputLoss::Mse(y) | OutputLoss::CrossEntropy(y) => y.dims(),
+            OutputLoss::Positions(loss) => loss.dims(),
+        }
+    }
+
+    /// Each example's loss `ℓ_n` on the output `f` (`[B, …]`, flattened to `[B, K]`),
+    /// `[B]`; its mean is the loss ([`persample::loss`](crate::persample::loss)).
+    pub fn per_sample(&self, f: impl NetworkOutput) -> Tensor<1> {
+        let f = f.into_rows();
         let dtype = f.dtype();
         match self.clone().with_dtype(dtype) {
             Self::Mse(y) => crate::persample::loss::mse(f, y),
             Self::CrossEntropy(y) => crate::persample::loss::cross_entropy_with_probabilities(f, y),
+            Self::Positions(loss) => loss.per_sample(f),
         }
     }
 
-    /// Each example's classification margin on the logits `f` `[B, C]`, `[B]`: the logit of
-    /// its labelled class (the target's largest entry) minus the largest other logit;
+    /// Each example's classification margin on the logits `f`, `[B]`: the logit of its
+    /// labelled class (the target's largest entry) minus the largest other logit; for
+    /// [`OutputLoss::Positions`] the mean of that margin over the example's counted positions.
     /// `None` for a regression loss. −∞ with a single class.
     ///
     /// # Cost
     ///
-    /// A few element-wise kernels and two reductions over `[B, C]`; no read.
-    pub fn margins(&self, f: Tensor<2>) -> Option<Tensor<1>> {
-        let Self::CrossEntropy(y) = self.clone().with_dtype(f.dtype()) else {
-            return None;
+    /// A few element-wise kernels and two reductions over the logits; no read.
+    pub fn margins(&self, f: impl NetworkOutput) -> Option<Tensor<1>> {
+        let f = f.into_rows();
+        let y = match self.clone().with_dtype(f.dtype()) {
+            Self::Mse(_) => return None,
+            Self::Positions(loss) => return Some(loss.margins(f)),
+            Self::CrossEntropy(y) => y,
         };
         let batch = f.dims()[0];
         let label = y.clone().argmax(1);
@@ -112,6 +229,138 @@ impl OutputLoss {
         let other = f.mask_fill(is_label, f64::NEG_INFINITY).max_dim(1);
         Some((labelled - other).reshape([batch]))
     }
+
+    /// Each example's worst counted position on the output `f`, for
+    /// [`OutputLoss::Positions`]: that position's loss `[B]` and its index `[B]` (for
+    /// [`ClassAxis::Second`](super::ClassAxis::Second) maps, `h·W + w`). An example with no
+    /// counted position gets loss −1. `None` for one-position losses.
+    ///
+    /// # Cost
+    ///
+    /// A log-softmax, a gather and one reduction over the positions; no read.
+    pub fn worst_positions(&self, f: impl NetworkOutput) -> Option<(Tensor<1>, Tensor<1, Int>)> {
+        match self {
+            Self::Positions(loss) => Some(loss.worst_positions(f.into_rows())),
+            Self::Mse(_) | Self::CrossEntropy(_) => None,
+        }
+    }
+
+    /// The mean loss at the flattened output `f` `[B, K]`.
+    pub(crate) fn value(&self, f: Tensor<2>) -> Tensor<1> {
+        match self {
+            OutputLoss::Mse(y) => (f - y.clone()).square().mean(),
+            OutputLoss::CrossEntropy(y) => {
+                // The float64 reciprocal: burn-autodiff's backward of `div_scalar` rounds it.
+                let batch = f.dims()[0] as f64;
+                (log_softmax(f, 1) * y.clone())
+                    .sum()
+                    .mul_scalar(-batch.recip())
+            }
+            OutputLoss::Positions(loss) => {
+                let batch = f.dims()[0] as f64;
+                loss.per_sample(f).sum().mul_scalar(batch.recip())
+            }
+        }
+    }
+
+    /// `∂L/∂f` of the mean loss at `f` `[B, K]` (detached targets).
+    pub(crate) fn gradient(&self, f: Tensor<2>) -> Tensor<2> {
+        let [batch, classes] = f.dims();
+        match self {
+            OutputLoss::Mse(y) => {
+                (f - y.clone().detach()).mul_scalar(2.0 / (batch * classes) as f64)
+            }
+            OutputLoss::CrossEntropy(y) => {
+                (softmax(f, 1) - y.clone().detach()).mul_scalar((batch as f64).recip())
+            }
+            OutputLoss::Positions(loss) => loss.gradient(f),
+        }
+    }
+
+    /// The columns `columns` of the loss Hessian's square root (`∇²_f ℓ_n = S_n S_nᵀ`)
+    /// stacked copy-major, `[k·B, K]` (rows `j·B..(j + 1)·B` the column `s_{·,c₀+j}`), built
+    /// in a fixed number of operations whatever `k`: the one-hot rows `E` compare each row's
+    /// column with `0..K` (only the `k·B` row indices are uploaded); for cross-entropy
+    /// `S = (E − P) ⊙ √(Σ_c P ⊙ E)` with `P` the probabilities repeated `k` times; for MSE
+    /// `√(2/C)·E`; per position, [`PositionLoss`]'s block columns.
+    pub(crate) fn stacked_columns(
+        &self,
+        f: &Tensor<2>,
+        columns: std::ops::Range<usize>,
+    ) -> Tensor<2> {
+        if let OutputLoss::Positions(loss) = self {
+            return loss.stacked_columns(f, columns);
+        }
+        let [batch, classes] = f.dims();
+        let (copies, device) = (columns.len(), f.device());
+        let rows = copies * batch;
+        let column_of_row: Vec<i64> = (0..rows)
+            .map(|row| (columns.start + row / batch) as i64)
+            .collect();
+        let column_of_row =
+            Tensor::<2, Int>::from_data(TensorData::new(column_of_row, [rows, 1]), &device);
+        let all = Tensor::<1, Int>::arange(0..classes as i64, &device).reshape([1, classes]);
+        let e = column_of_row
+            .expand([rows, classes])
+            .equal(all.expand([rows, classes]))
+            .float()
+            .cast(f.dtype());
+        match self {
+            OutputLoss::CrossEntropy(_) => {
+                let p = softmax(f.clone(), 1).repeat_dim(0, copies);
+                let root = (p.clone() * e.clone()).sum_dim(1).sqrt();
+                (e - p) * root
+            }
+            _ => e.mul_scalar((2.0 / classes as f64).sqrt()),
+        }
+    }
+
+    /// One sampled column `[B, K]` (Cockpit's `diag_ggn_mc`), drawn on the host and uploaded
+    /// (no read): cross-entropy `p_n − e_ŷ` with `ŷ` by inverse CDF of `p_n` against a
+    /// uniform (per position for [`OutputLoss::Positions`], scaled by `√w`); MSE
+    /// `√(2/C)·ξ_n`, `ξ_n ~ N(0, I)`. Its outer product's expectation is the loss Hessian.
+    pub(crate) fn sampled_column(&self, f: &Tensor<2>, rng: &SplitMix) -> Tensor<2> {
+        let [batch, classes] = f.dims();
+        let options = TensorCreationOptions::new(f.device()).with_dtype(f.dtype());
+        match self {
+            OutputLoss::Positions(loss) => loss.sampled_column(f, rng),
+            OutputLoss::Mse(_) => {
+                let xi: Vec<f64> = (0..batch * classes).map(|_| rng.gaussian()).collect();
+                let xi = Tensor::<2>::from_data(TensorData::new(xi, [batch, classes]), options);
+                xi.mul_scalar((2.0 / classes as f64).sqrt())
+            }
+            OutputLoss::CrossEntropy(_) => {
+                let u: Vec<f64> = (0..batch).map(|_| rng.uniform()).collect();
+                let u = Tensor::<2>::from_data(TensorData::new(u, [batch, 1]), options);
+                let p = softmax(f.clone(), 1);
+                // Whether the CDF has passed u at each class; the last class always has, so
+                // rounding in the CDF cannot leave a sample without a class.
+                let passed = p.clone().cumsum(1).greater(u.expand([batch, classes]));
+                let passed = passed
+                    .float()
+                    .cast(f.dtype())
+                    .slice_fill([0..batch, classes - 1..classes], 1.0);
+                let before = Tensor::cat(
+                    vec![
+                        passed.clone().slice([0..batch, 0..1]).zeros_like(),
+                        passed.clone().slice([0..batch, 0..classes - 1]),
+                    ],
+                    1,
+                );
+                p - (passed - before)
+            }
+        }
+    }
+}
+
+/// Class targets `[B, …]` as `[B, P]`.
+fn positions_of<const D: usize>(
+    targets: Tensor<D, burn::tensor::Int>,
+) -> Tensor<2, burn::tensor::Int> {
+    let dims = targets.dims();
+    let batch = dims.first().copied().unwrap_or(1);
+    let positions = dims.iter().skip(1).product::<usize>();
+    targets.reshape([batch, positions])
 }
 
 /// Second-order information about the step's mean mini-batch loss `L(θ_t)`, on the batch of the

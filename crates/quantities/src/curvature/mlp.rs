@@ -141,6 +141,7 @@ impl MlpCurvature {
         let loss = match loss {
             OutputLoss::Mse(y) => OutputLoss::Mse(plain(y)),
             OutputLoss::CrossEntropy(y) => OutputLoss::CrossEntropy(plain(y)),
+            positions @ OutputLoss::Positions(_) => positions,
         };
         Self {
             layers,
@@ -196,6 +197,7 @@ impl MlpCurvature {
                     (diag - outer(p)).div_scalar(b),
                 )
             }
+            OutputLoss::Positions(_) => return Err(positions_unsupported()),
         };
         let mut out = Vec::with_capacity(self.layers.len());
         for layer in self.layers.iter().rev() {
@@ -295,6 +297,7 @@ impl MlpCurvature {
                 }
                 float(data, [classes, batch, classes])
             }
+            (OutputLoss::Positions(_), _) => return Err(positions_unsupported()),
         };
         let mut out = Vec::with_capacity(self.layers.len());
         for (index, layer) in self.layers.iter().enumerate().rev() {
@@ -339,6 +342,7 @@ impl MlpCurvature {
                 let p = softmax(f, 1);
                 ((p.clone() - y.clone()).div_scalar(b), Some(p))
             }
+            OutputLoss::Positions(_) => return Err(positions_unsupported()),
         };
         let n = self.layers.len();
         let (mut d1, mut d2) = (Vec::with_capacity(n), Vec::with_capacity(n));
@@ -521,4 +525,14 @@ impl CurvatureSource for MlpCurvature {
             })
             .collect()
     }
+}
+
+/// [`MlpCurvature`] is for an MLP's `[B, C]` output; position losses go to
+/// [`RecordedCurvature`](super::RecordedCurvature).
+fn positions_unsupported() -> QuantityError {
+    QuantityError::Unsupported(
+        "MlpCurvature takes an MLP's [B, C] output; for token or pixel losses \
+         (OutputLoss::Positions) use RecordedCurvature"
+            .into(),
+    )
 }

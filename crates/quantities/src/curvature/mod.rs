@@ -8,17 +8,19 @@ mod finite_difference;
 mod hutchinson;
 mod merged;
 mod mlp;
+mod positions;
 pub(crate) mod random;
 mod recorded;
 
-pub use base::{CurvatureSource, DiagonalKind, OutputLoss};
+pub use base::{CurvatureSource, DiagonalKind, NetworkOutput, OutputLoss};
 pub(crate) use eigen::lanczos_with_vector;
 pub use eigen::{EigenEstimate, Target, lanczos, power_iteration};
 pub use finite_difference::FiniteDifferenceHvp;
 pub use hutchinson::{Hutchinson, ProbeBudget};
 pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer};
+pub use positions::{ClassAxis, PositionLoss};
 pub use recorded::{
-    ACTIVATION_PASSES, GgnPasses, HessianDiagonal, LINEARITY_TOLERANCE, RecordedCurvature,
-    WIDENED_ROWS,
+    ACTIVATION_PASSES, EXACT_COLUMNS, GgnPasses, HessianDiagonal, LINEARITY_TOLERANCE, MC_SAMPLES,
+    RecordedCurvature, WIDENED_ROWS,
 };

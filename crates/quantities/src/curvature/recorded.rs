@@ -7,11 +7,10 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
-use burn::tensor::activation::{log_softmax, softmax};
-use burn::tensor::{Int, Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 use cockpit_persample::{PerSampleSource, Recorder, Recording, Request};
 
-use super::base::{CurvatureSource, DiagonalKind, OutputLoss};
+use super::base::{CurvatureSource, DiagonalKind, NetworkOutput, OutputLoss};
 use super::finite_difference::{FiniteDifferenceHvp, shifted, step_size};
 use super::hutchinson::{Hutchinson, ProbeBudget};
 use super::random::SplitMix;
@@ -29,6 +28,19 @@ pub const ACTIVATION_PASSES: usize = 512;
 /// 2 048 samples. cifar10_3c3d's 10 classes at B 128 (1 280 rows) fit in one pass, which
 /// peaked at 1.75 GB in float32 (flex, measured).
 pub const WIDENED_ROWS: usize = 2048;
+
+/// The most columns of the loss Hessian's square root the exact GGN diagonal takes by default
+/// (one recorded pass each, or one widened pass's rows each): a classifier's `C`, a tagger's
+/// `T·V` where it fits. Beyond it (a language model's `T·V`, a segmenter's `C·H·W`) the GGN
+/// diagonal is a Monte-Carlo estimate from [`MC_SAMPLES`] sampled columns with its standard
+/// error, and a note says so ([`RecordedCurvature::with_exact_columns`]).
+pub const EXACT_COLUMNS: usize = 256;
+
+/// Sampled columns of the Monte-Carlo GGN diagonal where the exact one is beyond
+/// [`EXACT_COLUMNS`] (one recorded pass each; at least two, so the estimate carries its
+/// standard error). `diag_ggn_mc` itself draws one, as Cockpit does, unless
+/// [`RecordedCurvature::with_mc_samples`] says otherwise.
+pub const MC_SAMPLES: usize = 4;
 
 /// Probes per parameter tensor of the piecewise-linear check; the median ratio counts (a
 /// ReLU unit crossing its kink within one probe's step is a rare, large outlier; curvature
@@ -73,8 +85,12 @@ pub enum HessianDiagonal {
 }
 
 /// Curvature diagonals of any model whose parameters all belong to the per-sample drop-ins
-/// (`cockpit_persample`), for cross-entropy and MSE with mean reduction, with no double
-/// backward.
+/// (`cockpit_persample`), for every [`OutputLoss`] (a classifier's cross-entropy and MSE with
+/// mean reduction, a language model's or tagger's per-token cross-entropy, a segmenter's
+/// per-pixel one), with no double backward.
+///
+/// A per-position loss's output is flattened to `[B, K]` (`K = T·V`, `C·H·W`); its loss
+/// Hessian is block diagonal over positions, so each column lives in one position.
 ///
 /// The loss Hessian with respect to sample `n`'s output is factored as `∇²_f ℓ_n = S_n S_nᵀ`
 /// (cross-entropy: the columns `√p_c (e_c − p)`; MSE `(1/C)‖f − y‖²`: `√(2/C)·I`). For each
@@ -99,9 +115,11 @@ pub enum HessianDiagonal {
 ///
 /// # Cost
 ///
-/// `diag_ggn_exact`: `C` recorded forward and backward passes (`C` the output's width), or
-/// one over `C` copies of the batch where [`GgnPasses`] widens (`C` times the activations'
-/// memory, one pass's launches), and per pass the engine's per-sample sums of squares (for convolutions and sequence layers one
+/// `diag_ggn_exact`: `K` recorded forward and backward passes (`K` the flattened output's
+/// width) while `K` is at most [`EXACT_COLUMNS`], or one over `K` copies of the batch where
+/// [`GgnPasses`] widens (`K` times the activations' memory, one pass's launches); beyond it,
+/// [`MC_SAMPLES`] passes of sampled columns (a language model's `T·V` would take 10⁵–10⁶),
+/// and per pass the engine's per-sample sums of squares (for convolutions and sequence layers one
 /// per-sample gradient chunk at a time). `diag_ggn_mc`: one such pass. `diag_h`: the GGN's
 /// passes, plus two forward and backward passes per residual probe where the residual is
 /// estimated; declared piecewise linear with curved activation drop-ins, one pass for
@@ -127,17 +145,29 @@ pub struct RecordedCurvature<M: Module> {
     cache: Mutex<HashMap<DiagonalKind, Vec<Tensor<1>>>>,
     /// The standard errors of each estimated diagonal's per-parameter traces.
     errors: Mutex<HashMap<DiagonalKind, Vec<Tensor<1>>>>,
-    /// The exact GGN diagonal and the curved layers its passes saw (`None` inside where the
-    /// drop-ins do not cover the model), shared by `diag_ggn_exact` and `diag_h`.
+    /// The GGN diagonal (exact, or estimated beyond the exact budget) and the curved layers
+    /// its passes saw (`None` inside where the drop-ins do not cover the model), shared by
+    /// `diag_ggn_exact` and `diag_h`.
     ggn: Mutex<Option<Option<Ggn>>>,
     /// Passes the activations' exact residual may take.
     activation_passes: usize,
+    /// The most columns the exact GGN takes.
+    exact_columns: usize,
+    /// Sampled columns of every Monte-Carlo GGN, where set.
+    mc_samples: Option<usize>,
     /// Each curved activation's residual `r = ∂L/∂a ⊙ σ''(z)` `[B, units]` at the step.
     activation_residuals: Mutex<Option<Vec<Tensor<2>>>>,
     notes: Mutex<Vec<String>>,
 }
 
-type Ggn = (Vec<Tensor<1>>, Vec<String>);
+/// A GGN diagonal, the curved layers its passes saw, and the standard errors of its
+/// per-parameter traces where it is a Monte-Carlo estimate.
+#[derive(Clone)]
+struct Ggn {
+    diagonal: Vec<Tensor<1>>,
+    curved: Vec<String>,
+    errors: Option<Vec<Tensor<1>>>,
+}
 
 impl<M: Module> std::fmt::Debug for RecordedCurvature<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -153,17 +183,17 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     /// and return the network's output `f` `[B, C]` on the autodiff device. `seed` drives the
     /// Monte-Carlo draws and the probes. `diag_h` is [`HessianDiagonal::GgnPlusResidual`] with
     /// 10 probes until [`RecordedCurvature::piecewise_linear`] says otherwise.
-    pub fn new(
+    pub fn new<O: NetworkOutput>(
         model: &M,
-        output_of: impl Fn(&M) -> Tensor<2> + Send + Sync + 'static,
+        output_of: impl Fn(&M) -> O + Send + Sync + 'static,
         loss: OutputLoss,
         seed: u64,
     ) -> Self {
-        let output_of: Arc<OutputFn<M>> = Arc::new(output_of);
+        let output_of: Arc<OutputFn<M>> = Arc::new(move |m: &M| output_of(m).into_rows());
         let hvp = {
             let (output_of, loss) = (output_of.clone(), loss.clone());
             Arc::new(FiniteDifferenceHvp::new(model, move |m: &M| {
-                let value = loss_value(&loss, output_of(m));
+                let value = loss.value(output_of(m));
                 Ok(GradientsParams::from_grads(value.backward(), m))
             }))
         };
@@ -184,6 +214,8 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             errors: Mutex::new(HashMap::new()),
             ggn: Mutex::new(None),
             activation_passes: ACTIVATION_PASSES,
+            exact_columns: EXACT_COLUMNS,
+            mc_samples: None,
             activation_residuals: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
         }
@@ -192,11 +224,32 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     /// The network's output on the batch repeated `copies` times along the batch axis
     /// (`widened(model, k)` = `output_of` on `x.repeat_dim(0, k)`, `[k·B, C]`), so the exact
     /// GGN's `C` recorded passes can run as one ([`GgnPasses`]).
-    pub fn with_widened_output(
+    pub fn with_widened_output<O: NetworkOutput>(
         mut self,
-        widened: impl Fn(&M, usize) -> Tensor<2> + Send + Sync + 'static,
+        widened: impl Fn(&M, usize) -> O + Send + Sync + 'static,
     ) -> Self {
-        self.widened = Some(Arc::new(widened));
+        self.widened = Some(Arc::new(move |m: &M, copies| {
+            widened(m, copies).into_rows()
+        }));
+        self
+    }
+
+    /// The most columns of the loss Hessian's square root (the flattened output's width `K`:
+    /// `C` for a classifier, `T·V` for a language model) the exact GGN diagonal may take,
+    /// one recorded pass each ([`EXACT_COLUMNS`] by default). Beyond it, `diag_ggn_exact` and
+    /// the GGN part of `diag_h` are Monte-Carlo estimates with their standard errors
+    /// ([`RecordedCurvature::with_mc_samples`]), and a note says so.
+    pub fn with_exact_columns(mut self, columns: usize) -> Self {
+        self.exact_columns = columns;
+        self
+    }
+
+    /// Sampled columns of every Monte-Carlo GGN diagonal: `diag_ggn_mc` (1 by default, as
+    /// Cockpit) and the GGN beyond [`RecordedCurvature::with_exact_columns`] ([`MC_SAMPLES`]
+    /// by default). One recorded pass each; from two on, the estimate carries the standard
+    /// error of each parameter's trace, from the samples' spread.
+    pub fn with_mc_samples(mut self, samples: usize) -> Self {
+        self.mc_samples = Some(samples.max(1));
         self
     }
 
@@ -305,7 +358,28 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         if widenable && let Some(widened) = self.widens(params) {
             return self.widened_sum_sq(params, widened);
         }
-        let mut sums = PassSums::default();
+        self.passes(params, columns, PassSums::default())
+    }
+
+    /// The mean over `samples` recorded passes of `Σ_n (J_nᵀ s_n)²`, one sampled column
+    /// `s` each, with the standard error of each parameter's trace from the passes' spread
+    /// (from two samples on).
+    fn sampled_sum_sq(&self, params: &Snapshot, samples: usize) -> Result<Recorded, QuantityError> {
+        let columns = |f: &Tensor<2>| -> Vec<Tensor<2>> {
+            (0..samples)
+                .map(|_| self.loss.sampled_column(f, &self.rng))
+                .collect()
+        };
+        self.passes(params, &columns, PassSums::sampled())
+    }
+
+    /// One recorded pass per column of `columns(f)`, summed into `sums`.
+    fn passes(
+        &self,
+        params: &Snapshot,
+        columns: &dyn Fn(&Tensor<2>) -> Vec<Tensor<2>>,
+        mut sums: PassSums,
+    ) -> Result<Recorded, QuantityError> {
         let mut planned: Option<Vec<Tensor<2>>> = None;
         let (mut column, mut batch) = (0, 1);
         loop {
@@ -343,7 +417,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         params: &Snapshot,
         widened: Arc<WidenedFn<M>>,
     ) -> Result<Recorded, QuantityError> {
-        let [batch, classes] = self.loss.targets().dims();
+        let [batch, classes] = self.loss.dims();
         let per_pass = (self.widened_rows / batch.max(1)).clamp(1, classes.max(1));
         let mut sums = PassSums::default();
         for start in (0..classes).step_by(per_pass) {
@@ -359,7 +433,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                 )));
             }
             let first = wide.clone().slice([0..batch, 0..classes]).detach();
-            let s = self.stacked_exact_columns(&first, start..start + copies);
+            let s = self.loss.stacked_columns(&first, start..start + copies);
             let pseudo = (wide * s)
                 .sum()
                 .mul_scalar(((copies * batch) as f64).recip());
@@ -384,92 +458,64 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         widen.then_some(widened)
     }
 
-    /// The columns `s_{·,c}` `[B, C]` of the loss Hessian's square root, one per output.
+    /// The columns `s_{·,c}` `[B, K]` of the loss Hessian's square root, one per output.
     fn exact_columns(&self, f: &Tensor<2>) -> Vec<Tensor<2>> {
-        let [batch, classes] = f.dims();
-        let stacked = self.stacked_exact_columns(f, 0..classes);
-        (0..classes)
+        let [batch, width] = f.dims();
+        let stacked = self.loss.stacked_columns(f, 0..width);
+        (0..width)
             .map(|c| {
                 stacked
                     .clone()
-                    .slice([c * batch..(c + 1) * batch, 0..classes])
+                    .slice([c * batch..(c + 1) * batch, 0..width])
             })
             .collect()
     }
 
-    /// The columns `classes` of [`Self::exact_columns`] stacked copy-major, `[k·B, C]` (rows
-    /// `j·B..(j + 1)·B` the column `s_{·,c₀+j}`), built in a fixed number of operations
-    /// whatever `k`: the one-hot rows `E` compare each row's column with `0..C` (only the
-    /// `k·B` row indices are uploaded), and for cross-entropy `S = (E − P) ⊙ √(Σ_c P ⊙ E)`
-    /// with `P` the probabilities repeated `k` times.
-    fn stacked_exact_columns(&self, f: &Tensor<2>, columns: std::ops::Range<usize>) -> Tensor<2> {
-        let [batch, classes] = f.dims();
-        let (copies, device) = (columns.len(), f.device());
-        let rows = copies * batch;
-        let column_of_row: Vec<i64> = (0..rows)
-            .map(|row| (columns.start + row / batch) as i64)
-            .collect();
-        let column_of_row =
-            Tensor::<2, Int>::from_data(TensorData::new(column_of_row, [rows, 1]), &device);
-        let all = Tensor::<1, Int>::arange(0..classes as i64, &device).reshape([1, classes]);
-        let e = column_of_row
-            .expand([rows, classes])
-            .equal(all.expand([rows, classes]))
-            .float()
-            .cast(f.dtype());
-        match &self.loss {
-            OutputLoss::Mse(_) => e.mul_scalar((2.0 / classes as f64).sqrt()),
-            OutputLoss::CrossEntropy(_) => {
-                let p = softmax(f.clone(), 1).repeat_dim(0, copies);
-                let root = (p.clone() * e.clone()).sum_dim(1).sqrt();
-                (e - p) * root
-            }
-        }
-    }
-
-    /// One sampled column (Cockpit's `diag_ggn_mc`), drawn on the host and uploaded (no
-    /// read): cross-entropy `p_n − e_ŷ` with `ŷ` by inverse CDF of `p_n` against a uniform;
-    /// MSE `√(2/C)·ξ_n`.
-    fn sampled_column(&self, f: &Tensor<2>) -> Vec<Tensor<2>> {
-        let [batch, classes] = f.dims();
-        let options = TensorCreationOptions::new(f.device()).with_dtype(f.dtype());
-        match &self.loss {
-            OutputLoss::Mse(_) => {
-                let xi: Vec<f64> = (0..batch * classes).map(|_| self.rng.gaussian()).collect();
-                let xi = Tensor::<2>::from_data(TensorData::new(xi, [batch, classes]), options);
-                vec![xi.mul_scalar((2.0 / classes as f64).sqrt())]
-            }
-            OutputLoss::CrossEntropy(_) => {
-                let u: Vec<f64> = (0..batch).map(|_| self.rng.uniform()).collect();
-                let u = Tensor::<2>::from_data(TensorData::new(u, [batch, 1]), options);
-                let p = softmax(f.clone(), 1);
-                // Whether the CDF has passed u at each class; the last class always has, so
-                // rounding in the CDF cannot leave a sample without a class.
-                let passed = p.clone().cumsum(1).greater(u.expand([batch, classes]));
-                let passed = passed
-                    .float()
-                    .cast(f.dtype())
-                    .slice_fill([0..batch, classes - 1..classes], 1.0);
-                let before = Tensor::cat(
-                    vec![
-                        passed.clone().slice([0..batch, 0..1]).zeros_like(),
-                        passed.clone().slice([0..batch, 0..classes - 1]),
-                    ],
-                    1,
-                );
-                let onehot = passed - before;
-                vec![p - onehot]
-            }
-        }
+    /// The samples of a Monte-Carlo GGN: as set, else `default`.
+    fn samples(&self, default: usize) -> usize {
+        self.mc_samples.unwrap_or(default)
     }
 
     /// The exact GGN diagonal (shared by `diag_ggn_exact` and `diag_h`), cached for the step.
-    fn ggn_exact(&self, params: &Snapshot) -> Result<Option<Ggn>, QuantityError> {
+    /// Beyond [`RecordedCurvature::with_exact_columns`], a Monte-Carlo estimate with its
+    /// errors, and a note saying so.
+    fn ggn(&self, params: &Snapshot) -> Result<Option<Ggn>, QuantityError> {
         if let Some(cached) = self.ggn.lock().ok().and_then(|g| g.clone()) {
             return Ok(cached);
         }
-        let ggn = match self.recorded_sum_sq(params, &|f| self.exact_columns(f), true)? {
-            Recorded::Covered { diagonal, curved } => Some((diagonal, curved)),
+        let [_, columns] = self.loss.dims();
+        let recorded = if columns <= self.exact_columns {
+            self.recorded_sum_sq(params, &|f| self.exact_columns(f), true)?
+        } else {
+            let samples = self.samples(MC_SAMPLES);
+            let recorded = self.sampled_sum_sq(params, samples)?;
+            if matches!(recorded, Recorded::Covered { .. }) {
+                self.note(format!(
+                    "the exact GGN diagonal takes {columns} recorded passes (one per output \
+                     column), beyond the budget of {} (RecordedCurvature::with_exact_columns): \
+                     the GGN diagonal is a Monte-Carlo estimate from {samples} sampled \
+                     column{} (diag_ggn_mc){}",
+                    self.exact_columns,
+                    if samples == 1 { "" } else { "s" },
+                    if samples >= 2 {
+                        ", with its standard error"
+                    } else {
+                        ", without a standard error (one sample)"
+                    }
+                ));
+            }
+            recorded
+        };
+        let ggn = match recorded {
+            Recorded::Covered {
+                diagonal,
+                curved,
+                errors,
+            } => Some(Ggn {
+                diagonal,
+                curved,
+                errors,
+            }),
             Recorded::Uncovered(coverage) => {
                 self.note(format!(
                     "the per-sample drop-ins do not cover every parameter, so no exact \
@@ -502,9 +548,25 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
 
     /// Keeps the standard errors of the Hessian diagonal's estimate (its traces').
     fn keep_errors(&self, errors: Option<Vec<Tensor<1>>>) {
-        if let (Some(errors), Ok(mut kept)) = (errors, self.errors.lock()) {
-            kept.insert(DiagonalKind::Hessian, errors);
-        }
+        self.keep_errors_of(DiagonalKind::Hessian, errors);
+    }
+
+    /// Keeps the standard errors of `kind`'s estimate; where some are kept already (a
+    /// Monte-Carlo GGN under a residual's estimate), the two independent errors are added in
+    /// quadrature.
+    fn keep_errors_of(&self, kind: DiagonalKind, errors: Option<Vec<Tensor<1>>>) {
+        let (Some(errors), Ok(mut kept)) = (errors, self.errors.lock()) else {
+            return;
+        };
+        let joined = match kept.remove(&kind) {
+            Some(earlier) if earlier.len() == errors.len() => earlier
+                .into_iter()
+                .zip(errors)
+                .map(|(a, b)| (a.square() + b.square()).sqrt())
+                .collect(),
+            _ => errors,
+        };
+        kept.insert(kind, joined);
     }
 
     /// The residual's products `R v = Σ_n Σ_k ḡ_{n,k} ∇²f_{n,k} v` (`H v` minus the
@@ -512,7 +574,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     /// `ḡ = ∂L/∂f` at the step's parameters, held fixed.
     fn residual_products(&self) -> FiniteDifferenceHvp<M> {
         let f = (self.output_of)(&self.model).detach();
-        let g_bar = loss_gradient(&self.loss, f);
+        let g_bar = self.loss.gradient(f);
         let output_of = self.output_of.clone();
         FiniteDifferenceHvp::new(&self.model, move |m: &M| {
             let pseudo = (output_of(m) * g_bar.clone()).sum();
@@ -686,7 +748,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         }
         let recorder = Recorder::start_with_activations();
         let f = (self.output_of)(&self.model);
-        let g_bar = loss_gradient(&self.loss, f.clone().detach());
+        let g_bar = self.loss.gradient(f.clone().detach());
         let grads = (f * g_bar).sum().backward();
         let recording = recorder.finish_reached(&grads)?;
         let residuals: Vec<Tensor<2>> = recording
@@ -858,23 +920,44 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         kind: DiagonalKind,
     ) -> Result<Vec<Tensor<1>>, QuantityError> {
         match kind {
-            DiagonalKind::GgnExact => match self.ggn_exact(params)? {
-                Some((diagonal, _)) => Ok(diagonal),
+            DiagonalKind::GgnExact => match self.ggn(params)? {
+                Some(Ggn {
+                    diagonal, errors, ..
+                }) => {
+                    self.keep_errors_of(DiagonalKind::GgnExact, errors);
+                    Ok(diagonal)
+                }
                 None => Err(QuantityError::Unsupported(
                     "diag_ggn_exact needs every parameter in a per-sample drop-in".into(),
                 )),
             },
-            DiagonalKind::GgnMc => {
-                match self.recorded_sum_sq(params, &|f| self.sampled_column(f), false)? {
-                    Recorded::Covered { diagonal, .. } => Ok(diagonal),
-                    Recorded::Uncovered(coverage) => Err(QuantityError::Unsupported(format!(
-                        "diag_ggn_mc needs every parameter in a per-sample drop-in:\n{coverage}"
-                    ))),
+            DiagonalKind::GgnMc => match self.sampled_sum_sq(params, self.samples(1))? {
+                Recorded::Covered {
+                    diagonal, errors, ..
+                } => {
+                    self.keep_errors_of(DiagonalKind::GgnMc, errors);
+                    Ok(diagonal)
                 }
-            }
+                Recorded::Uncovered(coverage) => Err(QuantityError::Unsupported(format!(
+                    "diag_ggn_mc needs every parameter in a per-sample drop-in:\n{coverage}"
+                ))),
+            },
             DiagonalKind::Hessian => {
-                let Some((ggn, curved)) = self.ggn_exact(params)? else {
+                let Some(Ggn {
+                    diagonal: ggn,
+                    curved,
+                    errors,
+                }) = self.ggn(params)?
+                else {
                     return self.hutchinson(params);
+                };
+                // A Monte-Carlo GGN's errors; a residual's estimate adds its own.
+                self.keep_errors(errors);
+                let [_, columns] = self.loss.dims();
+                let ggn_is = if columns <= self.exact_columns {
+                    "exact GGN diagonal"
+                } else {
+                    "Monte-Carlo GGN diagonal"
                 };
                 // Why the residual is estimated; the note names the probes once drawn.
                 let estimated = "an estimate";
@@ -894,8 +977,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                                     "the curved activations' exact residual takes {passes} \
                                      backward passes, beyond the budget of {} \
                                      (RecordedCurvature::with_activation_passes): diag_h is the \
-                                     exact GGN diagonal plus Hutchinson's estimate of the \
-                                     residual",
+                                     {ggn_is} plus Hutchinson's estimate of the residual",
                                     self.activation_passes
                                 ),
                                 estimated,
@@ -906,17 +988,17 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                         self.fallback_probes,
                         format!(
                             "the network was declared piecewise linear, but curved layers ran \
-                             ({}): diag_h is the exact GGN diagonal plus Hutchinson's estimate \
-                             of the residual",
+                             ({}): diag_h is the {ggn_is} plus Hutchinson's estimate of the \
+                             residual",
                             curved.join(", ")
                         ),
                         estimated,
                     ),
                     (HessianDiagonal::GgnPlusResidual { probes }, _) => (
                         probes,
-                        "diag_h is the exact GGN diagonal plus Hutchinson's estimate of the \
-                         residual"
-                            .to_string(),
+                        format!(
+                            "diag_h is the {ggn_is} plus Hutchinson's estimate of the residual"
+                        ),
                         "an estimate; declare a piecewise-linear network with \
                          RecordedCurvature::piecewise_linear for an exact one",
                     ),
@@ -943,9 +1025,19 @@ enum ActivationPart {
 struct PassSums {
     total: Option<Vec<Tensor<1>>>,
     curved: Vec<String>,
+    /// Each pass's per-parameter traces, where the passes are samples to be averaged.
+    samples: Option<Vec<Vec<Tensor<1>>>>,
 }
 
 impl PassSums {
+    /// Sums of sampled passes: their mean, with the standard errors of its traces.
+    fn sampled() -> Self {
+        Self {
+            samples: Some(Vec::new()),
+            ..Self::default()
+        }
+    }
+
     /// Adds one recorded pass; `Some` where the drop-ins do not cover `params`.
     fn add(
         &mut self,
@@ -969,6 +1061,9 @@ impl PassSums {
         let sum_sq = factors.reduce(params, request)?.sum_sq.ok_or_else(|| {
             QuantityError::Shape("the recorded pass returned no sums of squares".into())
         })?;
+        if let Some(samples) = self.samples.as_mut() {
+            samples.push(sum_sq.iter().map(|t| t.clone().sum()).collect());
+        }
         self.total = Some(match self.total.take() {
             None => sum_sq,
             Some(acc) => acc.into_iter().zip(sum_sq).map(|(a, t)| a + t).collect(),
@@ -976,16 +1071,38 @@ impl PassSums {
         Ok(None)
     }
 
-    /// The diagonal `(1/B) Σ` over a batch of `batch`.
+    /// The diagonal `(1/B) Σ` over a batch of `batch` (sampled passes: their mean, and from
+    /// two samples on the standard error of each parameter's trace,
+    /// `√(Σ_j (t_j − t̄)² / (k(k − 1)))`).
     fn into_recorded(self, batch: usize) -> Recorded {
+        let samples = self.samples.as_ref().map_or(1, |s| s.len().max(1));
+        let scale = ((batch * samples) as f64).recip();
+        let errors = self.samples.filter(|s| s.len() >= 2).map(|passes| {
+            let k = passes.len();
+            let parameters = passes.first().map_or(0, Vec::len);
+            (0..parameters)
+                .map(|i| {
+                    let traces =
+                        Tensor::cat(passes.iter().map(|pass| pass[i].clone()).collect(), 0)
+                            .mul_scalar((batch as f64).recip());
+                    let mean = traces.clone().mean();
+                    (traces - mean)
+                        .square()
+                        .sum()
+                        .mul_scalar(((k * (k - 1)) as f64).recip())
+                        .sqrt()
+                })
+                .collect()
+        });
         Recorded::Covered {
             diagonal: self
                 .total
                 .unwrap_or_default()
                 .into_iter()
-                .map(|t| t.mul_scalar((batch as f64).recip()))
+                .map(|t| t.mul_scalar(scale))
                 .collect(),
             curved: self.curved,
+            errors,
         }
     }
 }
@@ -1013,32 +1130,10 @@ enum Recorded {
     Covered {
         diagonal: Vec<Tensor<1>>,
         curved: Vec<String>,
+        /// The standard errors of a sampled diagonal's traces.
+        errors: Option<Vec<Tensor<1>>>,
     },
     Uncovered(String),
-}
-
-/// The mean loss at the output `f`.
-fn loss_value(loss: &OutputLoss, f: Tensor<2>) -> Tensor<1> {
-    match loss {
-        OutputLoss::Mse(y) => (f - y.clone()).square().mean(),
-        OutputLoss::CrossEntropy(y) => {
-            let batch = f.dims()[0] as f64;
-            (log_softmax(f, 1) * y.clone())
-                .sum()
-                .mul_scalar(-batch.recip())
-        }
-    }
-}
-
-/// `∂L/∂f` of the mean loss at `f` (detached).
-fn loss_gradient(loss: &OutputLoss, f: Tensor<2>) -> Tensor<2> {
-    let [batch, classes] = f.dims();
-    match loss {
-        OutputLoss::Mse(y) => (f - y.clone().detach()).mul_scalar(2.0 / (batch * classes) as f64),
-        OutputLoss::CrossEntropy(y) => {
-            (softmax(f, 1) - y.clone().detach()).mul_scalar((batch as f64).recip())
-        }
-    }
 }
 
 impl<M: Module + Sync + 'static> CurvatureSource for RecordedCurvature<M> {

@@ -11,5 +11,5 @@ mod record;
 mod table;
 
 pub use rank::{Ranked, Suspicion, auroc, precision_at, rank, score, suspicion};
-pub use record::{ExampleRecord, ExampleStats, Visit};
+pub use record::{ExampleRecord, ExampleStats, Visit, WorstPosition};
 pub use table::{read_table, table_path, write_table};

@@ -230,6 +230,7 @@ mod tests {
             grad_norm: 1.0,
             relative_share: 1.0,
             margin: None,
+            worst: None,
         }]);
         let mut s = record.get(id).unwrap().clone();
         s.seen = 4;

@@ -20,6 +20,19 @@ pub struct Visit {
     pub relative_share: f64,
     /// Its margin (labelled logit minus the largest other), where the step had margins.
     pub margin: Option<f64>,
+    /// Its worst counted position (a sequence's token, an image's pixel), where its loss is a
+    /// mean over positions.
+    pub worst: Option<WorstPosition>,
+}
+
+/// An example's worst position at one visit: where its loss, a mean over positions, is
+/// highest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorstPosition {
+    /// The position's index (a token's `t`; a map's `h·W + w`).
+    pub position: u64,
+    /// The loss at that position.
+    pub loss: f64,
 }
 
 /// One example's statistics across the run: one row of the table
@@ -70,6 +83,17 @@ pub struct ExampleStats {
     pub(crate) norm_m2: f64,
     #[serde(rename = "margins_seen")]
     pub(crate) margins: u64,
+    /// Its worst position at the last visit that had positions (a language model's worst
+    /// token: where in the sequence the example goes wrong; empty for one-position losses).
+    #[serde(default)]
+    pub worst_position: Option<u64>,
+    /// The loss at that position (NaN without positions).
+    #[serde(default = "nan")]
+    pub worst_position_loss: f64,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 impl ExampleStats {
@@ -95,6 +119,8 @@ impl ExampleStats {
             sum_xy: 0.0,
             norm_m2: 0.0,
             margins: 0,
+            worst_position: None,
+            worst_position_loss: f64::NAN,
         }
     }
 
@@ -134,6 +160,10 @@ impl ExampleStats {
             };
             self.margin_mean = previous + (margin - previous) / self.margins as f64;
             self.margin_last = margin;
+        }
+        if let Some(worst) = visit.worst {
+            self.worst_position = Some(worst.position);
+            self.worst_position_loss = worst.loss;
         }
         if self.learned_now && !learned {
             self.forgetting += 1;
@@ -243,6 +273,7 @@ mod tests {
             grad_norm: norm,
             relative_share: 1.0,
             margin,
+            worst: None,
         }
     }
 

@@ -68,7 +68,7 @@ pub fn read_table(path: impl AsRef<Path>) -> Result<Vec<ExampleStats>, LogError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::examples::Visit;
+    use crate::examples::{Visit, WorstPosition};
 
     /// A record written and read back holds the same rows (NaN and empty cells included); a
     /// file that is not a table is refused with its reason.
@@ -85,6 +85,10 @@ mod tests {
                     grad_norm: 2.0,
                     relative_share: 1.5,
                     margin: None,
+                    worst: Some(WorstPosition {
+                        position: step as u64 + 4,
+                        loss: 3.5,
+                    }),
                 },
                 Visit {
                     id: 1 << 40,
@@ -93,6 +97,7 @@ mod tests {
                     grad_norm: 0.5,
                     relative_share: 0.5,
                     margin: Some(-1.0),
+                    worst: None,
                 },
             ]);
         }
@@ -101,6 +106,13 @@ mod tests {
         write_table(&path, &record).unwrap();
         let rows = read_table(&path).unwrap();
         assert_eq!(rows.len(), 2);
+        let sequence = rows.iter().find(|r| r.id == 3).unwrap();
+        assert_eq!(
+            sequence.worst_position,
+            Some(6),
+            "the last visit's worst position"
+        );
+        assert_eq!(sequence.worst_position_loss, 3.5);
         for row in &rows {
             let kept = record.get(row.id).unwrap();
             assert_eq!(

@@ -6,7 +6,7 @@ use super::base::{QuantityType,
     Enqueued, Quantity, StepContext, awaited, compute_now, invalid,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
-use crate::examples::{ExampleRecord, Visit};
+use crate::examples::{ExampleRecord, Visit, WorstPosition};
 use crate::persample::PerSampleNeeds;
 use crate::readback::Readable;
 use crate::{CockpitError, ExampleShare, ExampleShares, QuantityError, Schedule, Value};
@@ -44,8 +44,11 @@ impl Default for ExamplesSettings {
 /// ([`ExampleShares`]).
 ///
 /// Across the run it keeps each example's record ([`ExampleRecord`]): visits, loss (mean,
-/// last, trend), gradient norm (mean and spread), forgetting events, and the margin where the
-/// step has one ([`StepInfo::with_margins`](crate::StepInfo::with_margins)). The record is
+/// last, trend), gradient norm (mean and spread), forgetting events, the margin where the
+/// step has one ([`StepInfo::with_margins`](crate::StepInfo::with_margins)), and for losses
+/// that average over positions (a language model's tokens, a segmenter's pixels) the worst
+/// position and its loss ([`StepInfo::with_worst_positions`](crate::StepInfo::with_worst_positions)):
+/// a sequence is one example, its loss the mean over its tokens. The record is
 /// keyed by the step's ids ([`StepInfo::with_sample_ids`](crate::StepInfo::with_sample_ids));
 /// a step without ids still gets its shares, by batch position, but adds nothing to the
 /// record (a warning says so once). [`Cockpit::write`](crate::Cockpit::write) writes the
@@ -55,18 +58,29 @@ impl Default for ExamplesSettings {
 ///
 /// No pass of its own: the per-sample squared norms the gradient tests use (`O(B·(d_in +
 /// d_out))` per Linear layer on the fast path), one sum over the parameters, and `2B` numbers
-/// (`3B` with margins) in the step's batched read. The record holds about 20 numbers per
+/// (`B` more with margins, `2B` more with worst positions) in the step's batched read. The record holds about 20 numbers per
 /// example seen, bounded by [`ExamplesSettings::capacity`].
 #[derive(Debug, Clone)]
 pub struct Examples {
     schedule: Schedule,
     settings: ExamplesSettings,
     record: ExampleRecord,
-    /// `(step, batch, ids, margins read)` of the enqueued read.
-    awaiting: Option<(usize, usize, Option<Vec<u64>>, bool)>,
+    /// What the enqueued read holds.
+    awaiting: Option<Awaiting>,
     warnings: Vec<String>,
     warned_no_ids: bool,
     dropped_reported: u64,
+}
+
+/// The enqueued read: the step, its batch, its ids, and whether margins and worst positions
+/// follow the losses and squared norms.
+#[derive(Debug, Clone)]
+struct Awaiting {
+    step: usize,
+    batch: usize,
+    ids: Option<Vec<u64>>,
+    margins: bool,
+    worst: bool,
 }
 
 impl Examples {
@@ -165,14 +179,32 @@ impl Quantity for Examples {
         let margins = ctx.info.margins().cloned();
         let with_margins = margins.is_some();
         parts.extend(margins.map(Readable::from));
+        let worst = ctx.info.worst_positions().cloned();
+        let with_worst = worst.is_some();
+        if let Some((losses, positions)) = worst {
+            parts.push(Readable::from(losses));
+            parts.push(Readable::from(positions));
+        }
         let ids = ctx.info.sample_ids().map(<[u64]>::to_vec);
-        self.awaiting = Some((ctx.step, batch, ids, with_margins));
+        self.awaiting = Some(Awaiting {
+            step: ctx.step,
+            batch,
+            ids,
+            margins: with_margins,
+            worst: with_worst,
+        });
         Ok(Enqueued::Read(parts))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch, ids, with_margins) = awaited(&mut self.awaiting)?;
-        let expected = batch * if with_margins { 3 } else { 2 };
+        let Awaiting {
+            step,
+            batch,
+            ids,
+            margins: with_margins,
+            worst: with_worst,
+        } = awaited(&mut self.awaiting)?;
+        let expected = batch * (2 + usize::from(with_margins) + 2 * usize::from(with_worst));
         if host.len() != expected {
             return Err(QuantityError::Read(format!(
                 "expected {expected} numbers for {batch} examples, got {}",
@@ -180,7 +212,9 @@ impl Quantity for Examples {
             )));
         }
         let (losses, rest) = host.split_at(batch);
-        let (sq_norms, margins) = rest.split_at(batch);
+        let (sq_norms, rest) = rest.split_at(batch);
+        let (margins, worst) = rest.split_at(if with_margins { batch } else { 0 });
+        let (worst_losses, worst_positions) = worst.split_at(worst.len() / 2);
         let total: f64 = sq_norms.iter().sum();
         let mut order: Vec<usize> = (0..batch).collect();
         order.sort_by(|&a, &b| sq_norms[b].total_cmp(&sq_norms[a]));
@@ -212,6 +246,11 @@ impl Quantity for Examples {
                         // All equal (1) when the whole batch's gradient is zero.
                         relative_share: if mean > 0.0 { sq_norms[n] / mean } else { 1.0 },
                         margin: with_margins.then(|| margins[n]),
+                        // A negative loss: the example counts no position.
+                        worst: (with_worst && worst_losses[n] >= 0.0).then(|| WorstPosition {
+                            position: worst_positions[n] as u64,
+                            loss: worst_losses[n],
+                        }),
                     })
                     .collect();
                 let skipped = self.record.fold(&visits);

@@ -5,12 +5,12 @@ use std::sync::{Arc, MutexGuard};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
+use burn::tensor::Device;
 use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
-use burn::tensor::{Device, Tensor};
 use burn::train::{ExecutionStrategy, LearnerModel, SupervisedTraining, TrainStep};
 use cockpit_diagnose::Diagnosis;
 use cockpit_quantities::curvature::{
-    CurvatureSource, HessianDiagonal, OutputLoss, RecordedCurvature,
+    CurvatureSource, HessianDiagonal, NetworkOutput, OutputLoss, RecordedCurvature,
 };
 use cockpit_quantities::log::JsonLinesWriter;
 use cockpit_quantities::{
@@ -328,7 +328,8 @@ impl CockpitLearner {
     /// Like [`CockpitLearner::instrument_with_curvature`], with curvature diagonals (HessTrace,
     /// TIC) through recorded backward passes of the per-sample drop-ins
     /// ([`RecordedCurvature`]): `output(model, item)` runs the forward pass to the network's
-    /// output `[B, C]` (dropout off, or the same masks as the step), `loss(item)` gives the loss
+    /// output (`[B, C]`, a language model's `[B, T, V]`, any [`NetworkOutput`]; dropout off,
+    /// or the same masks as the step), `loss(item)` gives the loss
     /// on it with its targets (cross-entropy with one-hot targets, or MSE; mean over the
     /// batch), and `hessian` says how `diag_h` is obtained ([`HessianDiagonal::PiecewiseLinear`]
     /// for ReLU and pooling between the drop-ins: exact). The Gauss–Newton diagonals are exact
@@ -340,16 +341,17 @@ impl CockpitLearner {
     ///
     /// `diag_ggn_exact` (and an exact `diag_h`): `C` recorded forward and backward passes per
     /// tracked step (`C` the output's width); `diag_ggn_mc`: one. Two passes per product.
-    pub fn instrument_with_recorded_curvature<M>(
+    pub fn instrument_with_recorded_curvature<M, O>(
         &self,
         model: M,
-        output: impl Fn(&M, &M::Input) -> Tensor<2> + Send + Sync + 'static,
+        output: impl Fn(&M, &M::Input) -> O + Send + Sync + 'static,
         loss: impl Fn(&M::Input) -> OutputLoss + Send + Sync + 'static,
         hessian: HessianDiagonal,
     ) -> Instrumented<M>
     where
         M: TrainStep + Module + Sync + 'static,
         M::Input: Clone + Send + Sync,
+        O: NetworkOutput + 'static,
     {
         let output = Arc::new(output);
         let replay: Replay<M> = Arc::new(move |model: &M, item: &M::Input| {

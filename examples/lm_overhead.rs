@@ -1,0 +1,336 @@
+//! Overhead at GPT scale: a decoder-only language model from the per-sample drop-ins (token
+//! and position embeddings, causal pre-norm transformer layers, a vocabulary head) on random
+//! tokens, a plain training step against `Cockpit::step` with `economy`, `business` and
+//! `full`, measured in the same process (run it in release):
+//!
+//! ```text
+//! cargo run --release --example lm_overhead [-- --d 256 --layers 4 --heads 8
+//!     --vocabulary 8192 --length 128 --batch 8 --steps 3 --interval 1
+//!     --only economy,business,full --mc-samples 4]
+//! ```
+//!
+//! The plain step is what a burn user writes: forward, burn's `CrossEntropyLoss` on the
+//! flattened `[B·T, V]` logits, backward, Adam. The tracked steps hand `Cockpit::step` the
+//! same forward with `OutputLoss::tokens` (each sequence's loss the mean over its tokens);
+//! `business` and `full` take their curvature (HessTrace, TICDiag, TICTrace; HessMaxEV in
+//! `full`) through the Monte-Carlo GGN (`T·V` columns are far beyond the exact budget) plus the
+//! estimated residual of the attention and normalisation layers. Prints per configuration
+//! `overhead <name> <ratio>` (time per step against the plain step's) with milliseconds,
+//! `peak_memory <name> <ratio>` (the run's peak host heap above what was allocated before it,
+//! against the plain run's: every tensor of the flex and ndarray backends lives there; wgpu's
+//! device memory is not counted), `reads_per_step` and `values_read_per_step` (the
+//! Cockpit's device→host reads), and on CubeCL backends `kernels_per_step` (the launch
+//! ledger). Each run starts with one step outside the timing and the counts.
+
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::nn::attention::generate_autoregressive_mask;
+use burn::nn::loss::CrossEntropyLossConfig;
+use burn::nn::transformer::TransformerEncoderConfig;
+use burn::nn::{EmbeddingConfig, LinearConfig};
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn_cockpit::backend;
+use burn_cockpit::persample::{
+    Embedding, Linear, TransformerEncoder, TransformerEncoderInput, launches,
+};
+use burn_cockpit::prelude::*;
+use clap::Parser;
+
+#[path = "common/bench.rs"]
+mod bench;
+use bench::median;
+
+/// The host heap, now and at its peak.
+#[global_allocator]
+static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
+const LR: f64 = 1e-3;
+
+/// The GPT-scale overhead benchmark's options.
+#[derive(Debug, Clone, Parser)]
+struct Args {
+    /// The model width.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(8..))]
+    d: u64,
+    /// Transformer layers.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    layers: u64,
+    /// Attention heads (dividing `d`).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    heads: u64,
+    /// The vocabulary.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(2..))]
+    vocabulary: u64,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
+    length: u64,
+    /// Sequences per batch.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..))]
+    batch: u64,
+    /// Timed steps per run.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Runs per configuration (the median is printed).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: u64,
+    /// Track every N-th step.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    interval: u64,
+    /// Sampled columns of the Monte-Carlo GGN.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
+    mc_samples: u64,
+    /// Keep only these configurations, comma-separated (economy, business, full).
+    #[arg(long, value_delimiter = ',', default_value = "economy,business,full")]
+    only: Vec<String>,
+}
+
+#[derive(Module, Debug)]
+struct Gpt {
+    tokens: Embedding,
+    positions: Embedding,
+    blocks: TransformerEncoder,
+    head: Linear,
+}
+
+impl Gpt {
+    fn new(args: &Args, device: &Device) -> Self {
+        let d = args.d as usize;
+        Self {
+            tokens: EmbeddingConfig::new(args.vocabulary as usize, d)
+                .init(device)
+                .into(),
+            positions: EmbeddingConfig::new(args.length as usize, d)
+                .init(device)
+                .into(),
+            blocks: TransformerEncoder::new(
+                &TransformerEncoderConfig::new(d, 4 * d, args.heads as usize, args.layers as usize)
+                    .with_norm_first(true)
+                    .with_dropout(0.0),
+                device,
+            ),
+            head: LinearConfig::new(d, args.vocabulary as usize)
+                .init(device)
+                .into(),
+        }
+    }
+
+    fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let [batch, length] = tokens.dims();
+        let device = tokens.device();
+        let positions = Tensor::<1, Int>::arange(0..length as i64, &device)
+            .reshape([1, length])
+            .repeat_dim(0, batch);
+        let x = self.tokens.forward(tokens) + self.positions.forward(positions);
+        let causal = generate_autoregressive_mask(batch, length, &device);
+        self.head.forward(
+            self.blocks
+                .forward(TransformerEncoderInput::new(x).mask_attn(causal)),
+        )
+    }
+}
+
+/// Random token batches `(inputs, next tokens)`, the same in every run.
+fn batches(args: &Args, device: &Device) -> Vec<(Tensor<2, Int>, Tensor<2, Int>)> {
+    let (b, t, v) = (args.batch as usize, args.length as usize, args.vocabulary);
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % v) as i64
+    };
+    (0..4)
+        .map(|_| {
+            let text: Vec<i64> = (0..b * (t + 1)).map(|_| next()).collect();
+            let rows = |offset: usize| -> Vec<i64> {
+                (0..b)
+                    .flat_map(|n| text[n * (t + 1) + offset..n * (t + 1) + offset + t].to_vec())
+                    .collect()
+            };
+            (
+                Tensor::from_data(TensorData::new(rows(0), [b, t]), device),
+                Tensor::from_data(TensorData::new(rows(1), [b, t]), device),
+            )
+        })
+        .collect()
+}
+
+struct Run {
+    seconds: f64,
+    peak_bytes: usize,
+    reads: Vec<(u64, u64)>,
+    kernels: Option<f64>,
+}
+
+fn run(
+    args: &Args,
+    device: &Device,
+    data: &[(Tensor<2, Int>, Tensor<2, Int>)],
+    configuration: Option<Configuration>,
+) -> Result<Run, Box<dyn std::error::Error>> {
+    HEAP.reset_peak_usage();
+    let before = HEAP.current_usage();
+    let mut model = Gpt::new(args, device);
+    let adam = AdamConfig::new();
+    let mut optimizer = adam.init();
+    let mut cockpit = match configuration {
+        Some(configuration) => Some(
+            Cockpit::from_configuration(
+                configuration,
+                &Schedule::linear(args.interval as usize, 0)?,
+            )?
+            .with_optimizer(OptimizerInfo::from_adam(&adam, LR))
+            .with_step_options(StepOptions::new().with_mc_samples(args.mc_samples as usize))
+            .with_console(false),
+        ),
+        None => None,
+    };
+    let (b, t, v) = (
+        args.batch as usize,
+        args.length as usize,
+        args.vocabulary as usize,
+    );
+    let cross_entropy = CrossEntropyLossConfig::new().init(device);
+    launches::observe();
+    let (mut launched, mut start) = (None, Instant::now());
+    let mut reads = Vec::new();
+    let warm_up = 1;
+    let steps = args.steps as usize;
+    for step in 0..warm_up + steps {
+        if step == warm_up {
+            launched = launches::launches();
+            start = Instant::now();
+        }
+        let (inputs, targets) = data[step % data.len()].clone();
+        let grads = match cockpit.as_mut() {
+            None => {
+                let logits = model.forward(inputs);
+                let loss =
+                    cross_entropy.forward(logits.reshape([b * t, v]), targets.reshape([b * t]));
+                GradientsParams::from_grads(loss.backward(), &model)
+            }
+            Some(cockpit) => {
+                let tracked = cockpit.is_tracking(step);
+                let stepped = cockpit.step(
+                    &model,
+                    move |m: &Gpt| m.forward(inputs.clone()),
+                    OutputLoss::tokens(targets, v),
+                )?;
+                if !stepped.report.is_complete() {
+                    eprintln!("step {step}: {:?}", stepped.report.failure_lines());
+                }
+                if tracked && step >= warm_up {
+                    reads.push((cockpit.reads().reads, cockpit.reads().values));
+                }
+                stepped.grads
+            }
+        };
+        model = optimizer.step(LR, model, grads);
+    }
+    // Wait for the device: read one parameter's sum.
+    let _ = model.head.weight.val().sum().into_scalar::<f32>();
+    let seconds = start.elapsed().as_secs_f64() / steps as f64;
+    let kernels = launches::launches()
+        .zip(launched)
+        .map(|(after, before)| (after - before) as f64 / steps as f64);
+    if let Some(cockpit) = &cockpit {
+        for warning in cockpit.warnings().iter().take(4) {
+            eprintln!("  {warning}");
+        }
+    }
+    Ok(Run {
+        seconds,
+        peak_bytes: HEAP.peak_usage().saturating_sub(before),
+        reads,
+        kernels,
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if args.d % args.heads != 0 {
+        return Err(format!("--heads {} must divide --d {}", args.heads, args.d).into());
+    }
+    let mut configurations = Vec::new();
+    for name in &args.only {
+        let configuration = match name.as_str() {
+            "economy" => Configuration::Economy,
+            "business" => Configuration::Business,
+            "full" => Configuration::Full,
+            other => return Err(format!("unknown configuration {other:?}").into()),
+        };
+        configurations.push((name.clone(), configuration));
+    }
+    let (backend_name, device) = backend::device()?;
+    let device = device.autodiff();
+    let data = batches(&args, &device);
+    let probe = Gpt::new(&args, &device);
+    println!(
+        "GPT on {backend_name}: d {}, {} layers, {} heads, V {}, T {}, B {}, {:.1} M parameters; \
+         {} timed steps, tracking every {} step(s)",
+        args.d,
+        args.layers,
+        args.heads,
+        args.vocabulary,
+        args.length,
+        args.batch,
+        probe.num_params() as f64 / 1e6,
+        args.steps,
+        args.interval
+    );
+    drop(probe);
+    let mut plain = (Vec::new(), Vec::new(), None);
+    let mut tracked: Vec<(Vec<f64>, Vec<f64>, Vec<(u64, u64)>, Option<f64>)> =
+        vec![(Vec::new(), Vec::new(), Vec::new(), None); configurations.len()];
+    for _ in 0..args.repeats {
+        let base = run(&args, &device, &data, None)?;
+        plain.0.push(base.seconds);
+        plain.1.push(base.peak_bytes as f64);
+        plain.2 = base.kernels;
+        for (i, (name, configuration)) in configurations.iter().enumerate() {
+            eprintln!("running {name} …");
+            let r = run(&args, &device, &data, Some(*configuration))?;
+            tracked[i].0.push(r.seconds);
+            tracked[i].1.push(r.peak_bytes as f64);
+            tracked[i].2.extend(r.reads);
+            tracked[i].3 = r.kernels;
+        }
+    }
+    let (plain_time, plain_peak) = (median(plain.0), median(plain.1));
+    println!(
+        "plain step: {:.1} ms, peak heap {:.1} MB",
+        plain_time * 1e3,
+        plain_peak / 1e6
+    );
+    if let Some(kernels) = plain.2 {
+        println!("kernels_per_step plain {kernels:.0}");
+    }
+    for ((name, _), (times, peaks, reads, kernels)) in configurations.iter().zip(tracked) {
+        let time = median(times);
+        let peak = median(peaks);
+        println!(
+            "overhead {name} {:.3}   ({:.1} ms/step)",
+            time / plain_time,
+            time * 1e3
+        );
+        println!(
+            "peak_memory {name} {:.3}   ({:.1} MB)",
+            peak / plain_peak,
+            peak / 1e6
+        );
+        println!(
+            "reads_per_step {name} {}",
+            median(reads.iter().map(|r| r.0 as f64).collect())
+        );
+        println!(
+            "values_read_per_step {name} {}",
+            median(reads.iter().map(|r| r.1 as f64).collect())
+        );
+        if let Some(kernels) = kernels {
+            println!("kernels_per_step {name} {kernels:.0}");
+        }
+    }
+    Ok(())
+}

@@ -282,7 +282,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     drop(probe);
     let mut plain = (Vec::new(), Vec::new(), None);
-    let mut tracked: Vec<(Vec<f64>, Vec<f64>, Vec<(u64, u64)>, Option<f64>)> =
+    /// Per configuration: seconds, peak bytes, (reads, values) per step, kernels.
+    type Samples = (Vec<f64>, Vec<f64>, Vec<(u64, u64)>, Option<f64>);
+    let mut tracked: Vec<Samples> =
         vec![(Vec::new(), Vec::new(), Vec::new(), None); configurations.len()];
     for _ in 0..args.repeats {
         let base = run(&args, &device, &data, None)?;

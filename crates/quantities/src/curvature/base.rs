@@ -90,7 +90,7 @@ pub enum OutputLoss {
     CrossEntropy(Tensor<2>),
     /// Cross-entropy at every position (token, pixel) of each example, the example's loss the
     /// mean over its counted positions ([`PositionLoss`]).
-    Positions(PositionLoss),
+    Positions(Box<PositionLoss>),
 }
 
 impl OutputLoss {
@@ -110,12 +110,12 @@ impl OutputLoss {
     /// on the last axis), targets `[B, T]` (next tokens, tags) among `vocabulary` classes.
     /// Each sequence's loss is the mean over its `T` tokens ([`PositionLoss`]).
     pub fn tokens(targets: Tensor<2, burn::tensor::Int>, vocabulary: usize) -> Self {
-        Self::Positions(PositionLoss::new(
+        Self::Positions(Box::new(PositionLoss::new(
             targets,
             vocabulary,
             ClassAxis::Last,
             None,
-        ))
+        )))
     }
 
     /// [`OutputLoss::tokens`] where tokens whose target is `pad` count for nothing (burn's
@@ -126,12 +126,12 @@ impl OutputLoss {
         vocabulary: usize,
         pad: i64,
     ) -> Self {
-        Self::Positions(PositionLoss::new(
+        Self::Positions(Box::new(PositionLoss::new(
             targets,
             vocabulary,
             ClassAxis::Last,
             Some(pad),
-        ))
+        )))
     }
 
     /// A segmenter's per-pixel cross-entropy: class maps `[B, C, …]` (classes on the second
@@ -141,12 +141,12 @@ impl OutputLoss {
         targets: Tensor<D, burn::tensor::Int>,
         classes: usize,
     ) -> Self {
-        Self::Positions(PositionLoss::new(
+        Self::Positions(Box::new(PositionLoss::new(
             positions_of(targets),
             classes,
             ClassAxis::Second,
             None,
-        ))
+        )))
     }
 
     /// [`OutputLoss::class_maps`] where pixels whose target is `ignore` (often 255: unlabelled)
@@ -156,12 +156,12 @@ impl OutputLoss {
         classes: usize,
         ignore: i64,
     ) -> Self {
-        Self::Positions(PositionLoss::new(
+        Self::Positions(Box::new(PositionLoss::new(
             positions_of(targets),
             classes,
             ClassAxis::Second,
             Some(ignore),
-        ))
+        )))
     }
 
     /// The same loss with its targets in float type `dtype` (the network output's: class

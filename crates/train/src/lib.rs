@@ -33,5 +33,6 @@ pub use error::TrainError;
 pub use learner::{CockpitLearner, Instrumented, LOG_FILE, STREAM_FILE, Transport, Watch};
 pub use metric::{CockpitMetric, CockpitNotesMetric, CockpitTextMetric};
 pub use step::{
-    train_output, train_output_per_sample, train_output_with_ids, train_output_with_margins,
+    train_output, train_output_per_sample, train_output_with_ids, train_output_with_loss,
+    train_output_with_margins,
 };

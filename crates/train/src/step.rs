@@ -9,9 +9,9 @@
 use std::cell::RefCell;
 
 use burn::module::Module;
-use burn::tensor::Tensor;
+use burn::tensor::{Int, Tensor};
 use burn::train::TrainOutput;
-use cockpit_quantities::curvature::CurvatureSource;
+use cockpit_quantities::curvature::{CurvatureSource, NetworkOutput, OutputLoss};
 use std::sync::Arc;
 
 use cockpit_quantities::persample::{
@@ -41,6 +41,9 @@ pub(crate) struct Captured {
     pub(crate) ids: Option<Vec<u64>>,
     /// The examples' margins `[B]` (detached), when given ([`train_output_with_margins`]).
     pub(crate) margins: Option<Tensor<1>>,
+    /// The examples' worst positions (losses and indices, detached), when given
+    /// ([`train_output_with_loss`] on per-position losses).
+    pub(crate) worst: Option<(Tensor<1>, Tensor<1, Int>)>,
 }
 
 thread_local! {
@@ -129,6 +132,45 @@ pub fn train_output_with_margins<M: Module, T>(
     let loss = losses.clone().mean();
     with_examples(Some(ids.into()), Some(margins.detach()));
     capture(model, loss, Some(losses), item)
+}
+
+/// Like [`train_output_with_margins`], from the network's `output` and its [`OutputLoss`]:
+/// the per-sample losses ([`OutputLoss::per_sample`]; the step's loss is their mean), the
+/// margins ([`OutputLoss::margins`]) and, for per-position losses (a language model's tokens
+/// `[B, T, V]`, a segmenter's pixels `[B, C, H, W]`), each example's worst position
+/// ([`OutputLoss::worst_positions`]), which the Examples record keeps beside its mean loss.
+/// The mean of the per-sample losses is the loss burn users write for these outputs (each
+/// sequence's mean over its counted tokens, then the batch mean; see [`OutputLoss::tokens`]).
+///
+/// ```ignore
+/// fn step(&self, batch: TextBatch) -> TrainOutput<ClassificationOutput> {
+///     let logits = self.forward(batch.inputs);                 // [B, T, V]
+///     let loss = OutputLoss::tokens_with_padding(batch.targets.clone(), VOCABULARY, PAD);
+///     let item = /* burn's output item, from logits and targets flattened */;
+///     cockpit_train::train_output_with_loss(self, &loss, logits, batch.ids.clone(), item)
+/// }
+/// ```
+pub fn train_output_with_loss<M: Module, T, O: NetworkOutput + Clone>(
+    model: &M,
+    loss: &OutputLoss,
+    output: O,
+    ids: impl Into<Vec<u64>>,
+    item: T,
+) -> TrainOutput<T> {
+    let losses = loss.per_sample(output.clone());
+    let margins = loss.margins(output.clone()).map(Tensor::detach);
+    let worst = loss
+        .worst_positions(output)
+        .map(|(losses, positions)| (losses.detach(), positions));
+    CAPTURE.with(|c| {
+        if let Some(capture) = c.borrow_mut().as_mut() {
+            capture.captured.ids = Some(ids.into());
+            capture.captured.margins = margins;
+            capture.captured.worst = worst;
+        }
+    });
+    let mean = losses.clone().mean();
+    capture(model, mean, Some(losses), item)
 }
 
 /// Keeps the step's ids and margins in the open capture (outside an instrumented step:

@@ -1,13 +1,13 @@
 //! The one place where the parts of an optimizer step become what the Cockpit tracks: one
 //! micro-batch, the `k` micro-batches of gradient accumulation or of `MultiDevice`, or the
 //! workers of a DDP group (each a [`Part`] that joined its own micro-batches first). Mean
-//! losses, per-sample losses, example ids, margins, per-sample sources and curvature sources
+//! losses, per-sample losses, example ids, margins, worst positions, per-sample sources and curvature sources
 //! are joined here, in the parts' order, so the samples stay aligned across all of them; a new
 //! per-sample input is one field here.
 
 use std::sync::Arc;
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Int, Tensor};
 use cockpit_quantities::StepInfo;
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
 use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
@@ -27,6 +27,9 @@ pub(super) struct Part {
     pub(super) ids: Option<Vec<u64>>,
     /// Its examples' margins `[b]` (`None` if a micro-batch has none).
     pub(super) margins: Option<Tensor<1>>,
+    /// Its examples' worst positions: their losses `[b]` and indices `[b]` (`None` if a
+    /// micro-batch has none).
+    pub(super) worst: Option<(Tensor<1>, Tensor<1, Int>)>,
     /// Its per-sample sources, one per micro-batch (`None` if a micro-batch has none).
     pub(super) per_sample: Option<Vec<Arc<dyn PerSampleSource>>>,
     /// Its curvature sources with their batch sizes (`None` if a micro-batch has none).
@@ -62,6 +65,7 @@ impl Part {
             losses: capture.losses,
             ids: capture.ids,
             margins: capture.margins,
+            worst: capture.worst,
             per_sample: per_sample.map(|source| vec![source]),
             curvature: curvature.map(|c| vec![(size.unwrap_or(1), c)]),
         }
@@ -89,6 +93,7 @@ impl Part {
             losses: Some(Vec::new()),
             ids: Some(Vec::new()),
             margins: Some(Vec::new()),
+            worst: Some(Vec::new()),
             per_sample: (!uneven).then(Vec::new),
             curvature: (!uneven).then(Vec::new),
         };
@@ -97,6 +102,8 @@ impl Part {
             joined.losses = append(joined.losses, part.losses.map(|l| vec![on(l)]));
             joined.ids = append(joined.ids, part.ids);
             joined.margins = append(joined.margins, part.margins.map(|m| vec![on(m)]));
+            let worst = part.worst.map(|(l, p)| vec![(on(l), p.to_device(device))]);
+            joined.worst = append(joined.worst, worst);
             joined.per_sample = append(joined.per_sample, part.per_sample);
             joined.curvature = append(joined.curvature, part.curvature);
         }
@@ -121,6 +128,9 @@ impl Part {
         }
         if let Some(margins) = self.margins {
             info = info.with_margins(margins);
+        }
+        if let Some((losses, positions)) = self.worst {
+            info = info.with_worst_positions(losses, positions);
         }
         if let Some(source) = source {
             if source.batch_size() > 0 {
@@ -175,6 +185,7 @@ struct Pieces {
     losses: Option<Vec<Tensor<1>>>,
     ids: Option<Vec<u64>>,
     margins: Option<Vec<Tensor<1>>>,
+    worst: Option<Vec<(Tensor<1>, Tensor<1, Int>)>>,
     per_sample: Option<Vec<Arc<dyn PerSampleSource>>>,
     curvature: Option<Vec<(usize, Box<dyn CurvatureSource>)>>,
 }
@@ -188,6 +199,10 @@ impl Pieces {
             losses: self.losses.and_then(cat),
             ids: self.ids,
             margins: self.margins.and_then(cat),
+            worst: self.worst.filter(|w| !w.is_empty()).map(|worst| {
+                let (losses, positions): (Vec<_>, Vec<_>) = worst.into_iter().unzip();
+                (Tensor::cat(losses, 0), Tensor::cat(positions, 0))
+            }),
             per_sample: self.per_sample,
             curvature: self.curvature,
         }

@@ -206,7 +206,7 @@ fn a_tagger_in_the_learner_records_each_sequence_and_its_worst_token() {
         let logits: Vec<f32> = stepped_model
             .forward(words.clone())
             .into_data()
-            .to_vec()
+            .try_to_vec()
             .unwrap();
         last_logits.push((batch.clone(), logits));
         let stepped = reference
@@ -268,7 +268,7 @@ fn a_tagger_in_the_learner_records_each_sequence_and_its_worst_token() {
             .clone()
             .into_data()
             .convert::<i64>()
-            .to_vec()
+            .try_to_vec()
             .unwrap();
         for (n, id) in batch.ids.iter().enumerate() {
             let losses = token_losses(

@@ -237,6 +237,11 @@ mod tests {
                 &losses.iter().map(|l| -l).collect::<Vec<_>>(),
                 device,
             )),
+            // Worst positions: twice the loss, at the example's place in its part.
+            worst: Some((
+                tensor(&losses.iter().map(|l| 2.0 * l).collect::<Vec<_>>(), device),
+                Tensor::arange(0..losses.len() as i64, device),
+            )),
             ids,
             per_sample: Some(Vec::new()),
             curvature: Some(Vec::new()),
@@ -265,6 +270,14 @@ mod tests {
         assert_eq!(joined.ids, Some(vec![7, 3, 9, 1]));
         assert_eq!(values(joined.losses.clone()), [1.0, 2.0, 3.0, 6.0]);
         assert_eq!(values(joined.margins.clone()), [-1.0, -2.0, -3.0, -6.0]);
+        let (worst, positions) = joined.worst.clone().unwrap();
+        assert_eq!(values(Some(worst)), [2.0, 4.0, 6.0, 12.0]);
+        let positions = positions
+            .into_data()
+            .convert::<i64>()
+            .try_to_vec::<i64>()
+            .unwrap();
+        assert_eq!(positions, [0, 1, 0, 1]);
         // The step's loss is the mean of the micro-batches' means: (1.5 + 4.5) / 2.
         assert_eq!(values(joined.mean_loss()), [3.0]);
         assert!(joined.per_sample.is_some() && joined.curvature.is_some());
@@ -276,13 +289,14 @@ mod tests {
         let mut problems = Vec::new();
         let mut second = part(None, &[3.0, 4.0], &device);
         second.margins = None;
+        second.worst = None;
         let joined = Part::join(
             vec![part(Some(vec![1, 2]), &[1.0, 2.0], &device), second],
             &device,
             &mut problems,
         );
         assert_eq!(joined.ids, None);
-        assert!(joined.margins.is_none());
+        assert!(joined.margins.is_none() && joined.worst.is_none());
         assert_eq!(values(joined.losses), [1.0, 2.0, 3.0, 4.0]);
     }
 

@@ -12,7 +12,7 @@ use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::InMemDataset;
 use burn::module::Module;
 use burn::nn::{EmbeddingConfig, LinearConfig};
-use burn::optim::{Optimizer, SgdConfig};
+use burn::optim::SgdConfig;
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::{

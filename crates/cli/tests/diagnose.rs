@@ -282,3 +282,21 @@ fn the_logs_parameter_names_are_used_and_wrong_names_refused() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_run_that_learns_far_from_a_healthy_start_is_not_an_exploding_start() {
+    // Cross-entropy from ln 11 falling gradually to a twelfth of it (a language model learning
+    // its data), with gradients of the same order throughout: no cliff, no exploding start.
+    let n = 160;
+    let mut out = healthy(n);
+    for s in 0..n {
+        let loss = 0.22 + 2.44 * (-(s as f64) / 25.0).exp();
+        out.insert(s, "Loss", Value::Float(loss));
+    }
+    assert!(!codes(&out, &[]).contains(&"exploding-start"));
+    // The same fall shed in one step is the too-large initialisation's cliff.
+    out.insert(1, "Loss", Value::Float(0.4));
+    out.insert(2, "Loss", Value::Float(0.35));
+    out.insert(3, "Loss", Value::Float(0.3));
+    assert!(codes(&out, &[]).contains(&"exploding-start"));
+}

@@ -24,7 +24,7 @@
 //! |---|---|---|---|
 //! | `step-too-large` | learning rate too large | Loss, Alpha or HessMaxEV + `learning_rate` | a loss spike (≥ 3× the lowest loss before it, or NaN) or a rising loss (last 10 % ≥ 1.5× the first 10 %), together with α > 1 on ≥ 25 % of steps or `lr·λ_max > 2` (beyond the stability limit of the local quadratic model) |
 //! | `step-too-small` | learning rate too small | Loss, Alpha | median α ≤ −0.4 and the loss fell by < 5 % (first 10 % vs last 10 % of steps, ≥ 20 steps) |
-//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the loss over the first 3 steps ≥ 10× (or the network gradient norm ≥ 30×) the median of the run's second half |
+//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the first loss ≥ 10× the median of the run's second half and a cliff (≥ 3× the next 3 steps' median, or the gradient norm ≥ 3× its own), or the network gradient norm ≥ 30× its second-half median |
 //! | `misscaled-inputs` | inputs not standardised | GradNorm per parameter and the parameter names | the first layer's `‖∇W‖/‖∇b‖` (the gradient-weighted input norm) ≥ 100, median over the first 3 steps where that layer still has a gradient (a layer that dies after a bad start is read before it died) |
 //! | `gradient-imbalance` | gradients vanish through depth | GradNorm (Parameters: relative to ‖θ‖) | per step, the parameters' `‖∇θ‖/‖θ‖` (or `‖∇θ‖`), biases and zeros left out, span ≥ 3 decades on ≥ 80 % of steps |
 //! | `frozen-layer` | a parameter stopped moving | UpdateSize | every update of the last 10 % of steps ≤ 1e-12, or ≤ 1e-6 × the median update |

@@ -32,11 +32,12 @@ use burn::nn::{EmbeddingConfig, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::backend;
+use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{
     Embedding, Linear, TransformerEncoder, TransformerEncoderInput, launches,
 };
 use burn_cockpit::prelude::*;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 
 #[path = "common/bench.rs"]
 mod bench;
@@ -49,8 +50,19 @@ static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 const LR: f64 = 1e-3;
 
 /// The GPT-scale overhead benchmark's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Histograms {
+    Auto,
+    Host,
+    Device,
+}
+
 #[derive(Debug, Clone, Parser)]
 struct Args {
+    /// Where GradHist1d counts (`auto`: on the host on CPU backends and CPU-emulated
+    /// adapters such as lavapipe, on the device on a graphics card).
+    #[arg(long, value_enum, default_value_t = Histograms::Auto)]
+    histograms: Histograms,
     /// The model width.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(8..))]
     d: u64,
@@ -183,6 +195,11 @@ fn run(
             )?
             .with_optimizer(OptimizerInfo::from_adam(&adam, LR))
             .with_step_options(StepOptions::new().with_mc_samples(args.mc_samples as usize))
+            .with_histogram_engine(match args.histograms {
+                Histograms::Auto => HistogramEngine::Auto,
+                Histograms::Host => HistogramEngine::Host,
+                Histograms::Device => HistogramEngine::Device,
+            })
             .with_console(false),
         ),
         None => None,

@@ -30,19 +30,18 @@
 //! `cockpit-logs/language_model.examples.csv` (`cockpit examples cockpit-logs/language_model.json`
 //! ranks it) and the dashboard `cockpit-logs/language_model.png`.
 
-use burn::module::Module;
-use burn::nn::attention::generate_autoregressive_mask;
-use burn::nn::transformer::TransformerEncoderConfig;
-use burn::nn::{EmbeddingConfig, LinearConfig};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::diagnose::diagnose;
 use burn_cockpit::examples::{auroc, rank};
-use burn_cockpit::persample::{Embedding, Linear, TransformerEncoder, TransformerEncoderInput};
 use burn_cockpit::prelude::*;
 use burn_cockpit::{Value, backend};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
+
+#[path = "common/gpt.rs"]
+mod gpt;
+use gpt::{Gpt, GptShape};
 
 /// Digits 0–9 and the padding token.
 const VOCABULARY: usize = 11;
@@ -78,45 +77,6 @@ struct Args {
     /// The random seed of the text.
     #[arg(long, default_value_t = 7)]
     seed: u64,
-}
-
-/// Token and position embeddings, causal pre-norm transformer layers, a vocabulary head.
-#[derive(Module, Debug)]
-struct Gpt {
-    tokens: Embedding,
-    positions: Embedding,
-    blocks: TransformerEncoder,
-    head: Linear,
-}
-
-impl Gpt {
-    fn new(device: &Device) -> Self {
-        let d = 32;
-        Self {
-            tokens: EmbeddingConfig::new(VOCABULARY, d).init(device).into(),
-            positions: EmbeddingConfig::new(LENGTH, d).init(device).into(),
-            blocks: TransformerEncoder::new(
-                &TransformerEncoderConfig::new(d, 2 * d, 4, 2)
-                    .with_norm_first(true)
-                    .with_dropout(0.0),
-                device,
-            ),
-            head: LinearConfig::new(d, VOCABULARY).init(device).into(),
-        }
-    }
-
-    /// `[B, T]` tokens → `[B, T, V]` next-token logits.
-    fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        let [batch, length] = tokens.dims();
-        let device = tokens.device();
-        let positions = Tensor::<1, Int>::arange(0..length as i64, &device)
-            .reshape([1, length])
-            .repeat_dim(0, batch);
-        let x = self.tokens.forward(tokens) + self.positions.forward(positions);
-        let causal = generate_autoregressive_mask(batch, length, &device);
-        let input = TransformerEncoderInput::new(x).mask_attn(causal);
-        self.head.forward(self.blocks.forward(input))
-    }
 }
 
 /// One generated sequence: `LENGTH + 1` tokens (padded), and where it was corrupted.
@@ -214,7 +174,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = device.autodiff();
     let data = generate(args.sequences as usize, args.corrupt, args.seed);
     let batch = args.batch as usize;
-    let mut model = Gpt::new(&device);
+    let shape = GptShape {
+        vocabulary: VOCABULARY,
+        length: LENGTH,
+        d: 32,
+        hidden: 64,
+        heads: 4,
+        layers: 2,
+    };
+    let mut model = Gpt::new(&shape, &device);
     let adam = AdamConfig::new();
     let mut optimizer = adam.init();
 

@@ -25,23 +25,21 @@
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::nn::attention::generate_autoregressive_mask;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::transformer::TransformerEncoderConfig;
-use burn::nn::{EmbeddingConfig, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::backend;
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{
-    Embedding, Linear, TransformerEncoder, TransformerEncoderInput, launches,
-};
+use burn_cockpit::persample::launches;
 use burn_cockpit::prelude::*;
 use clap::{Parser, ValueEnum};
 
 #[path = "common/bench.rs"]
 mod bench;
-use bench::median;
+use bench::{Measured, median, print_rows};
+#[path = "common/gpt.rs"]
+mod gpt;
+use gpt::{Gpt, GptShape};
 
 /// The host heap, now and at its peak.
 #[global_allocator]
@@ -98,51 +96,6 @@ struct Args {
     only: Vec<String>,
 }
 
-#[derive(Module, Debug)]
-struct Gpt {
-    tokens: Embedding,
-    positions: Embedding,
-    blocks: TransformerEncoder,
-    head: Linear,
-}
-
-impl Gpt {
-    fn new(args: &Args, device: &Device) -> Self {
-        let d = args.d as usize;
-        Self {
-            tokens: EmbeddingConfig::new(args.vocabulary as usize, d)
-                .init(device)
-                .into(),
-            positions: EmbeddingConfig::new(args.length as usize, d)
-                .init(device)
-                .into(),
-            blocks: TransformerEncoder::new(
-                &TransformerEncoderConfig::new(d, 4 * d, args.heads as usize, args.layers as usize)
-                    .with_norm_first(true)
-                    .with_dropout(0.0),
-                device,
-            ),
-            head: LinearConfig::new(d, args.vocabulary as usize)
-                .init(device)
-                .into(),
-        }
-    }
-
-    fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        let [batch, length] = tokens.dims();
-        let device = tokens.device();
-        let positions = Tensor::<1, Int>::arange(0..length as i64, &device)
-            .reshape([1, length])
-            .repeat_dim(0, batch);
-        let x = self.tokens.forward(tokens) + self.positions.forward(positions);
-        let causal = generate_autoregressive_mask(batch, length, &device);
-        self.head.forward(
-            self.blocks
-                .forward(TransformerEncoderInput::new(x).mask_attn(causal)),
-        )
-    }
-}
-
 /// Random token batches `(inputs, next tokens)`, the same in every run.
 fn batches(args: &Args, device: &Device) -> Vec<(Tensor<2, Int>, Tensor<2, Int>)> {
     let (b, t, v) = (args.batch as usize, args.length as usize, args.vocabulary);
@@ -169,6 +122,18 @@ fn batches(args: &Args, device: &Device) -> Vec<(Tensor<2, Int>, Tensor<2, Int>)
         .collect()
 }
 
+/// The GPT the options describe (feed-forward width `4·d`).
+fn shape(args: &Args) -> GptShape {
+    GptShape {
+        vocabulary: args.vocabulary as usize,
+        length: args.length as usize,
+        d: args.d as usize,
+        hidden: 4 * args.d as usize,
+        heads: args.heads as usize,
+        layers: args.layers as usize,
+    }
+}
+
 struct Run {
     seconds: f64,
     peak_bytes: usize,
@@ -184,7 +149,7 @@ fn run(
 ) -> Result<Run, Box<dyn std::error::Error>> {
     HEAP.reset_peak_usage();
     let before = HEAP.current_usage();
-    let mut model = Gpt::new(args, device);
+    let mut model = Gpt::new(&shape(args), device);
     let adam = AdamConfig::new();
     let mut optimizer = adam.init();
     let mut cockpit = match configuration {
@@ -283,7 +248,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (backend_name, device) = backend::device()?;
     let device = device.autodiff();
     let data = batches(&args, &device);
-    let probe = Gpt::new(&args, &device);
+    let probe = Gpt::new(&shape(&args), &device);
     println!(
         "GPT on {backend_name}: d {}, {} layers, {} heads, V {}, T {}, B {}, {:.1} M parameters; \
          {} timed steps, tracking every {} step(s)",
@@ -299,10 +264,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     drop(probe);
     let mut plain = (Vec::new(), Vec::new(), None);
-    /// Per configuration: seconds, peak bytes, (reads, values) per step, kernels.
-    type Samples = (Vec<f64>, Vec<f64>, Vec<(u64, u64)>, Option<f64>);
-    let mut tracked: Vec<Samples> =
-        vec![(Vec::new(), Vec::new(), Vec::new(), None); configurations.len()];
+    let mut tracked: Vec<Measured> = configurations
+        .iter()
+        .map(|_| Measured {
+            times: Vec::new(),
+            peaks: Vec::new(),
+            reads: Vec::new(),
+            kernels: None,
+        })
+        .collect();
     for _ in 0..args.repeats {
         let base = run(&args, &device, &data, None)?;
         plain.0.push(base.seconds);
@@ -311,10 +281,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (i, (name, configuration)) in configurations.iter().enumerate() {
             eprintln!("running {name} …");
             let r = run(&args, &device, &data, Some(*configuration))?;
-            tracked[i].0.push(r.seconds);
-            tracked[i].1.push(r.peak_bytes as f64);
-            tracked[i].2.extend(r.reads);
-            tracked[i].3 = r.kernels;
+            tracked[i].times.push(r.seconds);
+            tracked[i].peaks.push(r.peak_bytes as f64);
+            tracked[i].reads.extend(r.reads);
+            tracked[i].kernels = r.kernels;
         }
     }
     let (plain_time, plain_peak) = (median(plain.0), median(plain.1));
@@ -326,30 +296,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(kernels) = plain.2 {
         println!("kernels_per_step plain {kernels:.0}");
     }
-    for ((name, _), (times, peaks, reads, kernels)) in configurations.iter().zip(tracked) {
-        let time = median(times);
-        let peak = median(peaks);
-        println!(
-            "overhead {name} {:.3}   ({:.1} ms/step)",
-            time / plain_time,
-            time * 1e3
-        );
-        println!(
-            "peak_memory {name} {:.3}   ({:.1} MB)",
-            peak / plain_peak,
-            peak / 1e6
-        );
-        println!(
-            "reads_per_step {name} {}",
-            median(reads.iter().map(|r| r.0 as f64).collect())
-        );
-        println!(
-            "values_read_per_step {name} {}",
-            median(reads.iter().map(|r| r.1 as f64).collect())
-        );
-        if let Some(kernels) = kernels {
-            println!("kernels_per_step {name} {kernels:.0}");
-        }
+    for ((name, _), measured) in configurations.iter().zip(tracked) {
+        print_rows(name, measured, plain_time, plain_peak);
     }
     Ok(())
 }

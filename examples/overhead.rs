@@ -63,7 +63,7 @@ mod bench;
 /// there; wgpu's device memory is not counted).
 #[global_allocator]
 static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
-use bench::median;
+use bench::{Measured, median, print_rows};
 use clap::{Parser, ValueEnum};
 
 const LR: f64 = 0.01;
@@ -636,30 +636,13 @@ fn bench<M: Net>(
         .zip(reads)
         .zip(kernels)
     {
-        let t = median(times);
-        println!(
-            "overhead {name} {:.3}   ({:.3} ms/step)",
-            t / plain,
-            t * 1e3
-        );
-        let peak = median(peaks);
-        println!(
-            "peak_memory {name} {:.3}   ({:.1} MB)",
-            peak / plain_peak,
-            peak / 1e6
-        );
-        // What a GPU would pay: blocking reads (synchronisations) and values read back.
-        println!(
-            "reads_per_step {name} {}",
-            median(reads.iter().map(|r| r.0 as f64).collect())
-        );
-        println!(
-            "values_read_per_step {name} {}",
-            median(reads.iter().map(|r| r.1 as f64).collect())
-        );
-        if let Some(kernels) = kernels {
-            println!("kernels_per_step {name} {kernels:.1}");
-        }
+        let measured = Measured {
+            times,
+            peaks,
+            reads,
+            kernels,
+        };
+        print_rows(name, measured, plain, plain_peak);
     }
     if names_wanted {
         // Which kernels each configuration adds to a plain step (last repeat), most first.

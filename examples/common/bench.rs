@@ -6,3 +6,52 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
+
+/// One configuration's measurements over the repeats of a benchmark.
+#[allow(dead_code)] // not every example prints rows
+pub struct Measured {
+    /// Seconds per step, one per repeat.
+    pub times: Vec<f64>,
+    /// Peak heap bytes, one per repeat.
+    pub peaks: Vec<f64>,
+    /// (reads, values read) per tracked step, over every repeat.
+    pub reads: Vec<(u64, u64)>,
+    /// Kernels launched per step (CubeCL backends).
+    pub kernels: Option<f64>,
+}
+
+/// Prints `name`'s rows against the plain step's median time and peak: the overhead, the
+/// peak memory, what a GPU would pay in blocking reads (synchronisations) and values read
+/// back, and the kernels per step.
+#[allow(dead_code)] // not every example prints rows
+pub fn print_rows(name: &str, measured: Measured, plain_time: f64, plain_peak: f64) {
+    let Measured {
+        times,
+        peaks,
+        reads,
+        kernels,
+    } = measured;
+    let time = median(times);
+    let peak = median(peaks);
+    println!(
+        "overhead {name} {:.3}   ({:.3} ms/step)",
+        time / plain_time,
+        time * 1e3
+    );
+    println!(
+        "peak_memory {name} {:.3}   ({:.1} MB)",
+        peak / plain_peak,
+        peak / 1e6
+    );
+    println!(
+        "reads_per_step {name} {}",
+        median(reads.iter().map(|r| r.0 as f64).collect())
+    );
+    println!(
+        "values_read_per_step {name} {}",
+        median(reads.iter().map(|r| r.1 as f64).collect())
+    );
+    if let Some(kernels) = kernels {
+        println!("kernels_per_step {name} {kernels:.1}");
+    }
+}

@@ -311,3 +311,22 @@ mod imp {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a device that is not CubeCL's (and in a build without a CubeCL runtime) every entry
+    /// point says so with `None`, and the callers keep burn's operations.
+    #[test]
+    fn off_a_cube_device_the_kernels_are_inert() {
+        let device = Device::flex();
+        assert!(!supports(&device, DType::F32));
+        let x = Tensor::<1>::from_floats([1.0, 2.0, 3.0], &device);
+        assert!(sums(Summand::Square, std::slice::from_ref(&x), &[]).is_none());
+        let rows = Tensor::<2>::from_floats([[1.0, 2.0], [3.0, 4.0]], &device);
+        assert!(row_sums(Summand::Square, &[rows], &[]).is_none());
+        let thresholds = Tensor::<1>::from_floats([f32::NEG_INFINITY, 0.0, f32::INFINITY], &device);
+        assert!(count_bins(Values::Dense(x), thresholds, 2, None).is_none());
+    }
+}

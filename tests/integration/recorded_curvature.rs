@@ -23,8 +23,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::Snapshot;
 use burn_cockpit::curvature::{
-    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, GgnPasses, HessianDiagonal, OutputLoss,
-    ProbeBudget, RecordedCurvature, WIDENED_ROWS,
+    CurvatureSource, DiagonalKind, FiniteDifferenceHvp, GgnPasses, HessianDiagonal,
+    LinearityVerdicts, OutputLoss, ProbeBudget, RecordedCurvature, WIDENED_ROWS,
 };
 use burn_cockpit::persample::{
     Conv2d, Conv3d, ConvTranspose2d, Elementwise, LayerNorm, Linear, Lstm, MhaInput,
@@ -893,6 +893,48 @@ fn a_probe_budget_reaches_its_error_and_stays_honest() {
     assert!(
         covered as f64 / total as f64 >= 0.95,
         "{covered} of {total}"
+    );
+}
+
+/// The verdict of the piecewise-linear check belongs to the sources that share it, not to
+/// the process: the ReLU CNN passes through its own forward, and the same parameters through
+/// a forward with a sigmoid between the drop-ins are refused (a process-wide verdict kept by
+/// the parameters once answered the second with the first's).
+#[test]
+fn the_linearity_verdict_is_the_forwards_not_the_parameters() {
+    let backend = &common::flex();
+    let relu = setup::<Cnn>(backend);
+    let params = Snapshot::of_params(&relu.model);
+    let verdicts = LinearityVerdicts::default();
+    source(&relu, 5)
+        .piecewise_linear()
+        .with_linearity_verdicts(verdicts.clone())
+        .diagonal(&params, DiagonalKind::Hessian)
+        .unwrap();
+    // A later step's source of the same forward reads the verdict.
+    source(&relu, 6)
+        .piecewise_linear()
+        .with_linearity_verdicts(verdicts)
+        .diagonal(&params, DiagonalKind::Hessian)
+        .unwrap();
+    let x = relu.x.clone();
+    let sigmoid_between = move |m: &Cnn| {
+        let b = x.dims()[0];
+        let h = burn::tensor::activation::sigmoid(m.conv.forward(x.clone().reshape([b, 1, 4, 4])));
+        m.head.forward(m.pool.forward(h).reshape([b, 12]))
+    };
+    let err = RecordedCurvature::new(
+        &relu.model,
+        sigmoid_between,
+        OutputLoss::CrossEntropy(relu.y.clone()),
+        5,
+    )
+    .piecewise_linear()
+    .diagonal(&params, DiagonalKind::Hessian)
+    .unwrap_err();
+    assert!(
+        matches!(err, burn_cockpit::QuantityError::CurvedModel { .. }),
+        "{err}"
     );
 }
 

@@ -92,6 +92,9 @@ pub struct Cockpit {
     printed: std::collections::HashSet<String>,
     /// How [`Cockpit::step`] builds a step's sources.
     pub(super) step_options: super::StepOptions,
+    /// The piecewise-linear verdicts of the sources [`Cockpit::step`] builds (the model is
+    /// checked once, at its first tracked step).
+    pub(super) linearity: crate::curvature::LinearityVerdicts,
 }
 
 impl std::fmt::Debug for Cockpit {
@@ -126,6 +129,7 @@ impl Cockpit {
             console: true,
             printed: std::collections::HashSet::new(),
             step_options: super::StepOptions::default(),
+            linearity: crate::curvature::LinearityVerdicts::default(),
         };
         for quantity in quantities {
             cockpit.add(quantity)?;

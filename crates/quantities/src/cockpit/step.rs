@@ -344,7 +344,8 @@ impl Cockpit {
                 move |m: &M| replay.output(m),
                 loss.clone(),
                 step as u64,
-            );
+            )
+            .with_linearity_verdicts(self.linearity.clone());
             if forward.widens() {
                 let widened = forward.clone();
                 curvature = curvature

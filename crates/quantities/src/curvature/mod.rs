@@ -21,6 +21,6 @@ pub use merged::MergedCurvature;
 pub use mlp::{Activation, MlpCurvature, MlpLayer};
 pub use positions::{ClassAxis, PositionLoss};
 pub use recorded::{
-    ACTIVATION_PASSES, EXACT_COLUMNS, GgnPasses, HessianDiagonal, LINEARITY_TOLERANCE, MC_SAMPLES,
-    RecordedCurvature, WIDENED_ROWS,
+    ACTIVATION_PASSES, EXACT_COLUMNS, GgnPasses, HessianDiagonal, LINEARITY_TOLERANCE,
+    LinearityVerdicts, MC_SAMPLES, RecordedCurvature, WIDENED_ROWS,
 };

@@ -3,7 +3,7 @@
 //! equals it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
@@ -47,10 +47,27 @@ pub const MC_SAMPLES: usize = 4;
 /// is in every probe).
 const LINEARITY_PROBES: usize = 3;
 
-/// The piecewise-linear checks already made, by the model's first parameter (a model is
-/// checked at its first tracked step; parameters keep their ids across steps).
-static LINEARITY_CHECKED: LazyLock<Mutex<HashMap<ParamId, Result<(), QuantityError>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The piecewise-linear check's verdicts, shared by the [`RecordedCurvature`] sources of one
+/// run's steps so that a model is checked once, at its first tracked step, and not at every
+/// step (parameters keep their ids across steps; the verdicts are kept by the model's first
+/// parameter). It belongs to whoever builds the step's sources with one forward — the
+/// [`Cockpit`](crate::Cockpit) for [`Cockpit::step`](crate::Cockpit::step), the `Learner`'s
+/// instrumented model — never to the process: another forward over the same parameters (a
+/// fixed model, a clone with other activations) is another verdict, checked on its own.
+#[derive(Debug, Clone, Default)]
+pub struct LinearityVerdicts(Arc<Mutex<HashMap<ParamId, Result<(), QuantityError>>>>);
+
+impl LinearityVerdicts {
+    fn get(&self, key: &ParamId) -> Option<Result<(), QuantityError>> {
+        self.0.lock().ok().and_then(|v| v.get(key).cloned())
+    }
+
+    fn set(&self, key: ParamId, verdict: Result<(), QuantityError>) {
+        if let Ok(mut verdicts) = self.0.lock() {
+            verdicts.insert(key, verdict);
+        }
+    }
+}
 
 type OutputFn<M> = dyn Fn(&M) -> Tensor<2> + Send + Sync;
 type WidenedFn<M> = dyn Fn(&M, usize) -> Tensor<2> + Send + Sync;
@@ -157,6 +174,8 @@ pub struct RecordedCurvature<M: Module> {
     mc_samples: Option<usize>,
     /// Each curved activation's residual `r = ∂L/∂a ⊙ σ''(z)` `[B, units]` at the step.
     activation_residuals: Mutex<Option<Vec<Tensor<2>>>>,
+    /// The piecewise-linear verdicts this source reads and adds to.
+    verdicts: LinearityVerdicts,
     notes: Mutex<Vec<String>>,
 }
 
@@ -217,8 +236,17 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             exact_columns: EXACT_COLUMNS,
             mc_samples: None,
             activation_residuals: Mutex::new(None),
+            verdicts: LinearityVerdicts::default(),
             notes: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Reads and keeps the piecewise-linear check's verdict in `verdicts`, shared with the
+    /// other steps' sources of the same forward, so the check runs once per model (without:
+    /// this source's own, checked at its first use).
+    pub fn with_linearity_verdicts(mut self, verdicts: LinearityVerdicts) -> Self {
+        self.verdicts = verdicts;
+        self
     }
 
     /// The network's output on the batch repeated `copies` times along the batch axis
@@ -616,9 +644,10 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     ///
     /// # Cost
     ///
-    /// Once per model: `4·3·P` forward and backward passes (`P` parameter tensors), with
-    /// curved activation drop-ins `3·3·P` forward and `3·P` backward passes more, and one
-    /// read of `6P` numbers.
+    /// Once per model and [`LinearityVerdicts`] (the sources of one run share theirs:
+    /// [`RecordedCurvature::with_linearity_verdicts`]): `4·3·P` forward and backward passes
+    /// (`P` parameter tensors), with curved activation drop-ins `3·3·P` forward and `3·P`
+    /// backward passes more, and one read of `6P` numbers.
     ///
     /// # Errors
     ///
@@ -627,11 +656,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         let Some(key) = params.entries().first().map(|e| e.id) else {
             return Ok(());
         };
-        let cached = LINEARITY_CHECKED
-            .lock()
-            .ok()
-            .and_then(|checked| checked.get(&key).cloned());
-        if let Some(result) = cached {
+        if let Some(result) = self.verdicts.get(&key) {
             return result;
         }
         let float64 = params
@@ -647,9 +672,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             return Ok(());
         }
         let result = self.linearity(params);
-        if let Ok(mut checked) = LINEARITY_CHECKED.lock() {
-            checked.insert(key, result.clone());
-        }
+        self.verdicts.set(key, result.clone());
         result
     }
 

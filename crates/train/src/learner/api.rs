@@ -10,7 +10,8 @@ use burn::tensor::distributed::{DistributedConfig, ReduceOperation};
 use burn::train::{ExecutionStrategy, LearnerModel, SupervisedTraining, TrainStep};
 use cockpit_diagnose::Diagnosis;
 use cockpit_quantities::curvature::{
-    CurvatureSource, HessianDiagonal, NetworkOutput, OutputLoss, RecordedCurvature,
+    CurvatureSource, HessianDiagonal, LinearityVerdicts, NetworkOutput, OutputLoss,
+    RecordedCurvature,
 };
 use cockpit_quantities::log::JsonLinesWriter;
 use cockpit_quantities::{
@@ -354,6 +355,8 @@ impl CockpitLearner {
         O: NetworkOutput + 'static,
     {
         let output = Arc::new(output);
+        // One forward, one piecewise-linear verdict: checked at the first tracked step.
+        let verdicts = LinearityVerdicts::default();
         let replay: Replay<M> = Arc::new(move |model: &M, item: &M::Input| {
             let (output, replayed) = (output.clone(), item.clone());
             Box::new(
@@ -363,7 +366,8 @@ impl CockpitLearner {
                     loss(item),
                     0x5eed,
                 )
-                .with_hessian(hessian),
+                .with_hessian(hessian)
+                .with_linearity_verdicts(verdicts.clone()),
             ) as Box<dyn CurvatureSource>
         });
         Instrumented::new(model, self.tracker.clone(), Some(replay))

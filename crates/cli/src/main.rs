@@ -215,6 +215,16 @@ enum CliError {
     },
     #[error(transparent)]
     Serve(#[from] cockpit_cli::serve::ServeError),
+    #[error(
+        "no per-example record beside `{}` (looked for `{}`): the run did not track the \
+         Examples quantity. Add `QuantityKind::Examples` to the Cockpit's quantities and give \
+         each batch's example ids (`Cockpit::step_with_ids`, `StepInfo::with_sample_ids`, or \
+         `cockpit_train::train_output_with_ids` in the Learner); the record is written beside \
+         the log",
+        log.display(),
+        table.display()
+    )]
+    NoExampleRecord { log: PathBuf, table: PathBuf },
 }
 
 /// `WIDTHxHEIGHT` within the dashboard's documented limits.
@@ -378,6 +388,14 @@ fn export(args: ExportArgs) -> Result<(), CliError> {
 
 fn examples(args: ExamplesArgs) -> Result<(), CliError> {
     use cockpit_cli::examples;
+    let table = examples::resolve(&args.log);
+    if !table.exists() && table != args.log && args.log.is_file() {
+        // A log without its table: the run never kept the record.
+        return Err(CliError::NoExampleRecord {
+            log: args.log,
+            table,
+        });
+    }
     let (table, all) = examples::ranked(&args.log, args.learned_loss)?;
     let total = all.len();
     let mut ranked = examples::select(all, &args.kind);

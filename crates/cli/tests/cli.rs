@@ -661,3 +661,30 @@ fn a_failed_export_leaves_no_event_file() {
     assert!(left.is_empty(), "left behind: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn examples_of_a_run_without_the_record_says_what_to_add() {
+    let output = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .arg("examples")
+        .arg(fixture("mlp_ce"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for words in [
+        "QuantityKind::Examples",
+        "step_with_ids",
+        "mlp_ce.examples.csv",
+    ] {
+        assert!(stderr.contains(words), "{words}: {stderr}");
+    }
+    // A path that names nothing is still a file that cannot be read.
+    let output = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+        .arg("examples")
+        .arg(fixture("no_such_run"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("QuantityKind::Examples"), "{stderr}");
+}

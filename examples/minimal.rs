@@ -51,10 +51,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::create_dir_all("cockpit-logs")?;
     cockpit.write("cockpit-logs/minimal.json")?;
-    burn_cockpit::plot::save(
+    let drawn = burn_cockpit::plot::save(
         cockpit.output(),
         "cockpit-logs/minimal.png",
         &PlotOptions::default(),
     )?;
+    // Economy leaves the curvature and the learning rate blank; this says what fills them.
+    if let Some(advice) = drawn.blank_advice() {
+        println!("{advice}");
+    }
     Ok(())
 }

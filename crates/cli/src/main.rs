@@ -437,19 +437,9 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
     };
     if !args.watch {
         let rendered = cockpit_plot::plot_file(&args.log, &args.out, &options)?;
-        let mut missing: Vec<&str> = rendered
-            .panels
-            .iter()
-            .filter(|p| !p.drawn)
-            .map(|p| p.needs())
-            .collect();
-        missing.dedup();
         sayln!("wrote {}", args.out.display());
-        if !missing.is_empty() {
-            sayln!(
-                "left blank, the log has no data for them; add to the Cockpit: {}",
-                missing.join("; ")
-            );
+        if let Some(advice) = rendered.blank_advice() {
+            sayln!("{advice}");
         }
         return Ok(());
     }

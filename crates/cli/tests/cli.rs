@@ -139,7 +139,8 @@ fn plot_draws_png_and_svg_and_reports_bad_input() {
         stdout.contains("left blank")
             && stdout.contains("add to the Cockpit: ")
             && stdout.contains("CABS")
-            && !stdout.contains("cabs_gauge"),
+            && !stdout.contains("cabs_gauge")
+            && !stdout.contains("its quantity"),
         "{stdout}"
     );
 

@@ -94,7 +94,11 @@ impl Panel {
             "early_stopping_gauge" => "EarlyStopping",
             "examples_gauge" => "Examples (with sample ids)",
             name if name.starts_with("layerwise") => "GradHist2d",
-            _ => "its quantity",
+            // The quantities drawn by name (the secondary screen's GradParamRatio).
+            name => SECONDARY_QUANTITIES
+                .iter()
+                .find(|kind| name.strip_suffix("_gauge") == Some(kind.name()))
+                .map_or("its quantity", |kind| kind.name()),
         }
     }
 }
@@ -103,6 +107,25 @@ impl Rendered {
     /// The panel of an instrument.
     pub fn panel(&self, name: &str) -> Option<&Panel> {
         self.panels.iter().find(|p| p.name == name)
+    }
+
+    /// What the panels left blank need, in words for the user (`None` when every panel was
+    /// drawn): "left blank, the log has no data for them; add to the Cockpit: HessMaxEV;
+    /// HessTrace; …", the line `cockpit plot` prints. A run with `economy` leaves the
+    /// curvature column blank, one without an epoch log the hyperparameters.
+    pub fn blank_advice(&self) -> Option<String> {
+        let mut missing: Vec<&str> = Vec::new();
+        for panel in self.panels.iter().filter(|p| !p.drawn) {
+            if !missing.contains(&panel.needs()) {
+                missing.push(panel.needs());
+            }
+        }
+        (!missing.is_empty()).then(|| {
+            format!(
+                "left blank, the log has no data for them; add to the Cockpit: {}",
+                missing.join("; ")
+            )
+        })
     }
 }
 

@@ -160,7 +160,15 @@ pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Ren
 /// the file replaced atomically
 /// ([`write_atomic`]): an interruption or a full disk
 /// leaves the previous image (or none), never a cut one, and concurrent writers never share a
-/// temporary file.
+/// temporary file. Panels whose data the log lacks are left blank; the returned
+/// [`Rendered::blank_advice`] says which quantities would fill them:
+///
+/// ```ignore
+/// let rendered = cockpit_plot::save(cockpit.output(), "run.png", &PlotOptions::default())?;
+/// if let Some(advice) = rendered.blank_advice() {
+///     eprintln!("{advice}"); // "left blank, …; add to the Cockpit: HessMaxEV; HessTrace; …"
+/// }
+/// ```
 ///
 /// # Errors
 ///
@@ -221,4 +229,40 @@ pub fn plot_file(
 ) -> Result<Rendered, PlotError> {
     let output = read_any(log).map_err(PlotError::from)?;
     save(&output, out, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cockpit_quantities::Value;
+
+    /// A run of losses and gradient norms alone leaves the curvature and the hyperparameters
+    /// blank, and the advice names what fills them, each once; on the secondary screen every
+    /// blank panel names its quantity.
+    #[test]
+    fn blank_panels_say_what_fills_them() {
+        let mut output = Output::new();
+        for step in 0..5 {
+            output.insert(step, "Loss", Value::Float(1.0 / (1.0 + step as f64)));
+            output.insert(step, "GradNorm", Value::List(vec![0.5, 0.25]));
+        }
+        let options = PlotOptions::default();
+        let (_, rendered) = render_svg(&output, &options).unwrap();
+        let advice = rendered.blank_advice().unwrap();
+        for needed in ["HessTrace", "HessMaxEV", "EpochLog", "Alpha"] {
+            assert_eq!(advice.matches(needed).count(), 1, "{needed}: {advice}");
+        }
+        assert!(
+            !advice.contains("GradNorm") && !advice.contains("Loss"),
+            "{advice}"
+        );
+        let secondary = PlotOptions {
+            screen: Screen::Secondary,
+            ..options
+        };
+        let (_, rendered) = render_svg(&output, &secondary).unwrap();
+        let advice = rendered.blank_advice().unwrap();
+        assert!(advice.contains("GradParamRatio"), "{advice}");
+        assert!(!advice.contains("its quantity"), "{advice}");
+    }
 }

@@ -289,8 +289,11 @@ impl PerSampleSource for Recording {
         }
         if !params.entries().iter().all(|e| self.records(e.id)) {
             return Err(PerSampleError::Unsupported(format!(
-                "the fast path does not cover the model (use ExactPerSample or \
-                 PerSample::auto for the other layers).\n{}",
+                "the fast path does not cover the model: replace the layers below with the \
+                 persample drop-ins, or let other layers take single-sample passes \
+                 (`Cockpit::step`: `StepOptions::with_exact_fallback(true)`; the Learner: \
+                 `Instrumented::with_exact_fallback`; by hand: `ExactPerSample` or \
+                 `PerSample::auto`).\n{}",
                 self.coverage(params)
             )));
         }

@@ -408,6 +408,59 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
     );
 }
 
+/// A float32 SGD step too small for the parameters' precision: storing `θ − lr·g` rounds
+/// each parameter by more than a percent of the step, which is not a contradiction of the
+/// announced rule (no warning), while announcing half the rate still is.
+#[test]
+fn alpha_does_not_mistake_float32_rounding_for_another_optimizer() {
+    let device = Device::flex().autodiff();
+    let batch = 8;
+    let lr = 3e-6;
+    let mut model = Mlp::new(&device);
+    let mut optim = SgdConfig::new().init();
+    let mut cockpits: Vec<Cockpit> = [OptimizerInfo::sgd(lr), OptimizerInfo::sgd(lr / 2.0)]
+        .into_iter()
+        .map(|info| {
+            Cockpit::from_kinds([QuantityKind::Alpha], &Schedule::every_step())
+                .unwrap()
+                .with_optimizer(info)
+                .with_console(false)
+        })
+        .collect();
+    for step in 0..3 {
+        let (x, y) = data(&device, batch, 5, step);
+        let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), &device);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(inputs), y);
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        for cockpit in &mut cockpits {
+            let info = StepInfo::new(loss.clone().detach())
+                .with_individual_losses(per_sample.clone().detach())
+                .with_per_sample(factors.clone());
+            cockpit.track(step, &model, &grads, info).unwrap();
+        }
+        model = optim.step(lr, model, grads);
+    }
+    eprintln!(
+        "{:?} / {:?}",
+        cockpits[0].warnings(),
+        cockpits[1].warnings()
+    );
+    assert!(
+        cockpits[0].warnings().is_empty(),
+        "{:?}",
+        cockpits[0].warnings()
+    );
+    let mismatch = cockpits[1].warnings();
+    assert!(
+        mismatch.len() == 1 && mismatch[0].contains("plain SGD step"),
+        "{mismatch:?}"
+    );
+}
+
 /// A batch split into parts (micro-batches, or shards on several devices), each recorded in its
 /// own forward and backward pass and merged with `MergedPerSample`, gives every per-sample
 /// quantity of the whole batch: 7 samples as 3 + 4 and as 2 + 2 + 3, over three SGD steps.

@@ -44,6 +44,18 @@ enum Path {
 /// the step was not the plain SGD step the optimizer info announced.
 const SGD_MISMATCH: f64 = 1e-2;
 
+/// The unit roundoff of the parameters' float type (`2⁻²⁴` for float32, `2⁻⁵³` for float64;
+/// half precision's for the halves).
+fn unit_roundoff(params: &Snapshot) -> f64 {
+    use burn::tensor::DType;
+    match params.entries().first().map(|e| e.value.dtype()) {
+        Some(DType::F64) => f64::EPSILON / 2.0,
+        Some(DType::F16) => 2f64.powi(-11),
+        Some(DType::BF16) => 2f64.powi(-8),
+        _ => f64::from(f32::EPSILON) / 2.0,
+    }
+}
+
 /// Alpha checks the SGD step on its first end point and every this many after (the check
 /// costs three parameter-sized temporaries).
 const SGD_CHECK_EVERY: usize = 64;
@@ -101,11 +113,12 @@ struct Awaited {
 /// Where an end point's numbers lie in the read, after the `B` per-sample losses.
 #[derive(Debug, Clone, Copy)]
 enum Projections {
-    /// `‖∇L_s‖²`, `‖(θ_{s+1} − θ_s) + lr·∇L_s‖²` when `checked`, the `bs` start dots and the
-    /// `be` end dots.
+    /// `‖∇L_s‖²`, `‖(θ_{s+1} − θ_s) + lr·∇L_s‖²` and `‖θ_{s+1}‖²` when `checked`, the `bs`
+    /// start dots and the `be` end dots.
     Sgd {
         lr: f64,
-        checked: bool,
+        /// The parameters' unit roundoff (`2⁻²⁴` in float32) when `checked`.
+        checked: Option<f64>,
         bs: usize,
         be: usize,
     },
@@ -198,12 +211,16 @@ impl Alpha {
                         ))?;
                 let end_dots = sum_over_params(end_dots)?;
                 let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
-                let checked = self.sgd_end_points.is_multiple_of(SGD_CHECK_EVERY);
+                let checked = self
+                    .sgd_end_points
+                    .is_multiple_of(SGD_CHECK_EVERY)
+                    .then(|| unit_roundoff(ctx.params));
                 self.sgd_end_points += 1;
                 parts.push(grad_sq_norm.clone());
-                if checked {
+                if checked.is_some() {
                     let moved = ctx.params.difference(&start.params)?;
                     parts.push(moved.scaled_sq_distances(grads, -lr)?.sum());
+                    parts.push(ctx.params.sq_norms().sum());
                 }
                 parts.extend([dots.clone(), end_dots]);
                 Ok(Projections::Sgd {
@@ -248,13 +265,16 @@ impl Alpha {
                 bs,
                 be,
             } => {
-                let offset = 1 + usize::from(checked);
+                let offset = 1 + 2 * usize::from(checked.is_some());
                 let values = host.get(..offset + bs + be).ok_or_else(short)?;
                 let norm = values[0].sqrt();
                 let t = lr * norm;
-                if checked {
+                if let Some(unit) = checked {
                     let relative = values[1].sqrt() / t;
-                    if t > 0.0 && relative > SGD_MISMATCH {
+                    // Storing θ_{s+1} rounds each parameter by up to `unit·|θ_i|`: a step
+                    // smaller than that rounding is not contradicted by it.
+                    let rounding = 2.0 * unit * values[2].sqrt() / t;
+                    if t > 0.0 && relative > SGD_MISMATCH + rounding {
                         self.warnings.push(format!(
                             "step {}: Alpha: the parameters moved {relative:.2e} (relative) away \
                              from the plain SGD step −lr·∇L the optimizer info announced; α \

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamConfig, GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::backend;
 use burn_cockpit::histogram::HistogramEngine;
@@ -49,6 +49,12 @@ const LR: f64 = 1e-3;
 
 /// The GPT-scale overhead benchmark's options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Opt {
+    Adam,
+    Sgd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Histograms {
     Auto,
     Host,
@@ -57,6 +63,10 @@ enum Histograms {
 
 #[derive(Debug, Clone, Parser)]
 struct Args {
+    /// The optimizer (Adam keeps the previous step's per-sample factors for Alpha, SGD does
+    /// not: its step is known from the gradient).
+    #[arg(long, value_enum, default_value_t = Opt::Adam)]
+    optimizer: Opt,
     /// Where GradHist1d counts (`auto`: on the host on CPU backends and CPU-emulated
     /// adapters such as lavapipe, on the device on a graphics card).
     #[arg(long, value_enum, default_value_t = Histograms::Auto)]
@@ -91,7 +101,8 @@ struct Args {
     /// Sampled columns of the Monte-Carlo GGN.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
     mc_samples: u64,
-    /// Keep only these configurations, comma-separated (economy, business, full).
+    /// Keep only these configurations, comma-separated: a preset (economy, business, full), a
+    /// preset less some quantities (`economy-GradHist1d`), or quantities joined by `+`.
     #[arg(long, value_delimiter = ',', default_value = "economy,business,full")]
     only: Vec<String>,
 }
@@ -122,6 +133,26 @@ fn batches(args: &Args, device: &Device) -> Vec<(Tensor<2, Int>, Tensor<2, Int>)
         .collect()
 }
 
+/// The quantities `name` asks for: a preset (`economy`, `business`, `full`), a preset less
+/// some quantities (`economy-GradHist1d-Alpha`), or quantities joined by `+`
+/// (`Loss+GradNorm`).
+fn kinds_of(name: &str) -> Result<Vec<QuantityKind>, Box<dyn std::error::Error>> {
+    let mut parts = name.split('-');
+    let first = parts.next().unwrap_or_default();
+    let mut kinds = match first.parse::<Configuration>() {
+        Ok(preset) => preset.kinds(),
+        Err(_) => first
+            .split('+')
+            .map(str::parse::<QuantityKind>)
+            .collect::<Result<_, _>>()?,
+    };
+    for less in parts {
+        let less: QuantityKind = less.parse()?;
+        kinds.retain(|kind| *kind != less);
+    }
+    Ok(kinds)
+}
+
 /// The GPT the options describe (feed-forward width `4·d`).
 fn shape(args: &Args) -> GptShape {
     GptShape {
@@ -145,20 +176,36 @@ fn run(
     args: &Args,
     device: &Device,
     data: &[(Tensor<2, Int>, Tensor<2, Int>)],
-    configuration: Option<Configuration>,
+    kinds: Option<&[QuantityKind]>,
 ) -> Result<Run, Box<dyn std::error::Error>> {
     HEAP.reset_peak_usage();
     let before = HEAP.current_usage();
     let mut model = Gpt::new(&shape(args), device);
-    let adam = AdamConfig::new();
-    let mut optimizer = adam.init();
-    let mut cockpit = match configuration {
-        Some(configuration) => Some(
-            Cockpit::from_configuration(
-                configuration,
+    let (adam, sgd) = (AdamConfig::new(), SgdConfig::new());
+    let (announced, mut optimizer): (OptimizerInfo, Box<dyn FnMut(Gpt, GradientsParams) -> Gpt>) =
+        match args.optimizer {
+            Opt::Adam => {
+                let mut adam_state = adam.init();
+                (
+                    OptimizerInfo::from_adam(&adam, LR),
+                    Box::new(move |m, g| adam_state.step(LR, m, g)),
+                )
+            }
+            Opt::Sgd => {
+                let mut sgd_state = sgd.init();
+                (
+                    OptimizerInfo::from_sgd(&sgd, LR),
+                    Box::new(move |m, g| sgd_state.step(LR, m, g)),
+                )
+            }
+        };
+    let mut cockpit = match kinds {
+        Some(kinds) => Some(
+            Cockpit::from_kinds(
+                kinds.iter().copied(),
                 &Schedule::linear(args.interval as usize, 0)?,
             )?
-            .with_optimizer(OptimizerInfo::from_adam(&adam, LR))
+            .with_optimizer(announced)
             .with_step_options(StepOptions::new().with_mc_samples(args.mc_samples as usize))
             .with_histogram_engine(match args.histograms {
                 Histograms::Auto => HistogramEngine::Auto,
@@ -209,7 +256,7 @@ fn run(
                 stepped.grads
             }
         };
-        model = optimizer.step(LR, model, grads);
+        model = optimizer(model, grads);
     }
     // Wait for the device: read one parameter's sum.
     let _ = model.head.weight.val().sum().into_scalar::<f32>();
@@ -237,13 +284,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut configurations = Vec::new();
     for name in &args.only {
-        let configuration = match name.as_str() {
-            "economy" => Configuration::Economy,
-            "business" => Configuration::Business,
-            "full" => Configuration::Full,
-            other => return Err(format!("unknown configuration {other:?}").into()),
-        };
-        configurations.push((name.clone(), configuration));
+        configurations.push((name.clone(), kinds_of(name)?));
     }
     let (backend_name, device) = backend::device()?;
     let device = device.autodiff();
@@ -280,7 +321,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         plain.2 = base.kernels;
         for (i, (name, configuration)) in configurations.iter().enumerate() {
             eprintln!("running {name} …");
-            let r = run(&args, &device, &data, Some(*configuration))?;
+            let r = run(&args, &device, &data, Some(configuration))?;
             tracked[i].times.push(r.seconds);
             tracked[i].peaks.push(r.peak_bytes as f64);
             tracked[i].reads.extend(r.reads);

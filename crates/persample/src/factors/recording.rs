@@ -405,7 +405,9 @@ impl PerSampleSource for Recording {
 /// - `‖g_n‖² = Σ_{t,s} (a_t·a_s)(e_t·e_s)`, the sum of `(A_n A_nᵀ) ∘ (E_n E_nᵀ)` (Gram route,
 ///   `B·T²·(d_in + d_out)` work) when `T·(d_in + d_out) < d_in·d_out`; otherwise `g_n` by a
 ///   batched matmul in sample chunks (`B·T·d_in·d_out`);
-/// - `⟨g_n, V⟩ = Σ_t (a_tᵀ V)·e_t`: one `[B·T, d_in] × [d_in, d_out]` matmul and a row sum.
+/// - `⟨g_n, V⟩ = Σ_t (a_tᵀ V)·e_t = Σ_t a_t·(V e_t)`: one matmul, `[B·T, d_in] × [d_in, d_out]`
+///   or `[B·T, d_out] × [d_out, d_in]` (whichever keeps the narrower `[B·T, min(d_in, d_out)]`
+///   product), and a row sum over it.
 fn factored_sequence_stats(
     layer: &LayerFactors,
     entry: &ParamEntry,
@@ -447,8 +449,13 @@ fn factored_sequence_stats(
             Layout::InOut => v.reshape([d_in, d_out]),
             Layout::OutIn => v.reshape([d_out, d_in]).transpose(),
         };
-        let products =
-            (rows.clone().matmul(v) * e_rows.clone()).reshape([batch, positions * d_out]);
+        // The product through the narrower side: `(A V)·E` keeps `[B·T, d_out]` values,
+        // `A·(E Vᵀ)` keeps `[B·T, d_in]` (a vocabulary head's `d_out` is 30× its `d_in`).
+        let products = if d_out <= d_in {
+            (rows.clone().matmul(v) * e_rows.clone()).reshape([batch, positions * d_out])
+        } else {
+            (e_rows.clone().matmul(v.transpose()) * rows.clone()).reshape([batch, positions * d_in])
+        };
         let dots = sum_dim(products, 1).reshape([batch]);
         stats.push_dots(k, index, dots);
     }

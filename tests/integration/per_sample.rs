@@ -456,7 +456,9 @@ fn alpha_does_not_mistake_float32_rounding_for_another_optimizer() {
     );
     let mismatch = cockpits[1].warnings();
     assert!(
-        mismatch.len() == 1 && mismatch[0].contains("plain SGD step"),
+        mismatch.len() == 1
+            && mismatch[0].contains("plain SGD step")
+            && mismatch[0].contains("set_learning_rate"),
         "{mismatch:?}"
     );
 }

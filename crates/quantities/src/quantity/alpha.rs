@@ -277,8 +277,11 @@ impl Alpha {
                     if t > 0.0 && relative > SGD_MISMATCH + rounding {
                         self.warnings.push(format!(
                             "step {}: Alpha: the parameters moved {relative:.2e} (relative) away \
-                             from the plain SGD step −lr·∇L the optimizer info announced; α \
-                             assumes that step",
+                             from the plain SGD step −lr·∇L with lr = {lr} the optimizer info \
+                             announced; α assumes that step. A learning-rate schedule: call \
+                             `cockpit.set_learning_rate(lr)` whenever it changes; another \
+                             optimizer: announce it (`OptimizerInfo::from_adam`, `from_adamw`, \
+                             …), and Alpha follows the update actually taken",
                             start.step
                         ));
                     }

@@ -335,15 +335,37 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// `steps` plain SGD steps of rate `lr` on the test MLP (batches of 8), each tracked by every
+/// Cockpit in `cockpits` from one recorded pass.
+fn sgd_steps_with_alpha(device: &Device, lr: f64, steps: usize, cockpits: &mut [Cockpit]) {
+    let batch = 8;
+    let mut model = Mlp::new(device);
+    let mut optim = SgdConfig::new().init();
+    for step in 0..steps {
+        let (x, y) = data(device, batch, 5, step);
+        let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), device);
+        let recorder = Recorder::start();
+        let per_sample = ce(model.forward(inputs), y);
+        let loss = per_sample.clone().mean();
+        let grads = loss.backward();
+        let factors = recorder.finish(&grads).unwrap();
+        let grads = GradientsParams::from_grads(grads, &model);
+        for cockpit in cockpits.iter_mut() {
+            let info = StepInfo::new(loss.clone().detach())
+                .with_individual_losses(per_sample.clone().detach())
+                .with_per_sample(factors.clone());
+            cockpit.track(step, &model, &grads, info).unwrap();
+        }
+        model = optim.step(lr, model, grads);
+    }
+}
+
 /// Alpha's SGD path (`d = −lr·∇L`, projections from the shared per-sample passes) equals its
 /// general path (`d = θ_{s+1} − θ_s`, its own projections) on plain SGD steps, and warns when
 /// the announced learning rate is not the one the parameters moved by.
 fn alpha_sgd_path_equals_general_path(backend: &Backend) {
     let device = backend.device.clone().autodiff();
-    let batch = 8;
     let lr = 0.1;
-    let mut model = Mlp::new(&device);
-    let mut optim = SgdConfig::new().init();
     let schedule = Schedule::every_step();
     let infos = [
         OptimizerInfo::sgd(lr),
@@ -355,27 +377,14 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
     ];
     let mut cockpits: Vec<Cockpit> = infos
         .iter()
-        .map(|_| Cockpit::from_kinds([QuantityKind::Alpha], &schedule).unwrap())
+        .map(|info| {
+            Cockpit::from_kinds([QuantityKind::Alpha], &schedule)
+                .unwrap()
+                .with_optimizer(info.clone())
+        })
         .collect();
     let steps = 4;
-    for step in 0..steps {
-        let (x, y) = data(&device, batch, 5, step);
-        let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), &device);
-        let recorder = Recorder::start();
-        let per_sample = ce(model.forward(inputs), y);
-        let loss = per_sample.clone().mean();
-        let grads = loss.backward();
-        let factors = recorder.finish(&grads).unwrap();
-        let grads = GradientsParams::from_grads(grads, &model);
-        for (cockpit, optimizer) in cockpits.iter_mut().zip(&infos) {
-            let info = StepInfo::new(loss.clone().detach())
-                .with_individual_losses(per_sample.clone().detach())
-                .with_optimizer(optimizer.clone())
-                .with_per_sample(factors.clone());
-            cockpit.track(step, &model, &grads, info).unwrap();
-        }
-        model = optim.step(lr, model, grads);
-    }
+    sgd_steps_with_alpha(&device, lr, steps, &mut cockpits);
     for step in 0..steps - 1 {
         let (sgd, general) = (
             float(&cockpits[0], step, "Alpha"),
@@ -414,10 +423,7 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
 #[test]
 fn alpha_does_not_mistake_float32_rounding_for_another_optimizer() {
     let device = Device::flex().autodiff();
-    let batch = 8;
     let lr = 3e-6;
-    let mut model = Mlp::new(&device);
-    let mut optim = SgdConfig::new().init();
     let mut cockpits: Vec<Cockpit> = [OptimizerInfo::sgd(lr), OptimizerInfo::sgd(lr / 2.0)]
         .into_iter()
         .map(|info| {
@@ -427,28 +433,7 @@ fn alpha_does_not_mistake_float32_rounding_for_another_optimizer() {
                 .with_console(false)
         })
         .collect();
-    for step in 0..3 {
-        let (x, y) = data(&device, batch, 5, step);
-        let inputs = Tensor::<2>::from_data(TensorData::new(x, [batch, 5]), &device);
-        let recorder = Recorder::start();
-        let per_sample = ce(model.forward(inputs), y);
-        let loss = per_sample.clone().mean();
-        let grads = loss.backward();
-        let factors = recorder.finish(&grads).unwrap();
-        let grads = GradientsParams::from_grads(grads, &model);
-        for cockpit in &mut cockpits {
-            let info = StepInfo::new(loss.clone().detach())
-                .with_individual_losses(per_sample.clone().detach())
-                .with_per_sample(factors.clone());
-            cockpit.track(step, &model, &grads, info).unwrap();
-        }
-        model = optim.step(lr, model, grads);
-    }
-    eprintln!(
-        "{:?} / {:?}",
-        cockpits[0].warnings(),
-        cockpits[1].warnings()
-    );
+    sgd_steps_with_alpha(&device, lr, 3, &mut cockpits);
     assert!(
         cockpits[0].warnings().is_empty(),
         "{:?}",

@@ -2,7 +2,7 @@
 
 use burn::module::{Module, Param};
 use burn::tensor::module::embedding;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use crate::factors::Layout;
 use crate::recorder::{is_recording, tap};
@@ -55,11 +55,18 @@ impl Embedding {
         }
         let [batch, positions] = indices.dims();
         let [n_embedding, _] = self.weight.dims();
-        let one_hot = indices
-            .reshape([batch * positions])
-            .one_hot::<2>(n_embedding)
-            .float()
-            .cast(output.dtype())
+        // The one-hot rows scattered straight into the output's float type: burn's `one_hot`
+        // reads the indices back to the host (a device wait inside the forward pass) and
+        // builds an integer one-hot first (as many values again).
+        let rows = batch * positions;
+        let options = (&output.device(), output.dtype());
+        let one_hot = Tensor::<2>::zeros([rows, n_embedding], options)
+            .scatter(
+                1,
+                indices.reshape([rows, 1]),
+                Tensor::ones([rows, 1], options),
+                IndexingUpdateOp::Assign,
+            )
             .reshape([batch, positions, n_embedding]);
         tap(self.weight.id, None, Layout::InOut, &one_hot, output)
     }

@@ -97,7 +97,7 @@ impl OutputLoss {
     /// Cross-entropy against class indices `[B]` (burn's `CrossEntropyLoss` targets), among
     /// `classes` classes.
     pub fn classes(targets: Tensor<1, burn::tensor::Int>, classes: usize) -> Self {
-        Self::CrossEntropy(targets.one_hot::<2>(classes).float())
+        Self::CrossEntropy(super::positions::one_hot_rows(targets, classes, None))
     }
 
     /// Mean squared error against targets of any shape `[B, …]` (the output's): each

@@ -39,6 +39,29 @@ pub struct PositionLoss {
     axis: ClassAxis,
 }
 
+/// One-hot rows `[N, classes]` of class indices `[N]` in float type `dtype` (the device's
+/// default float type for `None`), scattered on the
+/// indices' device: burn's `one_hot` reads the indices back to the host first (a device wait
+/// on a GPU, every call) and builds an integer one-hot on the way.
+pub(crate) fn one_hot_rows(
+    indices: Tensor<1, Int>,
+    classes: usize,
+    dtype: Option<DType>,
+) -> Tensor<2> {
+    let [rows] = indices.dims();
+    let options = TensorCreationOptions::new(indices.device());
+    let options = match dtype {
+        Some(dtype) => options.with_dtype(dtype),
+        None => options,
+    };
+    Tensor::<2>::zeros([rows, classes], options.clone()).scatter(
+        1,
+        indices.reshape([rows, 1]),
+        Tensor::ones([rows, 1], options),
+        burn::tensor::IndexingUpdateOp::Assign,
+    )
+}
+
 impl PositionLoss {
     /// Targets `[B, P]` among `classes` classes; positions whose target is `ignore` count
     /// for nothing.
@@ -104,11 +127,13 @@ impl PositionLoss {
     }
 
     fn one_hot(&self, dtype: DType) -> Tensor<3> {
-        self.targets
-            .clone()
-            .one_hot::<3>(self.classes)
-            .float()
-            .cast(dtype)
+        let [batch, positions] = self.positions();
+        one_hot_rows(
+            self.targets.clone().reshape([batch * positions]),
+            self.classes,
+            Some(dtype),
+        )
+        .reshape([batch, positions, self.classes])
     }
 
     /// Each position's weight in its example's loss, `m_{n,t} / max(T_n, 1)`, `[B, P]`, in

@@ -6,11 +6,13 @@
 //! ```text
 //! cargo run --release --example lm_overhead [-- --d 256 --layers 4 --heads 8
 //!     --vocabulary 8192 --length 128 --batch 8 --steps 3 --interval 1
-//!     --only economy,business,full --mc-samples 4]
+//!     --only economy,business,full --mc-samples 4 --optimizer adam --histograms auto]
 //! ```
 //!
+//! `--only` also takes a preset less some quantities (`economy-GradHist1d`) or quantities
+//! joined by `+` (`Loss+NormTest`), which is how BENCHMARKS.md breaks the peak memory down.
 //! The plain step is what a burn user writes: forward, burn's `CrossEntropyLoss` on the
-//! flattened `[B·T, V]` logits, backward, Adam. The tracked steps hand `Cockpit::step` the
+//! flattened `[B·T, V]` logits, backward, Adam (or `--optimizer sgd`). The tracked steps hand `Cockpit::step` the
 //! same forward with `OutputLoss::tokens` (each sequence's loss the mean over its tokens);
 //! `business` and `full` take their curvature (HessTrace, TICDiag, TICTrace; HessMaxEV in
 //! `full`) through the Monte-Carlo GGN (`T·V` columns are far beyond the exact budget) plus the

@@ -415,6 +415,21 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
         mismatch.iter().all(|w| w.contains("plain SGD step")),
         "{mismatch:?}"
     );
+    // The mismatch is read at step 1, after step 1's start point was taken on the announced
+    // rate; from step 2 on Alpha follows the update actually taken: the general path's value.
+    let (wrong, fallen_back, general) = (
+        float(&cockpits[2], 0, "Alpha"),
+        float(&cockpits[2], 2, "Alpha"),
+        float(&cockpits[1], 2, "Alpha"),
+    );
+    assert!(
+        (fallen_back - general).abs() <= 1e-4 * (1.0 + general.abs()),
+        "after the mismatch: {fallen_back}, general path {general}"
+    );
+    assert!(
+        (wrong - float(&cockpits[1], 0, "Alpha")).abs() > 1e-3,
+        "the announced half rate gave another α at step 0: {wrong}"
+    );
 }
 
 /// A float32 SGD step too small for the parameters' precision: storing `θ − lr·g` rounds

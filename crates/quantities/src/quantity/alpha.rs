@@ -75,7 +75,8 @@ const SGD_CHECK_EVERY: usize = 64;
 /// ([`OptimizerInfo::is_plain_sgd`](crate::OptimizerInfo::is_plain_sgd), learning rate > 0),
 /// else `d = θ_{s+1} − θ_s` (any optimizer). On the SGD path Alpha checks its first end point
 /// and every 64th after, and warns when the parameters did not move by `d` (relative
-/// mismatch above 1 %: the optimizer info is wrong).
+/// mismatch above 1 % plus the parameters' float rounding: the optimizer info is wrong); its
+/// later start points then take `d = θ_{s+1} − θ_s`, the update actually taken.
 ///
 /// # Cost
 ///
@@ -94,6 +95,9 @@ pub struct Alpha {
     sgd: Option<bool>,
     /// End points taken on the SGD path so far.
     sgd_end_points: usize,
+    /// Whether an SGD check found the parameters moved otherwise than announced: later start
+    /// points take the general path (the update actually taken).
+    contradicted: bool,
     warnings: Vec<String>,
     /// The step's enqueued point, until its numbers are read.
     awaited: Option<Awaited>,
@@ -134,6 +138,7 @@ impl Alpha {
             start: None,
             sgd: None,
             sgd_end_points: 0,
+            contradicted: false,
             warnings: Vec::new(),
             awaited: None,
         }
@@ -141,11 +146,17 @@ impl Alpha {
 
     /// The point of the context's step, but for its loss and the variance of its per-sample
     /// losses (`NaN` until they are read).
-    fn point(ctx: &StepContext<'_>, is_start: bool) -> Result<Point, QuantityError> {
+    /// `sgd_trusted`: whether the announced plain SGD step may stand for the update (no check
+    /// has contradicted it).
+    fn point(
+        ctx: &StepContext<'_>,
+        is_start: bool,
+        sgd_trusted: bool,
+    ) -> Result<Point, QuantityError> {
         let sgd_lr = ctx
             .info
             .optimizer()
-            .filter(|o| o.is_plain_sgd())
+            .filter(|o| sgd_trusted && o.is_plain_sgd())
             .and_then(|o| o.lr())
             .filter(|lr| lr.is_finite() && *lr > 0.0);
         let path = match sgd_lr {
@@ -275,13 +286,15 @@ impl Alpha {
                     // smaller than that rounding is not contradicted by it.
                     let rounding = 2.0 * unit * values[2].sqrt() / t;
                     if t > 0.0 && relative > SGD_MISMATCH + rounding {
+                        self.contradicted = true;
                         self.warnings.push(format!(
                             "step {}: Alpha: the parameters moved {relative:.2e} (relative) away \
                              from the plain SGD step −lr·∇L with lr = {lr} the optimizer info \
                              announced; α assumes that step. A learning-rate schedule: call \
                              `cockpit.set_learning_rate(lr)` whenever it changes; another \
                              optimizer: announce it (`OptimizerInfo::from_adam`, `from_adamw`, \
-                             …), and Alpha follows the update actually taken",
+                             …). Alpha follows the update actually taken from its next start \
+                             point on",
                             start.step
                         ));
                     }
@@ -444,7 +457,7 @@ impl Quantity for Alpha {
             .ok_or(QuantityError::MissingInfo("individual_losses"))?
             .clone();
         let batch = losses.dims()[0];
-        let point = Self::point(ctx, is_start)?;
+        let point = Self::point(ctx, is_start, !self.contradicted)?;
         let mut parts = vec![ctx.info.loss().clone(), losses];
         let end = match start.filter(|_| self.schedule.was_active_before(ctx.step)) {
             Some(start) => {

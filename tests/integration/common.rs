@@ -352,3 +352,19 @@ pub fn histogram_counts(cockpit: &burn_cockpit::Cockpit, step: usize, key: &str)
         other => panic!("{key}: {other:?}"),
     }
 }
+
+/// `max_i |ours_i − oracle_i| ≤ rel · max_i |oracle_i|` (a zero oracle is refused: it would
+/// hold for anything).
+pub fn assert_max_close(what: &str, ours: &[f64], oracle: &[f64], rel: f64) {
+    assert_eq!(ours.len(), oracle.len(), "{what}: lengths");
+    let scale = oracle.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0, "{what}: the oracle is zero");
+    let worst = ours
+        .iter()
+        .zip(oracle)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        worst <= rel * scale,
+        "{what}: max deviation {worst:e} > {rel:e} × {scale:e}\nours   {ours:?}\noracle {oracle:?}"
+    );
+}

@@ -417,18 +417,13 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
     );
     // The mismatch is read at step 1, after step 1's start point was taken on the announced
     // rate; from step 2 on Alpha follows the update actually taken: the general path's value.
-    let (wrong, fallen_back, general) = (
-        float(&cockpits[2], 0, "Alpha"),
+    let (fallen_back, general) = (
         float(&cockpits[2], 2, "Alpha"),
         float(&cockpits[1], 2, "Alpha"),
     );
     assert!(
         (fallen_back - general).abs() <= 1e-4 * (1.0 + general.abs()),
         "after the mismatch: {fallen_back}, general path {general}"
-    );
-    assert!(
-        (wrong - float(&cockpits[1], 0, "Alpha")).abs() > 1e-3,
-        "the announced half rate gave another α at step 0: {wrong}"
     );
 }
 
@@ -438,7 +433,7 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
 #[test]
 fn alpha_does_not_mistake_float32_rounding_for_another_optimizer() {
     let device = Device::flex().autodiff();
-    let lr = 3e-6;
+    let lr = 6e-6;
     let mut cockpits: Vec<Cockpit> = [OptimizerInfo::sgd(lr), OptimizerInfo::sgd(lr / 2.0)]
         .into_iter()
         .map(|info| {

@@ -284,20 +284,6 @@ fn dense_ggn_diagonal(
     diagonal
 }
 
-fn assert_close(what: &str, ours: &[f64], oracle: &[f64], rel: f64) {
-    assert_eq!(ours.len(), oracle.len(), "{what}: lengths");
-    let scale = oracle.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    assert!(scale > 0.0, "{what}: the oracle is zero");
-    let worst = ours
-        .iter()
-        .zip(oracle)
-        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-    assert!(
-        worst <= rel * scale,
-        "{what}: max deviation {worst:e} > {rel:e} × {scale:e}"
-    );
-}
-
 fn flat(diagonal: Vec<Tensor<1>>) -> Vec<f64> {
     diagonal.into_iter().flat_map(host).collect()
 }
@@ -338,7 +324,7 @@ fn token_ggn_exact_equals_the_dense_oracle_and_padding_adds_nothing() {
         gradient(&model, out.slice([n..n + 1, k..k + 1]).sum())
     };
     let oracle = dense_ggn_diagonal(&f, &row, [3, 3, v], &weights, &|t, c| t * v + c);
-    assert_close("token diag_ggn_exact", &ours, &oracle, 1e-10);
+    common::assert_max_close("token diag_ggn_exact", &ours, &oracle, 1e-10);
 
     // The padded token's target and logits change nothing.
     let moved_tokens = ints(&[0, 3, 1, 2, 3, 4, 1, 0, 3], [3, 3], &device);
@@ -352,7 +338,7 @@ fn token_ggn_exact_equals_the_dense_oracle_and_padding_adds_nothing() {
         7,
     );
     let moved = flat(source.diagonal(&params, DiagonalKind::GgnExact).unwrap());
-    assert_close("padding adds nothing", &moved, &ours, 1e-12);
+    common::assert_max_close("padding adds nothing", &moved, &ours, 1e-12);
 }
 
 #[test]
@@ -392,7 +378,7 @@ fn class_map_ggn_exact_equals_the_dense_oracle() {
     };
     // Classes on the second axis: pixel t, class k sits at k·P + t.
     let oracle = dense_ggn_diagonal(&f, &row, [b, pixels, c], &weights, &|t, k| k * pixels + t);
-    assert_close("class-map diag_ggn_exact", &ours, &oracle, 1e-10);
+    common::assert_max_close("class-map diag_ggn_exact", &ours, &oracle, 1e-10);
 }
 
 /// Beyond the exact budget the GGN is sampled: over many seeds the samples' mean converges to

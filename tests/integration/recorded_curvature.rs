@@ -419,21 +419,6 @@ fn diag(d: usize, dense: &[f64]) -> Vec<f64> {
     (0..d).map(|i| dense[i * d + i]).collect()
 }
 
-/// `max_i |a_i − b_i| ≤ rel · max_i |b_i|`.
-fn assert_close(what: &str, ours: &[f64], oracle: &[f64], rel: f64) {
-    assert_eq!(ours.len(), oracle.len(), "{what}: lengths");
-    let scale = oracle.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    assert!(scale > 0.0, "{what}: the oracle is zero");
-    let worst = ours
-        .iter()
-        .zip(oracle)
-        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-    assert!(
-        worst <= rel * scale,
-        "{what}: max deviation {worst:e} > {rel:e} × {scale:e}\nours   {ours:?}\noracle {oracle:?}"
-    );
-}
-
 /// `diag_ggn_exact` of `M` at a batch of `batch` samples, and the Jacobian oracle's diagonal.
 fn ggn_exact_and_oracle<M: Tiny>(backend: &Backend, batch: usize) -> (Vec<f64>, Vec<f64>) {
     let s = setup_with_batch::<M>(backend, batch);
@@ -455,7 +440,7 @@ fn ggn_exact_equals_jacobian_oracle<M: Tiny>(backend: &Backend) {
     } else {
         1e-4
     };
-    assert_close(
+    common::assert_max_close(
         &format!("{} diag_ggn_exact", std::any::type_name::<M>()),
         &ours,
         &oracle,
@@ -509,7 +494,7 @@ fn widened_ggn_equals_separate_passes(backend: &Backend) {
         };
         let separate = ggn(GgnPasses::Separate, WIDENED_ROWS);
         for rows in [WIDENED_ROWS, 2 * BATCH] {
-            assert_close(
+            common::assert_max_close(
                 &format!(
                     "{} widened diag_ggn_exact, {rows} rows a pass",
                     std::any::type_name::<M>()
@@ -552,7 +537,7 @@ fn exact_diagonals_at_odd_batch_sizes() {
             ("attention", ggn_exact_and_oracle::<Attention>(&flex, batch)),
             ("lstm", ggn_exact_and_oracle::<Recurrent>(&flex, batch)),
         ] {
-            assert_close(
+            common::assert_max_close(
                 &format!("{what} diag_ggn_exact at B {batch}"),
                 &ours,
                 &oracle,
@@ -595,7 +580,7 @@ fn piecewise_linear_upsampler_diag_h_equals_dense_hessian() {
         }
         let source = source(&s, 1).piecewise_linear();
         let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
-        assert_close("upsampler diag_h", &ours, &oracle, 1e-8);
+        common::assert_max_close("upsampler diag_h", &ours, &oracle, 1e-8);
         assert!(source.notes().is_empty(), "{:?}", source.notes());
         return;
     }
@@ -611,7 +596,7 @@ fn piecewise_linear_cnn_diag_h_equals_dense_hessian() {
     let source = source(&s, 1).piecewise_linear();
     let ours = flat(source.diagonal(&params, DiagonalKind::Hessian).unwrap());
     let (d, hessian) = dense_hessian(&s);
-    assert_close("cnn diag_h", &ours, &diag(d, &hessian), 1e-8);
+    common::assert_max_close("cnn diag_h", &ours, &diag(d, &hessian), 1e-8);
     assert!(source.notes().is_empty(), "{:?}", source.notes());
     // Not declared: the exact GGN plus an estimated residual, said to be an estimate.
     let undeclared = self::source(&s, 1);
@@ -636,7 +621,7 @@ fn curved_activation_drop_ins_give_the_exact_hessian_diagonal() {
         exact_with_activations::<SigmoidDropInCnn>(&flex, "sigmoid cnn"),
         exact_with_activations::<SmoothMlp>(&flex, "tanh/sigmoid mlp"),
     ] {
-        assert_close(&format!("{what} diag_h"), &ours, &oracle, 1e-10);
+        common::assert_max_close(&format!("{what} diag_h"), &ours, &oracle, 1e-10);
         assert!(notes.is_empty(), "{what}: {notes:?}");
     }
     // Beyond its budget of passes (96 here: 48 sigmoid units), the residual is estimated,
@@ -689,7 +674,7 @@ fn activation_diag_h_agrees_with_float64(backend: &Backend) {
         } else {
             1e-4
         };
-        assert_close(
+        common::assert_max_close(
             &format!("{} diag_h on {}", std::any::type_name::<M>(), backend.name),
             &ours,
             &expected,
@@ -1048,7 +1033,7 @@ fn curved_diag_h_within_the_estimate_bound<M: Tiny>(curved: &str) {
             .with_flat(Tensor::<1>::from_data(TensorData::new(v, [d]), options))
             .unwrap();
         let ours = host(source.residual_product(&params, &v).unwrap().flatten());
-        assert_close(&format!("{curved}: R v"), &ours, &oracle, 1e-7);
+        common::assert_max_close(&format!("{curved}: R v"), &ours, &oracle, 1e-7);
     }
 }
 

@@ -114,7 +114,7 @@ pub fn train_output_with_ids<M: Module, T>(
 ) -> TrainOutput<T> {
     let loss = losses.clone().mean();
     let ids = ids.into();
-    with_examples(Some(ids), None);
+    with_examples(Some(ids), None, None);
     capture(model, loss, Some(losses), item)
 }
 
@@ -130,7 +130,7 @@ pub fn train_output_with_margins<M: Module, T>(
     item: T,
 ) -> TrainOutput<T> {
     let loss = losses.clone().mean();
-    with_examples(Some(ids.into()), Some(margins.detach()));
+    with_examples(Some(ids.into()), Some(margins.detach()), None);
     capture(model, loss, Some(losses), item)
 }
 
@@ -150,38 +150,45 @@ pub fn train_output_with_margins<M: Module, T>(
 ///     cockpit_train::train_output_with_loss(self, &loss, logits, batch.ids.clone(), item)
 /// }
 /// ```
-pub fn train_output_with_loss<M: Module, T, O: NetworkOutput + Clone>(
+pub fn train_output_with_loss<M: Module, T, O: NetworkOutput>(
     model: &M,
     loss: &OutputLoss,
     output: O,
     ids: impl Into<Vec<u64>>,
     item: T,
 ) -> TrainOutput<T> {
-    let losses = loss.per_sample(output.clone());
-    let margins = loss.margins(output.clone()).map(Tensor::detach);
-    let worst = loss
-        .worst_positions(output)
-        .map(|(losses, positions)| (losses.detach(), positions));
-    CAPTURE.with(|c| {
-        if let Some(capture) = c.borrow_mut().as_mut() {
-            capture.captured.ids = Some(ids.into());
-            capture.captured.margins = margins;
-            capture.captured.worst = worst;
-        }
-    });
+    let output = output.into_rows();
+    // The margins and worst positions on the detached output, and only for an open capture.
+    if is_capturing() {
+        let detached = output.clone().detach();
+        let margins = loss.margins(detached.clone());
+        let worst = loss.worst_positions(detached);
+        with_examples(Some(ids.into()), margins, worst);
+    }
+    let losses = loss.per_sample(output);
     let mean = losses.clone().mean();
     capture(model, mean, Some(losses), item)
 }
 
-/// Keeps the step's ids and margins in the open capture (outside an instrumented step:
-/// nothing).
-fn with_examples(ids: Option<Vec<u64>>, margins: Option<Tensor<1>>) {
+/// Keeps the step's ids, margins and worst positions in the open capture (outside an
+/// instrumented step: nothing).
+fn with_examples(
+    ids: Option<Vec<u64>>,
+    margins: Option<Tensor<1>>,
+    worst: Option<(Tensor<1>, Tensor<1, Int>)>,
+) {
     CAPTURE.with(|c| {
         if let Some(capture) = c.borrow_mut().as_mut() {
             capture.captured.ids = ids;
             capture.captured.margins = margins;
+            capture.captured.worst = worst;
         }
     });
+}
+
+/// Whether an instrumented step's capture is open on this thread.
+fn is_capturing() -> bool {
+    CAPTURE.with(|c| c.borrow().is_some())
 }
 
 fn capture<M: Module, T>(

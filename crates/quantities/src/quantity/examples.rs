@@ -58,8 +58,8 @@ impl Default for ExamplesSettings {
 ///
 /// No pass of its own: the per-sample squared norms the gradient tests use (`O(B·(d_in +
 /// d_out))` per Linear layer on the fast path), one sum over the parameters, and `2B` numbers
-/// (`B` more with margins, `2B` more with worst positions) in the step's batched read. The record holds about 20 numbers per
-/// example seen, bounded by [`ExamplesSettings::capacity`].
+/// (`B` more with margins, `2B` more with worst positions) in the step's batched read. The
+/// record holds about 20 numbers per example seen, bounded by [`ExamplesSettings::capacity`].
 #[derive(Debug, Clone)]
 pub struct Examples {
     schedule: Schedule,

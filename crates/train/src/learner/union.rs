@@ -1,9 +1,9 @@
 //! The one place where the parts of an optimizer step become what the Cockpit tracks: one
 //! micro-batch, the `k` micro-batches of gradient accumulation or of `MultiDevice`, or the
 //! workers of a DDP group (each a [`Part`] that joined its own micro-batches first). Mean
-//! losses, per-sample losses, example ids, margins, worst positions, per-sample sources and curvature sources
-//! are joined here, in the parts' order, so the samples stay aligned across all of them; a new
-//! per-sample input is one field here.
+//! losses, per-sample losses, example ids, margins, worst positions, per-sample sources and
+//! curvature sources are joined here, in the parts' order, so the samples stay aligned across
+//! all of them; a new per-sample input is one field here.
 
 use std::sync::Arc;
 

@@ -331,23 +331,12 @@ impl OutputLoss {
             }
             OutputLoss::CrossEntropy(_) => {
                 let u: Vec<f64> = (0..batch).map(|_| rng.uniform()).collect();
-                let u = Tensor::<2>::from_data(TensorData::new(u, [batch, 1]), options);
+                let u = Tensor::<3>::from_data(TensorData::new(u, [batch, 1, 1]), options)
+                    .expand([batch, 1, classes]);
                 let p = softmax(f.clone(), 1);
-                // Whether the CDF has passed u at each class; the last class always has, so
-                // rounding in the CDF cannot leave a sample without a class.
-                let passed = p.clone().cumsum(1).greater(u.expand([batch, classes]));
-                let passed = passed
-                    .float()
-                    .cast(f.dtype())
-                    .slice_fill([0..batch, classes - 1..classes], 1.0);
-                let before = Tensor::cat(
-                    vec![
-                        passed.clone().slice([0..batch, 0..1]).zeros_like(),
-                        passed.clone().slice([0..batch, 0..classes - 1]),
-                    ],
-                    1,
-                );
-                p - (passed - before)
+                let drawn =
+                    super::positions::drawn_classes(p.clone().reshape([batch, 1, classes]), u);
+                p - drawn.reshape([batch, classes])
             }
         }
     }

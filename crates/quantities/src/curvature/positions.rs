@@ -62,6 +62,34 @@ pub(crate) fn one_hot_rows(
     )
 }
 
+/// One-hot rows `[B, P, C]` of classes drawn from the probabilities `p` `[B, P, C]` by
+/// inverse CDF against the uniforms `u` (`[B, P, C]`, constant along the classes): the first
+/// class whose cumulative probability passes `u`. The last class always passes, so rounding
+/// in the CDF cannot leave a position without a class.
+pub(crate) fn drawn_classes(p: Tensor<3>, u: Tensor<3>) -> Tensor<3> {
+    let [batch, positions, classes] = p.dims();
+    let dtype = p.dtype();
+    let passed = p
+        .cumsum(2)
+        .greater(u)
+        .float()
+        .cast(dtype)
+        .slice_fill([0..batch, 0..positions, classes - 1..classes], 1.0);
+    let before = Tensor::cat(
+        vec![
+            passed
+                .clone()
+                .slice([0..batch, 0..positions, 0..1])
+                .zeros_like(),
+            passed
+                .clone()
+                .slice([0..batch, 0..positions, 0..classes - 1]),
+        ],
+        2,
+    );
+    passed - before
+}
+
 impl PositionLoss {
     /// Targets `[B, P]` among `classes` classes; positions whose target is `ignore` count
     /// for nothing.
@@ -261,30 +289,11 @@ impl PositionLoss {
         let u = Tensor::<3>::from_data(TensorData::new(u, [batch, positions, 1]), options)
             .expand([batch, positions, classes]);
         let p = softmax(self.classes_last(f.clone()), 2);
-        // Whether the CDF has passed u at each class; the last class always has.
-        let passed = p
-            .clone()
-            .cumsum(2)
-            .greater(u)
-            .float()
-            .cast(f.dtype())
-            .slice_fill([0..batch, 0..positions, classes - 1..classes], 1.0);
-        let before = Tensor::cat(
-            vec![
-                passed
-                    .clone()
-                    .slice([0..batch, 0..positions, 0..1])
-                    .zeros_like(),
-                passed
-                    .clone()
-                    .slice([0..batch, 0..positions, 0..classes - 1]),
-            ],
-            2,
-        );
+        let drawn = drawn_classes(p.clone(), u);
         let w = self
             .weights_as(f.dtype())
             .sqrt()
             .reshape([batch, positions, 1]);
-        self.flattened((p - (passed - before)) * w)
+        self.flattened((p - drawn) * w)
     }
 }

@@ -338,6 +338,18 @@ fn fast_path_equals_exact_fallback(backend: &Backend) {
 /// `steps` plain SGD steps of rate `lr` on the test MLP (batches of 8), each tracked by every
 /// Cockpit in `cockpits` from one recorded pass.
 fn sgd_steps_with_alpha(device: &Device, lr: f64, steps: usize, cockpits: &mut [Cockpit]) {
+    sgd_steps(device, steps, cockpits, |_, _| lr);
+}
+
+/// `steps` plain SGD steps on the test MLP (batches of 8), each tracked by every Cockpit in
+/// `cockpits` from one recorded pass; `lr(step, cockpits)` gives the step's rate (and may tell
+/// the Cockpits about it, or not).
+fn sgd_steps(
+    device: &Device,
+    steps: usize,
+    cockpits: &mut [Cockpit],
+    mut lr: impl FnMut(usize, &mut [Cockpit]) -> f64,
+) {
     let batch = 8;
     let mut model = Mlp::new(device);
     let mut optim = SgdConfig::new().init();
@@ -350,6 +362,7 @@ fn sgd_steps_with_alpha(device: &Device, lr: f64, steps: usize, cockpits: &mut [
         let grads = loss.backward();
         let factors = recorder.finish(&grads).unwrap();
         let grads = GradientsParams::from_grads(grads, &model);
+        let lr = lr(step, cockpits);
         for cockpit in cockpits.iter_mut() {
             let info = StepInfo::new(loss.clone().detach())
                 .with_individual_losses(per_sample.clone().detach())
@@ -409,14 +422,21 @@ fn alpha_sgd_path_equals_general_path(backend: &Backend) {
     assert_eq!(
         mismatch.len(),
         1,
-        "checked on the first end point: {mismatch:?}"
+        "checked on the first pair of steps: {mismatch:?}"
     );
     assert!(
         mismatch.iter().all(|w| w.contains("plain SGD step")),
         "{mismatch:?}"
     );
     // The mismatch is read at step 1, after step 1's start point was taken on the announced
-    // rate; from step 2 on Alpha follows the update actually taken: the general path's value.
+    // rate: the α of steps 0 and 1 assumed the wrong step and are refused, not stored.
+    for step in 0..2 {
+        assert!(
+            cockpits[2].output().get(step, "Alpha").is_none(),
+            "step {step}: an α on the contradicted step was kept"
+        );
+    }
+    // From step 2 on Alpha follows the update actually taken: the general path's value.
     let (fallen_back, general) = (
         float(&cockpits[2], 2, "Alpha"),
         float(&cockpits[1], 2, "Alpha"),
@@ -456,6 +476,84 @@ fn alpha_does_not_mistake_float32_rounding_for_another_optimizer() {
             && mismatch[0].contains("set_learning_rate"),
         "{mismatch:?}"
     );
+}
+
+/// A learning-rate schedule the Cockpit is not told about is named at the first pair of steps
+/// it shows in (a warm-up: at once; a decay at step 20 after the rule was confirmed: within
+/// the check's cadence of 16 tracked steps), once, with the fix; CABS and EarlyStopping are
+/// refused from then on, and resume once `set_learning_rate` makes the announced step true
+/// again. A Cockpit told every rate says nothing and refuses nothing.
+#[test]
+fn an_unannounced_learning_rate_schedule_is_named_and_refuses_cabs() {
+    let device = Device::flex().autodiff();
+    let kinds = [
+        QuantityKind::Alpha,
+        QuantityKind::CABS,
+        QuantityKind::EarlyStopping,
+    ];
+    let cockpit = || {
+        Cockpit::from_kinds(kinds, &Schedule::every_step())
+            .unwrap()
+            .with_optimizer(OptimizerInfo::sgd(0.1))
+            .with_console(false)
+    };
+    // The rate taken: a warm-up over 20 steps, then a decay to half at step 20. Cockpit 0 is
+    // told every rate; 1 only from step 12 on; 2 only before step 20.
+    let actual = |step: usize| {
+        if step < 20 {
+            0.1 * ((step + 1) as f64 / 20.0).min(1.0)
+        } else {
+            0.05
+        }
+    };
+    let mut cockpits = vec![cockpit(), cockpit(), cockpit()];
+    let steps = 44;
+    sgd_steps(&device, steps, &mut cockpits, |step, cockpits| {
+        let lr = actual(step);
+        cockpits[0].set_learning_rate(lr);
+        if step >= 12 {
+            cockpits[1].set_learning_rate(lr);
+        }
+        if step < 20 {
+            cockpits[2].set_learning_rate(lr);
+        }
+        lr
+    });
+    let has = |cockpit: &Cockpit, step: usize, key: &str| cockpit.output().get(step, key).is_some();
+    let said = |cockpit: &Cockpit| cockpit.warnings().to_vec();
+    // Told every rate: everything computed, nothing said.
+    assert!(said(&cockpits[0]).is_empty(), "{:?}", said(&cockpits[0]));
+    for step in 0..steps - 1 {
+        assert!(has(&cockpits[0], step, "CABS") && has(&cockpits[0], step, "Alpha"));
+    }
+    // The warm-up: contradicted by the first pair (read at step 1), named with its fix.
+    let warned = said(&cockpits[1]);
+    assert!(
+        warned[0].starts_with("step 0:")
+            && warned[0].contains("plain SGD step")
+            && warned[0].contains("set_learning_rate"),
+        "{warned:?}"
+    );
+    assert!(has(&cockpits[1], 0, "CABS"), "computed before the read that contradicts it");
+    for step in 1..12 {
+        assert!(!has(&cockpits[1], step, "CABS"), "step {step}: CABS kept");
+        assert!(!has(&cockpits[1], step, "EarlyStopping"), "step {step}");
+    }
+    // Told from step 12: the next checked pair confirms the rule; CABS resumes.
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert!(warned[1].contains("again"), "{warned:?}");
+    assert!((14..steps).all(|step| has(&cockpits[1], step, "CABS")));
+    // The decay at step 20, never told: named once within 16 tracked steps of it.
+    let warned = said(&cockpits[2]);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let at: usize = warned[0]
+        .strip_prefix("step ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!((20..=36).contains(&at), "{warned:?}");
+    assert!((0..20).all(|step| has(&cockpits[2], step, "CABS")));
+    assert!((at + 2..steps).all(|step| !has(&cockpits[2], step, "CABS")));
 }
 
 /// A batch split into parts (micro-batches, or shards on several devices), each recorded in its

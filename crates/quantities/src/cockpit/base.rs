@@ -8,6 +8,7 @@ use burn::tensor::Device;
 
 use super::previous::PreviousGradients;
 use super::report::StepReport;
+use super::update_check::UpdateCheck;
 use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
@@ -95,6 +96,8 @@ pub struct Cockpit {
     /// The piecewise-linear verdicts of the sources [`Cockpit::step`] builds (the model is
     /// checked once, at its first tracked step).
     pub(super) linearity: crate::curvature::LinearityVerdicts,
+    /// Whether the parameters move by the plain SGD step the optimizer info announces.
+    update_check: UpdateCheck,
 }
 
 impl std::fmt::Debug for Cockpit {
@@ -130,6 +133,7 @@ impl Cockpit {
             printed: std::collections::HashSet::new(),
             step_options: super::StepOptions::default(),
             linearity: crate::curvature::LinearityVerdicts::default(),
+            update_check: UpdateCheck::default(),
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -345,6 +349,7 @@ impl Cockpit {
         }
         let params = Snapshot::of_params(model);
         self.check_param_set(step, &params)?;
+        self.update_check.end(step, &params);
         self.last_step = Some(step);
         self.latest = Output::new();
         if !self.is_tracking(step) {
@@ -376,7 +381,10 @@ impl Cockpit {
                 Ok(stats) => Ok(stats.as_ref()),
                 Err(err) => Err(err),
             },
+            sgd_contradicted: self.update_check.contradicted_at(),
         };
+        self.update_check
+            .start(step, info.optimizer(), &params, &grads, || ctx.grad_sq_norm());
         let mut computed = Output::new();
         if self.output.parameter_names().is_empty() {
             // The names go with the first step's values: into the log, the stream and every
@@ -398,11 +406,15 @@ impl Cockpit {
                 Err(err) => results.push((index, Err(err))),
             }
         }
-        // The step's one read: the loss and every enqueued quantity's numbers.
+        // The step's one read: the loss, the update check's numbers and every enqueued
+        // quantity's numbers.
         let counts: Vec<usize> = reads.iter().map(|(_, parts)| parts.len()).collect();
         let (indices, tensors): (Vec<usize>, Vec<Vec<_>>) = reads.into_iter().unzip();
         let batch = std::iter::once(Readable::from(info.loss().clone()))
+            .chain(self.update_check.readables())
             .chain(tensors.into_iter().flatten());
+        let checked = self.update_check.reading();
+        let mut verdict = Vec::new();
         match crate::readback::read_together(batch.collect()) {
             Ok(hosts) => {
                 let mut hosts = hosts.into_iter();
@@ -411,6 +423,8 @@ impl Cockpit {
                 if !loss.is_finite() {
                     warnings.push(format!("step {step}: the loss is {loss}"));
                 }
+                let numbers: Vec<f64> = hosts.by_ref().take(checked).flatten().collect();
+                verdict = self.update_check.verdict(Some(&numbers));
                 for (index, count) in indices.into_iter().zip(counts) {
                     let host: Vec<f64> = hosts.by_ref().take(count).flatten().collect();
                     results.push((index, self.quantities[index].finish(&host)));
@@ -422,12 +436,31 @@ impl Cockpit {
                 ));
                 let err = QuantityError::from(err);
                 results.extend(indices.into_iter().map(|index| (index, Err(err.clone()))));
+                self.update_check.verdict(None);
             }
         }
         results.sort_by_key(|(index, _)| *index);
+        warnings.extend(verdict);
         for (index, result) in results {
             let quantity = &mut self.quantities[index];
             warnings.extend(quantity.take_warnings());
+            // A value that took the announced plain SGD step, at or after a step where the
+            // parameters were found to move otherwise, is refused.
+            let contradicted = self.update_check.contradicted_at();
+            let result = match (result, contradicted) {
+                (Ok(Some((at, _))), Some(from))
+                    if quantity.spec().needs.announced_sgd
+                        && at >= from
+                        && self.update_check.offered_at(at) =>
+                {
+                    Err(QuantityError::Unsupported(format!(
+                        "{} of step {at} assumed the announced plain SGD step, which the \
+                         parameters did not take (see the warning of step {from})",
+                        quantity.name()
+                    )))
+                }
+                (result, _) => result,
+            };
             match result {
                 Ok(Some((at, value))) => {
                     if !value.is_finite() {

@@ -5,6 +5,7 @@ mod base;
 mod previous;
 mod report;
 mod step;
+mod update_check;
 
 pub use base::{Cockpit, EpochLog};
 pub use report::StepReport;

@@ -30,7 +30,6 @@ enum Path {
     /// `⟨g_n, ∇L_s⟩` from the next step's pass (`dots_with_previous_grad`).
     Sgd {
         lr: f64,
-        grads: Snapshot,
         /// `‖∇L_s‖²`, `[1]`: the start step's shared norm (no reductions again at the end).
         grad_sq_norm: Tensor<1>,
         /// `Σ_p ⟨g_{n,p}, ∇_p L_s⟩`, `[B]`.
@@ -39,26 +38,6 @@ enum Path {
     /// Any other optimizer: `d = θ_{s+1} − θ_s`, projected through the kept per-sample source.
     General { source: Arc<dyn PerSampleSource> },
 }
-
-/// The relative mismatch `‖(θ_{s+1} − θ_s) + lr·∇L_s‖ / ‖lr·∇L_s‖` above which Alpha warns that
-/// the step was not the plain SGD step the optimizer info announced.
-const SGD_MISMATCH: f64 = 1e-2;
-
-/// The unit roundoff of the parameters' float type (`2⁻²⁴` for float32, `2⁻⁵³` for float64;
-/// half precision's for the halves).
-fn unit_roundoff(params: &Snapshot) -> f64 {
-    use burn::tensor::DType;
-    match params.entries().first().map(|e| e.value.dtype()) {
-        Some(DType::F64) => f64::EPSILON / 2.0,
-        Some(DType::F16) => 2f64.powi(-11),
-        Some(DType::BF16) => 2f64.powi(-8),
-        _ => f64::from(f32::EPSILON) / 2.0,
-    }
-}
-
-/// Alpha checks the SGD step on its first end point and every this many after (the check
-/// costs three parameter-sized temporaries).
-const SGD_CHECK_EVERY: usize = 64;
 
 /// The local step-size quality α (Cockpit's `Alpha`): where the step `d` landed on a
 /// quadratic fitted along it. −1: no step or a concave fit; 0: the step reached the fitted
@@ -73,16 +52,16 @@ const SGD_CHECK_EVERY: usize = 64;
 ///
 /// As in Cockpit, `d = −lr·∇L_s` when the step info names plain SGD
 /// ([`OptimizerInfo::is_plain_sgd`](crate::OptimizerInfo::is_plain_sgd), learning rate > 0),
-/// else `d = θ_{s+1} − θ_s` (any optimizer). On the SGD path Alpha checks its first end point
-/// and every 64th after, and warns when the parameters did not move by `d` (relative
-/// mismatch above 1 % plus the parameters' float rounding: the optimizer info is wrong); its
-/// later start points then take `d = θ_{s+1} − θ_s`, the update actually taken.
+/// else `d = θ_{s+1} − θ_s` (any optimizer). The Cockpit checks the announced step against
+/// the update actually taken (its first tracked steps, then every 16th); where a check
+/// contradicts it, the α of that step is refused and later start points take
+/// `d = θ_{s+1} − θ_s` until a check confirms the announced step again.
 ///
 /// # Cost
 ///
 /// SGD path: the projections come with the steps' shared per-sample passes: `⟨g_n, ∇L_s⟩` at
 /// s (shared with InnerTest and OrthoTest), `⟨g_n, ∇L_s⟩` at s+1 (one matmul per Linear
-/// layer); keeps θ_s and ∇L_s for one step. Other optimizers: keeps θ_s and the step's
+/// layer); keeps θ_s for one step. Other optimizers: keeps θ_s and the step's
 /// per-sample source (`B·(d_in + d_out)` per Linear layer on the fast path; the exact fallback
 /// re-runs its `B` passes at the end point) and projects twice on `d` (one matmul per layer
 /// each). `3B + 3` numbers (the loss, the per-sample losses and both points' projections)
@@ -93,12 +72,6 @@ pub struct Alpha {
     start: Option<Point>,
     /// Whether the last start point took the SGD path (`None` before the first).
     sgd: Option<bool>,
-    /// End points taken on the SGD path so far.
-    sgd_end_points: usize,
-    /// Whether an SGD check found the parameters moved otherwise than announced: later start
-    /// points take the general path (the update actually taken).
-    contradicted: bool,
-    warnings: Vec<String>,
     /// The step's enqueued point, until its numbers are read.
     awaited: Option<Awaited>,
 }
@@ -117,15 +90,8 @@ struct Awaited {
 /// Where an end point's numbers lie in the read, after the `B` per-sample losses.
 #[derive(Debug, Clone, Copy)]
 enum Projections {
-    /// `‖∇L_s‖²`, `‖(θ_{s+1} − θ_s) + lr·∇L_s‖²` and `‖θ_{s+1}‖²` when `checked`, the `bs`
-    /// start dots and the `be` end dots.
-    Sgd {
-        lr: f64,
-        /// The parameters' unit roundoff (`2⁻²⁴` in float32) when `checked`.
-        checked: Option<f64>,
-        bs: usize,
-        be: usize,
-    },
+    /// `‖∇L_s‖²`, the `bs` start dots and the `be` end dots.
+    Sgd { lr: f64, bs: usize, be: usize },
     /// `‖d‖²` and the `bs` + `be` projections on `d`.
     General { bs: usize, be: usize },
 }
@@ -137,26 +103,18 @@ impl Alpha {
             schedule,
             start: None,
             sgd: None,
-            sgd_end_points: 0,
-            contradicted: false,
-            warnings: Vec::new(),
             awaited: None,
         }
     }
 
     /// The point of the context's step, but for its loss and the variance of its per-sample
-    /// losses (`NaN` until they are read).
-    /// `sgd_trusted`: whether the announced plain SGD step may stand for the update (no check
-    /// has contradicted it).
-    fn point(
-        ctx: &StepContext<'_>,
-        is_start: bool,
-        sgd_trusted: bool,
-    ) -> Result<Point, QuantityError> {
+    /// losses (`NaN` until they are read). The announced plain SGD step stands for the update
+    /// where the Cockpit's update check has not contradicted it.
+    fn point(ctx: &StepContext<'_>, is_start: bool) -> Result<Point, QuantityError> {
         let sgd_lr = ctx
             .info
             .optimizer()
-            .filter(|o| sgd_trusted && o.is_plain_sgd())
+            .filter(|o| ctx.sgd_trusted() && o.is_plain_sgd())
             .and_then(|o| o.lr())
             .filter(|lr| lr.is_finite() && *lr > 0.0);
         let path = match sgd_lr {
@@ -171,7 +129,6 @@ impl Alpha {
                     ))?;
                 Some(Path::Sgd {
                     lr,
-                    grads: ctx.grads.clone(),
                     grad_sq_norm: ctx.grad_sq_norm(),
                     dots: sum_over_params(dots)?,
                 })
@@ -192,7 +149,7 @@ impl Alpha {
     /// The device numbers of the step from `start` to the context's step (`end`): appended
     /// to `parts`, their layout returned.
     fn end_parts(
-        &mut self,
+        &self,
         start: &Point,
         end: &Point,
         ctx: &StepContext<'_>,
@@ -204,11 +161,9 @@ impl Alpha {
             .ok_or(QuantityError::MissingInfo("Alpha's start point"))?;
         match path {
             // `t = ‖d‖` and `y_n = g_nᵀd/‖d‖` for `d = −lr·∇L_s`, from the dots the steps'
-            // shared passes computed. Every SGD_CHECK_EVERY-th end point (the first included)
-            // also checks that the parameters moved by `d`.
+            // shared passes computed.
             Path::Sgd {
                 lr,
-                grads,
                 grad_sq_norm,
                 dots,
             } => {
@@ -222,24 +177,8 @@ impl Alpha {
                         ))?;
                 let end_dots = sum_over_params(end_dots)?;
                 let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
-                let checked = self
-                    .sgd_end_points
-                    .is_multiple_of(SGD_CHECK_EVERY)
-                    .then(|| unit_roundoff(ctx.params));
-                self.sgd_end_points += 1;
-                parts.push(grad_sq_norm.clone());
-                if checked.is_some() {
-                    let moved = ctx.params.difference(&start.params)?;
-                    parts.push(moved.scaled_sq_distances(grads, -lr)?.sum());
-                    parts.push(ctx.params.sq_norms().sum());
-                }
-                parts.extend([dots.clone(), end_dots]);
-                Ok(Projections::Sgd {
-                    lr: *lr,
-                    checked,
-                    bs,
-                    be,
-                })
+                parts.extend([grad_sq_norm.clone(), dots.clone(), end_dots]);
+                Ok(Projections::Sgd { lr: *lr, bs, be })
             }
             // `d = θ_{s+1} − θ_s`, through the start point's kept per-sample source and the
             // end point's.
@@ -262,7 +201,7 @@ impl Alpha {
 
     /// α from the host numbers of an end point: `t` and both points' projections.
     fn end(
-        &mut self,
+        &self,
         start: &Point,
         end: &Point,
         projections: Projections,
@@ -270,41 +209,15 @@ impl Alpha {
     ) -> Result<Option<f64>, QuantityError> {
         let short = || QuantityError::Read("Alpha: fewer numbers read than enqueued".into());
         let (t, ys, ye) = match projections {
-            Projections::Sgd {
-                lr,
-                checked,
-                bs,
-                be,
-            } => {
-                let offset = 1 + 2 * usize::from(checked.is_some());
-                let values = host.get(..offset + bs + be).ok_or_else(short)?;
+            Projections::Sgd { lr, bs, be } => {
+                let values = host.get(..1 + bs + be).ok_or_else(short)?;
                 let norm = values[0].sqrt();
-                let t = lr * norm;
-                if let Some(unit) = checked {
-                    let relative = values[1].sqrt() / t;
-                    // Storing θ_{s+1} rounds each parameter by up to `unit·|θ_i|`: a step
-                    // smaller than that rounding is not contradicted by it.
-                    let rounding = 2.0 * unit * values[2].sqrt() / t;
-                    if t > 0.0 && relative > SGD_MISMATCH + rounding {
-                        self.contradicted = true;
-                        self.warnings.push(format!(
-                            "step {}: Alpha: the parameters moved {relative:.2e} (relative) away \
-                             from the plain SGD step −lr·∇L with lr = {lr} the optimizer info \
-                             announced; α assumes that step. A learning-rate schedule: call \
-                             `cockpit.set_learning_rate(lr)` whenever it changes; another \
-                             optimizer: announce it (`OptimizerInfo::from_adam`, `from_adamw`, \
-                             …). Alpha follows the update actually taken from its next start \
-                             point on",
-                            start.step
-                        ));
-                    }
-                }
                 // y_n = ⟨g_n, d⟩/‖d‖ with d = −lr·∇L_s.
                 let project = |v: &[f64]| v.iter().map(|y| -y / norm).collect::<Vec<f64>>();
                 (
-                    t,
-                    project(&values[offset..offset + bs]),
-                    project(&values[offset + bs..]),
+                    lr * norm,
+                    project(&values[1..1 + bs]),
+                    project(&values[1 + bs..]),
                 )
             }
             Projections::General { bs, be } => {
@@ -402,6 +315,7 @@ impl QuantityType for Alpha {
         needs: Needs {
             per_sample: true,
             next_step: true,
+            announced_sgd: true,
             ..Needs::NOTHING
         },
     };
@@ -438,10 +352,6 @@ impl Quantity for Alpha {
         }
     }
 
-    fn take_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
-    }
-
     fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         compute_now(self, ctx)
     }
@@ -457,7 +367,7 @@ impl Quantity for Alpha {
             .ok_or(QuantityError::MissingInfo("individual_losses"))?
             .clone();
         let batch = losses.dims()[0];
-        let point = Self::point(ctx, is_start, !self.contradicted)?;
+        let point = Self::point(ctx, is_start)?;
         let mut parts = vec![ctx.info.loss().clone(), losses];
         let end = match start.filter(|_| self.schedule.was_active_before(ctx.step)) {
             Some(start) => {

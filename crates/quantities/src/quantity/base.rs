@@ -39,6 +39,9 @@ pub struct StepContext<'a> {
     /// The per-sample statistics every quantity of this step asked for, reduced in one pass
     /// (or why they could not be had).
     pub per_sample: Result<Option<&'a PerSampleStats>, &'a QuantityError>,
+    /// The step at which the Cockpit's update check found the parameters moved otherwise
+    /// than by the announced plain SGD step, while no later step has confirmed it.
+    pub(crate) sgd_contradicted: Option<usize>,
 }
 
 impl StepContext<'_> {
@@ -108,9 +111,24 @@ impl StepContext<'_> {
         Ok(cell.get_or_init(|| summed).clone())
     }
 
+    /// Whether the announced plain SGD step may stand for the update: no tracked step has
+    /// contradicted it since it was last confirmed.
+    pub fn sgd_trusted(&self) -> bool {
+        self.sgd_contradicted.is_none()
+    }
+
     /// The learning rate of plain SGD (no momentum, dampening or weight decay), which CABS and
-    /// EarlyStopping's formulas assume; otherwise why `quantity` is refused.
+    /// EarlyStopping's formulas assume; otherwise why `quantity` is refused (another optimizer,
+    /// or an announced SGD step the parameters did not take).
     pub(crate) fn plain_sgd_lr(&self, quantity: &str) -> Result<f64, QuantityError> {
+        if let Some(at) = self.sgd_contradicted {
+            return Err(QuantityError::Unsupported(format!(
+                "{quantity} assumes the announced plain SGD step, which the parameters did not \
+                 take at step {at} (see that step's warning: `set_learning_rate` for a \
+                 schedule, `OptimizerInfo::from_adam`, … for another optimizer); refused until \
+                 a later step moves by it"
+            )));
+        }
         match self.info.optimizer() {
             None => Err(QuantityError::MissingInfo("optimizer")),
             Some(optimizer @ crate::OptimizerInfo::Sgd { lr, .. }) if optimizer.is_plain_sgd() => {

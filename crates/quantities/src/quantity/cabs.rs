@@ -43,6 +43,7 @@ impl QuantityType for CABS {
         needs: Needs {
             per_sample: true,
             plain_sgd: true,
+            announced_sgd: true,
             ..Needs::NOTHING
         },
     };

@@ -63,6 +63,7 @@ impl QuantityType for EarlyStopping {
         needs: Needs {
             per_sample: true,
             plain_sgd: true,
+            announced_sgd: true,
             ..Needs::NOTHING
         },
     };

@@ -387,6 +387,7 @@ mod regressions {
             sample_sq_norms: Default::default(),
             sample_grad_dots: Default::default(),
             per_sample: Err(&failure),
+            sgd_contradicted: None,
         };
         assert!(hist.compute(&failed).is_err());
 
@@ -396,6 +397,7 @@ mod regressions {
         let ok = StepContext {
             step: 1,
             per_sample: Ok(Some(&stats)),
+            sgd_contradicted: None,
             ..failed
         };
         let Some((1, Value::Hist1d(h))) = hist.compute(&ok).unwrap() else {

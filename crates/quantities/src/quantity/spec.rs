@@ -70,6 +70,10 @@ pub struct Needs {
     pub plain_sgd: bool,
     /// θ_{t+1} as well as θ_t: the value of step t is stored when step t + 1 is tracked.
     pub next_step: bool,
+    /// Takes the announced plain SGD step `−lr·∇L` for the update where the optimizer info
+    /// names one (CABS, EarlyStopping, Alpha's cheap path): its value is refused where the
+    /// Cockpit's update check finds the parameters moved otherwise.
+    pub announced_sgd: bool,
 }
 
 impl Needs {
@@ -79,6 +83,7 @@ impl Needs {
         curvature: false,
         plain_sgd: false,
         next_step: false,
+        announced_sgd: false,
     };
 }
 

@@ -129,6 +129,7 @@ impl TinyStep {
             sample_sq_norms: Default::default(),
             sample_grad_dots: Default::default(),
             per_sample: Ok(Some(&self.stats)),
+            sgd_contradicted: None,
         }
     }
 }

@@ -135,15 +135,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = iris::load_iris();
     println!("training on {backend_name}; logs in {DIR}/");
 
+    let sgd = SgdConfig::new();
     let cockpit = CockpitLearner::new(
         Configuration::Economy,
         Schedule::every_step(),
-        OptimizerInfo::sgd(LR),
+        OptimizerInfo::from_sgd(&sgd, LR),
     )?
     .with_artifact_dir(DIR)?;
     let learner = Learner::new(
         cockpit.instrument(Classifier::new(&device))?,
-        SgdConfig::new().init(),
+        sgd.init(),
         LR,
     );
     let mut training = cockpit.register(SupervisedTraining::new(

@@ -342,15 +342,50 @@ fn adam_is_read_from_burns_config() {
     }
 }
 
-/// README.md shows `examples/minimal.rs` verbatim (the example is compiled with the tests).
+/// README.md shows `examples/minimal.rs` and `examples/learner_minimal.rs` verbatim (the
+/// examples are compiled with the tests).
 #[test]
-fn the_readme_shows_the_minimal_example_verbatim() {
+fn the_readme_shows_the_minimal_examples_verbatim() {
     let readme = include_str!("../../README.md");
-    let example = include_str!("../../examples/minimal.rs");
+    for (marker, example, file) in [
+        (
+            "<!-- minimal-example -->",
+            include_str!("../../examples/minimal.rs"),
+            "examples/minimal.rs",
+        ),
+        (
+            "<!-- learner-example -->",
+            include_str!("../../examples/learner_minimal.rs"),
+            "examples/learner_minimal.rs",
+        ),
+    ] {
+        assert_shown_verbatim(readme, marker, example, file);
+    }
+}
+
+/// A new user's first questions — what to add to `Cargo.toml`, what to type, what `step`
+/// hands back, why a panel of the dashboard is blank, which examples — are answered in the
+/// README's first 150 lines, before the reference.
+#[test]
+fn the_readme_answers_the_first_questions_first() {
+    let readme = include_str!("../../README.md");
+    let head: String = readme.lines().take(150).collect::<Vec<_>>().join("\n");
+    for answer in [
+        "<!-- dependency-block -->",
+        "<!-- minimal-example -->",
+        "**What `step` returns**",
+        "**Why a panel is blank.**",
+        "**Which examples, in three lines**",
+    ] {
+        assert!(head.contains(answer), "not in README.md's first 150 lines: {answer}");
+    }
+}
+
+fn assert_shown_verbatim(readme: &str, marker: &str, example: &str, file: &str) {
     let block = readme
-        .split("<!-- minimal-example -->")
+        .split(marker)
         .nth(1)
-        .expect("README.md has the minimal-example marker");
+        .unwrap_or_else(|| panic!("README.md has the marker {marker}"));
     let code = block
         .split("```rust\n")
         .nth(1)
@@ -359,6 +394,6 @@ fn the_readme_shows_the_minimal_example_verbatim() {
     assert_eq!(
         code.trim_end(),
         example.trim_end(),
-        "README.md's minimal example differs from examples/minimal.rs"
+        "README.md's block after {marker} differs from {file}"
     );
 }

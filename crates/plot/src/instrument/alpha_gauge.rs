@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, X_LABELS, number};
+use super::base::{Area, Scale, X_LABELS, legend_above, titled, number};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -25,8 +25,7 @@ pub fn draw<DB: DrawingBackend>(
         return Ok(false);
     }
     let recent = &alphas[alphas.len() - (alphas.len() / 10).max(1)..];
-    let mut chart = ChartBuilder::on(area)
-        .caption("Alpha", scale.font(17.0))
+    let mut chart = ChartBuilder::on(&titled(area, "Alpha", scale)?)
         .margin(scale.px(6.0))
         .x_label_area_size(scale.px(X_LABELS))
         .y_label_area_size(scale.px(52.0))
@@ -86,18 +85,7 @@ pub fn draw<DB: DrawingBackend>(
         (format!("all: μ = {}", number(mean(alphas))), BAR_GREY),
         (format!("last 10%: μ = {}", number(mean(recent))), BLUE),
     ];
-    for (i, (text, colour)) in legend.iter().enumerate() {
-        let y = Y * (0.93 - 0.09 * i as f64);
-        chart
-            .draw_series([Rectangle::new(
-                [(-1.46, y - 0.03), (-1.36, y + 0.04)],
-                colour.filled(),
-            )])
-            .map_err(draw_err)?;
-        chart
-            .draw_series([Text::new(text.clone(), (-1.3, y + 0.06), scale.font(12.0))])
-            .map_err(draw_err)?;
-    }
+    legend_above(area, chart.plotting_area(), scale, &legend)?;
     let (below, above) = (
         alphas.iter().filter(|a| **a < -X).count(),
         alphas.iter().filter(|a| **a > X).count(),

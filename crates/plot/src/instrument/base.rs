@@ -4,6 +4,7 @@
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor;
 
 use crate::data::Series;
 use crate::error::{PlotError, draw_err};
@@ -21,6 +22,10 @@ pub const RIGHT_LABELS: f64 = 88.0;
 /// Text is drawn this much larger than the reference sizes the instruments name (readable at
 /// the default 2400×1200 without zooming).
 pub const TEXT_SCALE: f64 = 1.3;
+
+/// Room above a chart's plotting area for its legend row, in reference pixels
+/// ([`legend_above`]).
+pub const LEGEND: f64 = 26.0;
 
 /// Sizes that scale with the image.
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +154,77 @@ pub fn power_of_ten(decade: f64) -> String {
 /// How many tick labels fit along `pixels` (one per ~30 reference pixels, 2 to 6).
 pub fn label_count(pixels: u32, scale: Scale) -> usize {
     (pixels as f64 / (30.0 * scale.0)).clamp(2.0, 6.0) as usize
+}
+
+/// A chart's title, centred at the top of `area` as plotters draws a caption, with a row for
+/// its legend below it: returns the area below both, for the chart (built with a margin of
+/// `scale.px(6.0)` and no caption). [`legend_above`] fills the row.
+pub(crate) fn titled<DB: DrawingBackend>(
+    area: &Area<DB>,
+    title: &str,
+    scale: Scale,
+) -> Result<Area<DB>, PlotError> {
+    let font = scale.font(17.0);
+    let (w, _) = area.dim_in_pixel();
+    let (_, h) = area.estimate_text_size(title, &font).map_err(draw_err)?;
+    let top = scale.px(6.0);
+    area.draw(&Text::new(
+        title.to_string(),
+        ((w / 2) as i32, top as i32),
+        font.pos(text_anchor::Pos::new(
+            text_anchor::HPos::Center,
+            text_anchor::VPos::Top,
+        )),
+    ))
+    .map_err(draw_err)?;
+    Ok(area.clone().split_vertically(top + h + scale.px(LEGEND)).1)
+}
+
+/// A legend that never covers data: `entries` (text and colour) in one row, right-aligned,
+/// in the row [`titled`] leaves above the plotting area `plot` (a chart's `plotting_area()`,
+/// built with a margin of `scale.px(6.0)`). Each entry is a short bar of its colour and its
+/// text.
+pub(crate) fn legend_above<DB: DrawingBackend, X, Y>(
+    area: &Area<DB>,
+    plot: &DrawingArea<DB, Cartesian2d<X, Y>>,
+    scale: Scale,
+    entries: &[(String, RGBColor)],
+) -> Result<(), PlotError>
+where
+    X: Ranged,
+    Y: Ranged,
+{
+    let (xs, ys) = plot.get_pixel_range();
+    let (bx, by) = area.get_base_pixel();
+    let font = scale.font(11.0);
+    let bar = scale.px(16.0) as i32;
+    let gap = scale.px(8.0) as i32;
+    let mut right = xs.end - bx;
+    let middle = ys.start - by - scale.px(6.0 + LEGEND / 2.0) as i32;
+    for (text, colour) in entries.iter().rev() {
+        let (w, _) = area.estimate_text_size(text, &font).map_err(draw_err)?;
+        let left = right - w as i32;
+        area.draw(&Text::new(
+            text.clone(),
+            (left, middle),
+            font.pos(text_anchor::Pos::new(
+                text_anchor::HPos::Left,
+                text_anchor::VPos::Center,
+            )),
+        ))
+        .map_err(draw_err)?;
+        let bar_right = left - scale.px(4.0) as i32;
+        area.draw(&Rectangle::new(
+            [
+                (bar_right - bar, middle - scale.px(3.0) as i32),
+                (bar_right, middle + scale.px(3.0) as i32),
+            ],
+            colour.filled(),
+        ))
+        .map_err(draw_err)?;
+        right = bar_right - bar - gap;
+    }
+    Ok(())
 }
 
 /// `(x, y)` pairs in axis coordinates.

@@ -2,9 +2,12 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Plot, Scale, X_LABELS, number, scatter_ema};
+use super::base::{
+    Area, Plot, Points, Scale, X_LABELS, bounds, inside, label_count, legend_above, titled,
+    number, power_of_ten, step_bounds, tick,
+};
 use crate::PlotError;
-use crate::data::{DashboardData, Series};
+use crate::data::DashboardData;
 use crate::error::draw_err;
 use crate::style::{BLUE, GREEN, INK, ORANGE, PANEL};
 
@@ -43,8 +46,7 @@ pub fn draw<DB: DrawingBackend>(
     let (w, _) = area.dim_in_pixel();
     let (centre, histories) = area.split_horizontally(w * 11 / 20);
     let s = symlog(LIMIT);
-    let mut chart = ChartBuilder::on(&centre)
-        .caption("Gradient Tests", scale.font(17.0))
+    let mut chart = ChartBuilder::on(&titled(&centre, "Gradient Tests", scale)?)
         .margin(scale.px(6.0))
         .x_label_area_size(scale.px(X_LABELS))
         .y_label_area_size(scale.px(52.0))
@@ -101,37 +103,89 @@ pub fn draw<DB: DrawingBackend>(
         .draw_series([Cross::new((0.0, 0.0), scale.px(6.0), INK.stroke_width(2))])
         .map_err(draw_err)?;
 
-    let (_, h) = histories.dim_in_pixel();
-    let rows = histories.split_evenly((3, 1));
-    let _ = h;
-    for (row, (series, label)) in rows.iter().zip([
-        (&data.norm_test, "norm test"),
-        (&data.inner_test, "inner test"),
-        (&data.ortho_test, "ortho test"),
-    ]) {
-        history(row, scale, series, label)?;
-    }
+    histories_chart(&histories, scale, data)?;
     Ok(true)
 }
 
-fn history<DB: DrawingBackend>(
+/// The three tests' histories in one chart on a log axis, each in its colour in the centre
+/// drawing (norm blue, inner orange, ortho green): points and their moving average, a legend
+/// above. One chart rather than three stacked keeps its plot as tall as the centre's.
+fn histories_chart<DB: DrawingBackend>(
     area: &Area<DB>,
     scale: Scale,
-    series: &Series,
-    label: &str,
-) -> Result<bool, PlotError> {
-    let small = Scale(scale.0 * 0.8);
-    scatter_ema(
-        area,
-        small,
-        "",
-        Plot {
+    data: &DashboardData,
+) -> Result<(), PlotError> {
+    let tests: Vec<(&str, RGBColor, Points, Points)> = [
+        ("norm", BLUE, &data.norm_test),
+        ("inner", ORANGE, &data.inner_test),
+        ("ortho", GREEN, &data.ortho_test),
+    ]
+    .into_iter()
+    .map(|(label, colour, series)| {
+        let (points, smooth) = Plot {
             series,
             label,
             log: true,
-        },
-        None,
-    )
+        }
+        .points();
+        (label, colour, points, smooth)
+    })
+    .collect();
+    let all = || tests.iter().flat_map(|(_, _, p, s)| p.iter().chain(s));
+    let (Some((x0, x1)), Some((y0, y1))) = (
+        step_bounds(all().map(|p| p.0)),
+        bounds(all().map(|p| p.1)),
+    ) else {
+        return Ok(());
+    };
+    let mut chart = ChartBuilder::on(&titled(area, "Histories", scale)?)
+        .margin(scale.px(6.0))
+        .x_label_area_size(scale.px(X_LABELS))
+        .y_label_area_size(scale.px(52.0))
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(draw_err)?;
+    chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
+    let span = y1 - y0;
+    let y_label = |v: &f64| {
+        if span >= 1.0 {
+            power_of_ten(*v)
+        } else {
+            number(10f64.powf(*v))
+        }
+    };
+    let (_, h) = area.dim_in_pixel();
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("iteration")
+        .label_style(scale.font(11.0))
+        .axis_desc_style(scale.font(12.0))
+        .x_label_formatter(&|v| tick(*v, x1 - x0))
+        .y_label_formatter(&y_label)
+        .x_labels(4)
+        .y_labels(label_count(h, scale))
+        .draw()
+        .map_err(draw_err)?;
+    let (xr, yr) = (x0..x1, y0..y1);
+    for (_, colour, points, smooth) in &tests {
+        let smooth = inside(smooth, &xr, &yr);
+        chart
+            .draw_series(LineSeries::new(smooth, colour.stroke_width(scale.px(2.0))))
+            .map_err(draw_err)?;
+        chart
+            .draw_series(
+                inside(points, &xr, &yr)
+                    .into_iter()
+                    .map(|p| Circle::new(p, scale.px(2.5), colour.mix(0.8).filled())),
+            )
+            .map_err(draw_err)?;
+    }
+    let legend: Vec<(String, RGBColor)> = tests
+        .iter()
+        .map(|(label, colour, _, _)| ((*label).to_string(), *colour))
+        .collect();
+    legend_above(area, chart.plotting_area(), scale, &legend)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,13 +2,16 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, X_LABELS, Y_LABELS, bounds, number, step_bounds};
+use super::base::{
+    Area, Scale, X_LABELS, Y_LABELS, bounds, legend_above, titled, number, step_bounds,
+};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
 use crate::style::{BLUE, PANEL};
 
-/// The learning rate `log()` recorded, as a line; the legend shows the last value.
+/// The learning rate `log()` recorded, as a line; the legend above the plot shows the last
+/// value.
 pub fn draw<DB: DrawingBackend>(
     area: &Area<DB>,
     scale: Scale,
@@ -22,8 +25,7 @@ pub fn draw<DB: DrawingBackend>(
     ) else {
         return Ok(false);
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption("Hyperparameters", scale.font(17.0))
+    let mut chart = ChartBuilder::on(&titled(area, "Hyperparameters", scale)?)
         .margin(scale.px(6.0))
         .x_label_area_size(scale.px(X_LABELS))
         .y_label_area_size(scale.px(Y_LABELS))
@@ -47,9 +49,7 @@ pub fn draw<DB: DrawingBackend>(
             lr.steps.iter().copied().zip(lr.values.iter().copied()),
             BLUE.stroke_width(scale.px(2.0)),
         ))
-        .map_err(draw_err)?
-        .label(format!("lr = {}", number(last)))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
+        .map_err(draw_err)?;
     chart
         .draw_series(
             lr.steps
@@ -58,11 +58,7 @@ pub fn draw<DB: DrawingBackend>(
                 .map(|(&x, &y)| Circle::new((x, y), scale.px(3.0), BLUE.filled())),
         )
         .map_err(draw_err)?;
-    chart
-        .configure_series_labels()
-        .label_font(scale.font(12.0))
-        .background_style(PANEL.mix(0.8))
-        .draw()
-        .map_err(draw_err)?;
+    let legend = [(format!("lr = {}", number(last)), BLUE)];
+    legend_above(area, chart.plotting_area(), scale, &legend)?;
     Ok(true)
 }

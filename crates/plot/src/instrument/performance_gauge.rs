@@ -3,13 +3,12 @@
 use plotters::prelude::*;
 
 use super::base::{
-    Area, Plot, RIGHT_LABELS, Scale, X_LABELS, Y_LABELS, bounds, label_count, primary, scatter_ema,
-    step_bounds, tick,
+    Area, Plot, RIGHT_LABELS, Scale, X_LABELS, Y_LABELS, bounds, label_count, legend_above, titled,
+    primary, scatter_ema, step_bounds, tick,
 };
 use crate::PlotError;
 use crate::data::{DashboardData, Series};
 use crate::error::draw_err;
-use crate::style::PANEL;
 
 /// Training accuracy (matplotlib's `tab:blue`).
 const TRAIN: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
@@ -65,8 +64,7 @@ pub fn draw<DB: DrawingBackend>(
     ) else {
         return scatter_ema(area, scale, "Performance", loss, None);
     };
-    let chart = ChartBuilder::on(area)
-        .caption("Performance", scale.font(17.0))
+    let chart = ChartBuilder::on(&titled(area, "Performance", scale)?)
         .margin(scale.px(6.0))
         .x_label_area_size(scale.px(X_LABELS))
         .y_label_area_size(scale.px(Y_LABELS))
@@ -87,7 +85,7 @@ pub fn draw<DB: DrawingBackend>(
         .draw()
         .map_err(draw_err)?;
     let width = scale.px(2.5);
-    for (series, label, colour) in accuracies {
+    for (series, _, colour) in &accuracies {
         let line = series
             .steps
             .iter()
@@ -95,19 +93,12 @@ pub fn draw<DB: DrawingBackend>(
             .zip(series.values.iter().copied());
         chart
             .draw_secondary_series(LineSeries::new(line, colour.stroke_width(width)))
-            .map_err(draw_err)?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(3))
-            });
+            .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::MiddleRight)
-        .label_font(scale.font(12.0))
-        .background_style(PANEL.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()
-        .map_err(draw_err)?;
+    let legend: Vec<(String, RGBColor)> = accuracies
+        .iter()
+        .map(|(_, label, colour)| ((*label).to_string(), *colour))
+        .collect();
+    legend_above(area, chart.plotting_area(), scale, &legend)?;
     Ok(true)
 }

@@ -38,7 +38,10 @@ impl Cnn {
             .forward(relu(self.conv.forward(batch.images)).flatten(1, 3));
         let losses = cross_entropy(logits.clone(), batch.labels.clone());
         let loss = losses.clone().mean();
-        (ClassificationOutput::new(loss, logits, batch.labels), losses)
+        (
+            ClassificationOutput::new(loss, logits, batch.labels),
+            losses,
+        )
     }
 }
 
@@ -80,7 +83,9 @@ impl Batcher<Vec<f32>, Batch> for Corners {
 
 fn loader(seed: u64, device: &Device) -> Arc<dyn DataLoader<Batch>> {
     let pixel = |i: u64| ((seed + i).wrapping_mul(2654435761) % 1000) as f32 / 500.0 - 1.0;
-    let images = (0..256).map(|n| (0..64).map(|p| pixel(n * 64 + p)).collect()).collect();
+    let images = (0..256)
+        .map(|n| (0..64).map(|p| pixel(n * 64 + p)).collect())
+        .collect();
     DataLoaderBuilder::new(Corners)
         .batch_size(16)
         .set_device(device.clone())

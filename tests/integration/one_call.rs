@@ -377,7 +377,10 @@ fn the_readme_answers_the_first_questions_first() {
         "**Why a panel is blank.**",
         "**Which examples, in three lines**",
     ] {
-        assert!(head.contains(answer), "not in README.md's first 150 lines: {answer}");
+        assert!(
+            head.contains(answer),
+            "not in README.md's first 150 lines: {answer}"
+        );
     }
 }
 

@@ -534,7 +534,10 @@ fn an_unannounced_learning_rate_schedule_is_named_and_refuses_cabs() {
             && warned[0].contains("set_learning_rate"),
         "{warned:?}"
     );
-    assert!(has(&cockpits[1], 0, "CABS"), "computed before the read that contradicts it");
+    assert!(
+        has(&cockpits[1], 0, "CABS"),
+        "computed before the read that contradicts it"
+    );
     for step in 1..12 {
         assert!(!has(&cockpits[1], step, "CABS"), "step {step}: CABS kept");
         assert!(!has(&cockpits[1], step, "EarlyStopping"), "step {step}");

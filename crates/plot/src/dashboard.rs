@@ -434,3 +434,6 @@ impl<DB: DrawingBackend> Page<'_, DB> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod layout_tests;

@@ -2,7 +2,7 @@
 
 use plotters::prelude::*;
 
-use super::base::{Area, Scale, X_LABELS, legend_above, titled, number};
+use super::base::{Area, Scale, X_LABELS, legend_above, number, titled};
 use crate::PlotError;
 use crate::data::DashboardData;
 use crate::error::draw_err;
@@ -27,8 +27,8 @@ pub fn draw<DB: DrawingBackend>(
     let recent = &alphas[alphas.len() - (alphas.len() / 10).max(1)..];
     let mut chart = ChartBuilder::on(&titled(area, "Alpha", scale)?)
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(52.0))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(52.0))
         .build_cartesian_2d(-X..X, 0.0..Y)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

@@ -37,6 +37,14 @@ impl Scale {
         (px * self.0).round().max(1.0) as u32
     }
 
+    /// A length that holds text (a label area, a legend row): `px` reference pixels, grown
+    /// as the fonts are where they stop shrinking (no font is drawn below 6 px), so that
+    /// labels keep their room on small images.
+    pub fn text(self, px: f64) -> u32 {
+        let smallest = 6.0 / (12.0 * TEXT_SCALE);
+        (px * self.0.max(smallest)).round().max(1.0) as u32
+    }
+
     /// A font of `px` pixels at the reference height.
     pub fn font(self, px: f64) -> TextStyle<'static> {
         ("sans-serif", (px * TEXT_SCALE * self.0).max(6.0))
@@ -177,7 +185,10 @@ pub(crate) fn titled<DB: DrawingBackend>(
         )),
     ))
     .map_err(draw_err)?;
-    Ok(area.clone().split_vertically(top + h + scale.px(LEGEND)).1)
+    Ok(area
+        .clone()
+        .split_vertically(top + h + scale.text(LEGEND))
+        .1)
 }
 
 /// A legend that never covers data: `entries` (text and colour) in one row, right-aligned,
@@ -200,7 +211,7 @@ where
     let bar = scale.px(16.0) as i32;
     let gap = scale.px(8.0) as i32;
     let mut right = xs.end - bx;
-    let middle = ys.start - by - scale.px(6.0 + LEGEND / 2.0) as i32;
+    let middle = ys.start - by - scale.text(6.0 + LEGEND / 2.0) as i32;
     for (text, colour) in entries.iter().rev() {
         let (w, _) = area.estimate_text_size(text, &font).map_err(draw_err)?;
         let left = right - w as i32;
@@ -390,10 +401,10 @@ pub fn scatter_ema<DB: DrawingBackend>(
     builder
         .caption(title, scale.font(17.0))
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(Y_LABELS));
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(Y_LABELS));
     if twin.is_some() {
-        builder.right_y_label_area_size(scale.px(RIGHT_LABELS));
+        builder.right_y_label_area_size(scale.text(RIGHT_LABELS));
     }
     let chart = builder
         .build_cartesian_2d(x0..x1, y0..y1)

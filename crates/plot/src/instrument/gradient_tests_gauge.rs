@@ -3,8 +3,8 @@
 use plotters::prelude::*;
 
 use super::base::{
-    Area, Plot, Points, Scale, X_LABELS, bounds, inside, label_count, legend_above, titled,
-    number, power_of_ten, step_bounds, tick,
+    Area, Plot, Points, Scale, X_LABELS, bounds, inside, label_count, legend_above, number,
+    power_of_ten, step_bounds, tick, titled,
 };
 use crate::PlotError;
 use crate::data::DashboardData;
@@ -48,8 +48,8 @@ pub fn draw<DB: DrawingBackend>(
     let s = symlog(LIMIT);
     let mut chart = ChartBuilder::on(&titled(&centre, "Gradient Tests", scale)?)
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(52.0))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(52.0))
         .build_cartesian_2d(-s..s, -s..s)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
@@ -132,16 +132,15 @@ fn histories_chart<DB: DrawingBackend>(
     })
     .collect();
     let all = || tests.iter().flat_map(|(_, _, p, s)| p.iter().chain(s));
-    let (Some((x0, x1)), Some((y0, y1))) = (
-        step_bounds(all().map(|p| p.0)),
-        bounds(all().map(|p| p.1)),
-    ) else {
+    let (Some((x0, x1)), Some((y0, y1))) =
+        (step_bounds(all().map(|p| p.0)), bounds(all().map(|p| p.1)))
+    else {
         return Ok(());
     };
     let mut chart = ChartBuilder::on(&titled(area, "Histories", scale)?)
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(52.0))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(52.0))
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

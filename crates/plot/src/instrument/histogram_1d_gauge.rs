@@ -47,8 +47,8 @@ pub fn draw<DB: DrawingBackend>(
             scale.font(17.0),
         )
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(Y_LABELS))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(Y_LABELS))
         .build_cartesian_2d(x0..x1, FLOOR..top)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

@@ -64,8 +64,8 @@ pub fn draw_histogram<DB: DrawingBackend>(
         .max(1e-12);
     let mut chart = ChartBuilder::on(&body)
         .margin(scale.px(4.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(Y_LABELS))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(Y_LABELS))
         .build_cartesian_2d(p0..p1, g0..g1)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;
@@ -111,7 +111,7 @@ pub fn draw_histogram<DB: DrawingBackend>(
     let by_grad: Vec<f64> = (0..nx)
         .map(|g| ((0..ny).map(|p| count(g, p)).sum::<f64>() + 1.0).log10())
         .collect();
-    let y_area = scale.px(Y_LABELS) + scale.px(4.0);
+    let y_area = scale.text(Y_LABELS) + scale.px(4.0);
     let top = top.margin(0, 0, y_area, scale.px(4.0));
     let peak = by_param.iter().copied().fold(1e-12, f64::max);
     let mut marginal = ChartBuilder::on(&top)
@@ -125,7 +125,7 @@ pub fn draw_histogram<DB: DrawingBackend>(
             )
         }))
         .map_err(draw_err)?;
-    let right = right.margin(scale.px(4.0), scale.px(X_LABELS) + scale.px(4.0), 0, 0);
+    let right = right.margin(scale.px(4.0), scale.text(X_LABELS) + scale.px(4.0), 0, 0);
     let peak = by_grad.iter().copied().fold(1e-12, f64::max);
     let mut marginal = ChartBuilder::on(&right)
         .build_cartesian_2d(0.0..peak * 1.05, g0..g1)

@@ -3,7 +3,7 @@
 use plotters::prelude::*;
 
 use super::base::{
-    Area, Scale, X_LABELS, Y_LABELS, bounds, legend_above, titled, number, step_bounds,
+    Area, Scale, X_LABELS, Y_LABELS, bounds, legend_above, number, step_bounds, titled,
 };
 use crate::PlotError;
 use crate::data::DashboardData;
@@ -27,8 +27,8 @@ pub fn draw<DB: DrawingBackend>(
     };
     let mut chart = ChartBuilder::on(&titled(area, "Hyperparameters", scale)?)
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(Y_LABELS))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(Y_LABELS))
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(draw_err)?;
     chart.plotting_area().fill(&PANEL).map_err(draw_err)?;

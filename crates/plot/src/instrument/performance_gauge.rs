@@ -3,8 +3,8 @@
 use plotters::prelude::*;
 
 use super::base::{
-    Area, Plot, RIGHT_LABELS, Scale, X_LABELS, Y_LABELS, bounds, label_count, legend_above, titled,
-    primary, scatter_ema, step_bounds, tick,
+    Area, Plot, RIGHT_LABELS, Scale, X_LABELS, Y_LABELS, bounds, label_count, legend_above,
+    primary, scatter_ema, step_bounds, tick, titled,
 };
 use crate::PlotError;
 use crate::data::{DashboardData, Series};
@@ -66,9 +66,9 @@ pub fn draw<DB: DrawingBackend>(
     };
     let chart = ChartBuilder::on(&titled(area, "Performance", scale)?)
         .margin(scale.px(6.0))
-        .x_label_area_size(scale.px(X_LABELS))
-        .y_label_area_size(scale.px(Y_LABELS))
-        .right_y_label_area_size(scale.px(RIGHT_LABELS))
+        .x_label_area_size(scale.text(X_LABELS))
+        .y_label_area_size(scale.text(Y_LABELS))
+        .right_y_label_area_size(scale.text(RIGHT_LABELS))
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(draw_err)?;
     let (_, h) = area.dim_in_pixel();

@@ -384,7 +384,9 @@ impl Cockpit {
             sgd_contradicted: self.update_check.contradicted_at(),
         };
         self.update_check
-            .start(step, info.optimizer(), &params, &grads, || ctx.grad_sq_norm());
+            .start(step, info.optimizer(), &params, &grads, || {
+                ctx.grad_sq_norm()
+            });
         let mut computed = Output::new();
         if self.output.parameter_names().is_empty() {
             // The names go with the first step's values: into the log, the stream and every

@@ -7,7 +7,7 @@
 //! element is missed. Full reductions and matrix products are right. `burns_reduction` is that
 //! reproduction, run where it passes (flex) and ignored on wgpu with the reason;
 //! `staged_reduction` is the workaround every long reduction of the workspace goes through
-//! (`persample::reduce`), held on every backend.
+//! (`persample::reduce`, staged on a software rasterizer only), held on every backend.
 
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use burn_cockpit::persample::reduce;
@@ -71,6 +71,28 @@ fn staged_reduction(backend: &Backend) {
 }
 
 on_every_backend!(staged_reduction);
+
+/// Staging is where it is needed: on the software rasterizer CI's wgpu runs on (lavapipe,
+/// llvmpipe: a device with no card behind it), not on the CPU backends, which reduce in one
+/// pass.
+#[test]
+fn reductions_are_staged_only_on_a_software_rasterizer() {
+    if std::env::var(reduce::STAGED_VARIABLE).is_ok() {
+        return; // set by hand: the variable decides, as documented
+    }
+    assert!(!reduce::stages(&common::flex().device));
+    #[cfg(feature = "wgpu")]
+    {
+        let device = common::wgpu().device;
+        let identity = device.identity().expect("a wgpu device names itself");
+        let software = identity.name.contains("llvmpipe") || identity.name.contains("lavapipe");
+        if software {
+            assert!(reduce::stages(&device), "{identity:?}");
+        } else if identity.physical.is_some() {
+            assert!(!reduce::stages(&device), "{identity:?}");
+        }
+    }
+}
 
 fn burns_reduction(backend: &Backend) {
     let (rows, sums) = rows(&backend.device);

@@ -247,6 +247,37 @@ pub fn row_sums(summand: Summand, x: &[Tensor<2>], y: &[Tensor<2>]) -> Option<Te
     imp::row_sums(summand, &x, if paired { &y } else { &[] }, rows)
 }
 
+/// Each row of `x` `[B, d]` times each of `directions` (`[d]` each), `[K, B]`: per-sample
+/// projections `⟨g_n, v_k⟩` of materialised per-sample gradients, each row spread over as
+/// many cubes as its length asks (no unit walks a long row alone, as a matrix product with
+/// one column does without autotune), one launch per [`GROUP`] directions and one axis
+/// reduction of the partial sums.
+///
+/// `None` as for [`row_sums`], or if a direction is not `d` long.
+pub fn row_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
+    let [rows, d] = x.dims();
+    let first = directions.first()?;
+    if !(1..=MAX_ROWS).contains(&rows) || d == 0 {
+        return None;
+    }
+    let flat = x.clone().reshape([rows * d]);
+    checked(Summand::Square, std::slice::from_ref(&flat), &[], rows)?;
+    let fits = |v: &Tensor<1>| {
+        v.dims()[0] == d && v.device() == first.device() && v.dtype() == flat.dtype()
+    };
+    if first.device() != flat.device() || !directions.iter().all(fits) {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(directions.len().div_ceil(GROUP));
+    for group in directions.chunks(GROUP) {
+        parts.push(imp::row_dots(&flat, group, rows)?);
+    }
+    Some(match parts.len() {
+        1 => parts.pop()?,
+        _ => Tensor::cat(parts, 0),
+    })
+}
+
 /// `Some` where the kernel takes these operands (see [`sums`]).
 fn checked(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>], rows: usize) -> Option<()> {
     let first = x.first()?;
@@ -284,7 +315,7 @@ fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod imp {
     pub(super) use super::count::count;
-    pub(super) use super::sums::row_sums;
+    pub(super) use super::sums::{row_dots, row_sums};
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -310,6 +341,14 @@ mod imp {
     ) -> Option<Tensor<2>> {
         None
     }
+
+    pub(super) fn row_dots(
+        _x: &Tensor<1>,
+        _directions: &[Tensor<1>],
+        _rows: usize,
+    ) -> Option<Tensor<2>> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -325,7 +364,9 @@ mod tests {
         let x = Tensor::<1>::from_floats([1.0, 2.0, 3.0], &device);
         assert!(sums(Summand::Square, std::slice::from_ref(&x), &[]).is_none());
         let rows = Tensor::<2>::from_floats([[1.0, 2.0], [3.0, 4.0]], &device);
-        assert!(row_sums(Summand::Square, &[rows], &[]).is_none());
+        assert!(row_sums(Summand::Square, std::slice::from_ref(&rows), &[]).is_none());
+        let v = Tensor::<1>::from_floats([1.0, 1.0], &device);
+        assert!(row_dots(&rows, &[v]).is_none());
         let thresholds = Tensor::<1>::from_floats([f32::NEG_INFINITY, 0.0, f32::INFINITY], &device);
         assert!(count_bins(Values::Dense(x), thresholds, 2, None).is_none());
     }

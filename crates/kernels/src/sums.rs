@@ -45,12 +45,16 @@ mod device {
         scale: f32,
         #[comptime] with_y: bool,
         #[comptime] product: bool,
+        #[comptime] broadcast: bool,
     ) -> F {
         let mut acc = F::new(0.0);
         let mut k = start;
         while k < len {
             let v = x[base + k];
-            if product {
+            if broadcast {
+                // One row of `y` for every row of `x`.
+                acc += v * y[k];
+            } else if product {
                 acc += v * y[base + k];
             } else if with_y {
                 let d = v - F::cast_from(scale) * y[base + k];
@@ -98,6 +102,7 @@ mod device {
         #[comptime] units: usize,
         #[comptime] with_y: bool,
         #[comptime] product: bool,
+        #[comptime] broadcast: bool,
         #[define(F)] _dtype: ElemType,
     ) {
         let slot = CUBE_POS_Y as usize;
@@ -110,21 +115,109 @@ mod device {
         let stride = chunks * units;
         let mut acc = F::new(0.0);
         if slot == 0 {
-            acc = partial::<F>(x0, y0, l0, row * l0, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x0,
+                y0,
+                l0,
+                row * l0,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else if slot == 1 {
-            acc = partial::<F>(x1, y1, l1, row * l1, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x1,
+                y1,
+                l1,
+                row * l1,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else if slot == 2 {
-            acc = partial::<F>(x2, y2, l2, row * l2, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x2,
+                y2,
+                l2,
+                row * l2,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else if slot == 3 {
-            acc = partial::<F>(x3, y3, l3, row * l3, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x3,
+                y3,
+                l3,
+                row * l3,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else if slot == 4 {
-            acc = partial::<F>(x4, y4, l4, row * l4, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x4,
+                y4,
+                l4,
+                row * l4,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else if slot == 5 {
-            acc = partial::<F>(x5, y5, l5, row * l5, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x5,
+                y5,
+                l5,
+                row * l5,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else if slot == 6 {
-            acc = partial::<F>(x6, y6, l6, row * l6, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x6,
+                y6,
+                l6,
+                row * l6,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         } else {
-            acc = partial::<F>(x7, y7, l7, row * l7, start, stride, scale, with_y, product);
+            acc = partial::<F>(
+                x7,
+                y7,
+                l7,
+                row * l7,
+                start,
+                stride,
+                scale,
+                with_y,
+                product,
+                broadcast,
+            );
         }
         let mut shared = Shared::<[F]>::new_slice(units);
         shared[unit] = acc;
@@ -151,7 +244,8 @@ pub trait SumOps: Backend {
     /// The partial sums `[slots · rows · chunks]` of the first `slots` (at most [`GROUP`])
     /// tensors `x_s` (with `y_s` for the two-operand summands) of `rows` rows of `lens[s]`
     /// values: the sum of `(s, n, ·)` is row `n` of tensor `s`'s sum (the other slots are
-    /// placeholders, never read). `summand` is 0 (`x²`), 1 (`(x − scale·y)²`) or 2 (`x·y`).
+    /// placeholders, never read). `summand` is 0 (`x²`), 1 (`(x − scale·y)²`), 2 (`x·y`) or 3
+    /// (`x·y` with `y_s` one row, the same for every row of `x_s`).
     #[fusion(dtype = burn::tensor::DType::F32, shape = burn::tensor::Shape::new([*slots * *rows * *chunks]))]
     #[allow(clippy::too_many_arguments)]
     fn partial_sums(
@@ -252,7 +346,8 @@ impl SumOps for CubeBackend {
             scale,
             units as usize,
             summand != 0,
-            summand == 2,
+            summand >= 2,
+            summand == 3,
             dtype_to_storage_type(dtype),
         );
         out
@@ -268,15 +363,37 @@ pub(crate) fn row_sums(
     y: &[Tensor<1>],
     rows: usize,
 ) -> Option<Tensor<2>> {
+    let code = match summand {
+        Summand::Square => 0,
+        Summand::Distance { .. } => 1,
+        Summand::Product => 2,
+    };
+    launch_row_sums(code, summand, x, y, rows)
+}
+
+/// Each row `[d]` of `x` `[rows · d]` times each of `directions` (`[d]` each): `[K, rows]`
+/// (the caller checked the operands as for [`row_sums`], every direction `d` long).
+pub(crate) fn row_dots(x: &Tensor<1>, directions: &[Tensor<1>], rows: usize) -> Option<Tensor<2>> {
+    let xs = vec![x.clone(); directions.len()];
+    launch_row_sums(3, Summand::Product, &xs, directions, rows)
+}
+
+/// [`row_sums`] with the kernel's summand code (3: `y` broadcast over the rows).
+fn launch_row_sums(
+    code: u32,
+    summand: Summand,
+    x: &[Tensor<1>],
+    y: &[Tensor<1>],
+    rows: usize,
+) -> Option<Tensor<2>> {
     let count = x.len();
     let longest = x.iter().map(|t| t.dims()[0] / rows).max()?;
     let chunks = longest
         .div_ceil(UNITS as usize * PER_UNIT)
         .clamp(1, MAX_CHUNKS);
-    let (code, scale) = match summand {
-        Summand::Square => (0, 0.0),
-        Summand::Distance { scale } => (1, scale),
-        Summand::Product => (2, 0.0),
+    let scale = match summand {
+        Summand::Distance { scale } => scale,
+        Summand::Square | Summand::Product => 0.0,
     };
     let operand = |tensors: &[Tensor<1>], s: usize| -> FloatTensor<Dispatch> {
         // An unused slot repeats the first tensor: never read.

@@ -4,7 +4,7 @@
 #![cfg(feature = "wgpu")]
 
 use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
-use cockpit_kernels::{GROUP, MAX_ROWS, Summand, row_sums, sums, supports};
+use cockpit_kernels::{GROUP, MAX_ROWS, Summand, row_dots, row_sums, sums, supports};
 
 mod common;
 use common::{device, floats};
@@ -127,6 +127,48 @@ fn every_row_sum_matches_float64_sums() {
             }
         }
     }
+}
+
+/// Per-sample projections: each row of `x` times each direction, against float64 loops, for
+/// rows shorter than a cube and longer than a stride of cubes, one to more than a launch's
+/// group of directions.
+#[test]
+fn every_row_dot_matches_float64_sums() {
+    let device = device();
+    for (rows, width) in [(1, 3), (4, 257), (16, 40_000), (3, 300_000)] {
+        for count in [1, 3, GROUP + 2] {
+            let x = floats(11, rows * width, 1.5);
+            let vs: Vec<Vec<f32>> = (0..count)
+                .map(|k| floats(k as u64 + 40, width, 0.5))
+                .collect();
+            let xt = tensor(&x, &device).reshape([rows, width]);
+            let vt: Vec<Tensor<1>> = vs.iter().map(|v| tensor(v, &device)).collect();
+            let got = row_dots(&xt, &vt).expect("the kernel runs on wgpu");
+            assert_eq!(got.dims(), [count, rows]);
+            let got = read(got.reshape([count * rows]));
+            for (k, v) in vs.iter().enumerate() {
+                for n in 0..rows {
+                    let row = &x[n * width..(n + 1) * width];
+                    let want = host(Summand::Product, row, v);
+                    let scale: f64 = row
+                        .iter()
+                        .zip(v)
+                        .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+                        .sum();
+                    let value = f64::from(got[k * rows + n]);
+                    assert!(
+                        (value - want).abs() <= 1e-5 * scale + 1e-30,
+                        "{count} directions, row {n} of {rows}, direction {k} ({width} values): {value} against {want}"
+                    );
+                }
+            }
+        }
+    }
+    // A direction of another length, or none, is refused.
+    let x = tensor(&floats(1, 12, 1.0), &device).reshape([3, 4]);
+    let short = tensor(&floats(2, 3, 1.0), &device);
+    assert!(row_dots(&x, &[short]).is_none());
+    assert!(row_dots(&x, &[]).is_none());
 }
 
 #[test]

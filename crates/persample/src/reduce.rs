@@ -1,23 +1,29 @@
-//! Reductions along long axes, in stages that every backend gets right.
+//! Reductions along long axes, in stages where the device needs them.
 //!
 //! burn-cubecl 0.22.1's axis reductions (`sum_dim`, `max_dim`, `mean_dim`, on floats and
 //! integers) lose values on Mesa's lavapipe when the reduced axis holds more than about 2¹⁶
 //! elements: a row of 589 824 values sums to roughly what its first 262 144 sum to, and a
 //! maximum in its last element is missed. Full reductions (`sum`, `max`) and matrix products
 //! are right. (The burn test `tests/integration/backend_reductions.rs` holds the
-//! reproduction.) Every reduction of this workspace along an axis whose length grows with the
-//! model or the batch goes through here: the axis is cut into stages of at most [`STAGE`]
-//! values, each stage reduced, then the stages' results, until one value is left.
+//! reproduction.) This is Mesa's, not burn's: its shader compiler (gallivm) stops a loop after
+//! 65 535 iterations, and burn's unit reduction reads four values an iteration. Every
+//! reduction of this workspace along an axis whose length grows with the model or the batch
+//! goes through here: on a device that is no card (a software rasterizer: lavapipe, llvmpipe,
+//! [`stages`]) the axis is cut into stages of at most [`STAGE`] values, each stage reduced,
+//! then the stages' results, until one value is left; everywhere else burn's reduction runs
+//! as it is (a stage costs a padding copy and a launch, and keeps fusion from folding the
+//! square into the reduction: cifar10_3c3d's `economy` step on flex went from 1.86× to 2.60×
+//! a plain step with staging everywhere).
 //!
 //! # Cost
 //!
-//! One reduction launch per stage level (two for axes up to 2²⁸ values) and a padding copy
-//! where the length is not a whole number of stages; axes of at most [`STAGE`] values take
-//! burn's reduction unchanged.
+//! On a software rasterizer, one reduction launch per stage level (two for axes up to 2²⁸
+//! values) and a padding copy where the length is not a whole number of stages; elsewhere,
+//! and for axes of at most [`STAGE`] values, burn's reduction unchanged.
 
-use burn::tensor::Tensor;
 use burn::tensor::kind::{Numeric, Ordered};
 use burn::tensor::ops::PadMode;
+use burn::tensor::{Device, Tensor};
 
 /// The most values one reduction runs over.
 pub const STAGE: usize = 1 << 14;
@@ -60,12 +66,72 @@ pub(crate) fn kernel_row_sq_sums(_x: &[Tensor<2>]) -> Option<Tensor<2>> {
     None
 }
 
-/// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values.
+/// The longest row one unit of burn's reductions and one-column products may walk alone
+/// (their serial depth without autotune): rows of per-sample gradients longer than this go
+/// through the kernels where they run ([`kernel_row_dots`], [`kernel_row_sq_sums`]), which
+/// spread a row over many cubes; shorter rows keep burn's operations, whose fewer launches
+/// cost less there.
+pub const LONG_ROW: usize = 4096;
+
+/// Each row of `x` `[B, d]` times each direction `[d]`, `[K, B]`, in one launch per eight
+/// directions where `cockpit-kernels` runs (each row spread over many cubes, where a matrix
+/// product with one column puts one unit on each long row); `None` elsewhere, and the caller
+/// multiplies with burn's `matmul`.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(crate) fn kernel_row_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
+    cockpit_kernels::row_dots(x, directions)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub(crate) fn kernel_row_dots(_x: &Tensor<2>, _directions: &[Tensor<1>]) -> Option<Tensor<2>> {
+    None
+}
+
+/// The environment variable that sets where long reductions run in stages:
+/// `BURN_COCKPIT_STAGED_REDUCTIONS=always` stages them on every device (for comparing the two
+/// in one build, or should another driver lose values as lavapipe does), `never` on none;
+/// unset (or `auto`), where [`stages`] says.
+pub const STAGED_VARIABLE: &str = "BURN_COCKPIT_STAGED_REDUCTIONS";
+
+/// Whether long axis reductions on `device` run in stages of at most [`STAGE`] values: on a
+/// CubeCL device that is no card (its identity names no physical device: Mesa's lavapipe or
+/// llvmpipe, whose shader loops stop after 65 535 iterations), unless [`STAGED_VARIABLE`]
+/// says otherwise. CPU backends and cards (CUDA, wgpu on a GPU) reduce in one pass.
+pub fn stages(device: &Device) -> bool {
+    match std::env::var(STAGED_VARIABLE)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        Ok("always") => true,
+        Ok("never") => false,
+        _ => is_software_rasterizer(device),
+    }
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn is_software_rasterizer(device: &Device) -> bool {
+    device
+        .identity()
+        .is_some_and(|identity| identity.physical.is_none())
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn is_software_rasterizer(_device: &Device) -> bool {
+    false
+}
+
+/// The longest axis one reduction may run over on `device`.
+fn stage_for(device: &Device) -> usize {
+    if stages(device) { STAGE } else { usize::MAX }
+}
+
+/// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values where [`stages`] says.
 pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> Tensor<D, K> {
+    let most = stage_for(&tensor.device());
     staged(
         tensor,
         dim,
-        STAGE,
+        most,
         0.0,
         |t, d| t.sum_dim(d),
         |t, d| t.sum_dim(d),
@@ -73,15 +139,17 @@ pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> 
 }
 
 /// `tensor.max_dim(dim)` of non-negative values (absolute values, squares), in stages of at
-/// most [`STAGE`] values (padding with zeros, which no non-negative maximum is below).
+/// most [`STAGE`] values where [`stages`] says (padding with zeros, which no non-negative
+/// maximum is below).
 pub fn max_dim_nonnegative<const D: usize, K: Ordered>(
     tensor: Tensor<D, K>,
     dim: usize,
 ) -> Tensor<D, K> {
+    let most = stage_for(&tensor.device());
     staged(
         tensor,
         dim,
-        STAGE,
+        most,
         0.0,
         |t, d| t.max_dim(d),
         |t, d| t.max_dim(d),

@@ -4,7 +4,7 @@ use burn::tensor::Tensor;
 
 use super::recording::direction_of;
 use crate::base::{Elements, PerSampleStats, Request};
-use crate::reduce::sum_dim;
+use crate::reduce::{LONG_ROW, kernel_row_dots, kernel_row_sq_sums, sum_dim};
 use crate::{ParamEntry, PerSampleError};
 
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
@@ -80,13 +80,37 @@ impl Accumulator {
         let numel = entry.numel();
         let b = g.dims()[0];
         let (want_sq, want_sum_sq, want_max) = self.want;
+        // Rows longer than LONG_ROW: where `cockpit-kernels` runs, their squares and
+        // projections spread each row over many cubes; elsewhere (and for short rows) burn's
+        // reduction and matrix product.
+        let long = numel > LONG_ROW;
         if want_sq {
-            let sq = sq_norms.unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b]));
+            let sq = sq_norms
+                .or_else(|| {
+                    long.then(|| kernel_row_sq_sums(std::slice::from_ref(&g)))
+                        .flatten()
+                        .map(|s| s.reshape([b]))
+                })
+                .unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b]));
             self.push_sq_norms(index, sq);
         }
-        for (k, direction) in request.directions.iter().enumerate() {
-            let v = direction_of(direction, entry, &g.device())?.reshape([numel, 1]);
-            self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
+        let directions = request
+            .directions
+            .iter()
+            .map(|direction| Ok(direction_of(direction, entry, &g.device())?.reshape([numel])))
+            .collect::<Result<Vec<Tensor<1>>, PerSampleError>>()?;
+        match long.then(|| kernel_row_dots(&g, &directions)).flatten() {
+            Some(dots) => {
+                for k in 0..directions.len() {
+                    self.dots[k][index].push(dots.clone().slice(k..k + 1).reshape([b]));
+                }
+            }
+            None => {
+                for (k, v) in directions.into_iter().enumerate() {
+                    let v = v.reshape([numel, 1]);
+                    self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
+                }
+            }
         }
         if want_sum_sq {
             self.add_sum_sq(index, sum_dim(g.clone().square(), 0).reshape([numel]));

@@ -26,6 +26,7 @@ mod curvature;
 mod dashboard;
 mod examples;
 mod fuzz;
+mod imports;
 mod keyed_variants;
 mod kill_writes;
 mod launch_ledger;

@@ -78,6 +78,11 @@ fn guessed_bin<F: Float>(
 /// `(n, i)` at a time, `a_{n,i}·e_{n,o}` for every `o`, formed in a register and never stored —
 /// into its cube's shared histogram (or straight into `counts` when the cells do not fit);
 /// each cube then adds its histogram to `counts`.
+///
+/// A 1-d histogram's hot cell, the bin of zero (a trained ReLU net's exact zeros, whole warps
+/// of them, and most small values), is counted in a register per unit and added once: no
+/// atomic contends there. An exact zero skips the bin search, and a rank-one row whose factor
+/// `a_{n,i}` is zero counts its `d_out` zeros at once (as the host counts a row of zeros).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn count_kernel<F: Float>(
@@ -117,6 +122,15 @@ pub(crate) fn count_kernel<F: Float>(
         sync_cube();
     }
     let stride = CUBE_COUNT * units;
+    let zero = F::new(0.0);
+    // The hot cell (1-d histograms only: a 2-d cell also depends on the parameter's bin).
+    let one_dim = y_bins == 1;
+    let hot_cell = if guessed {
+        guessed_bin::<F>(zero, thresholds, bins, low, high, offset, mul, div, rounds)
+    } else {
+        bin_of::<F>(zero, thresholds, bins, top)
+    };
+    let mut hot = 0u32;
     if outer {
         // A unit takes a whole row `(n, i)`: one division per row, not per product.
         let rows = total / d_out;
@@ -124,25 +138,31 @@ pub(crate) fn count_kernel<F: Float>(
         while row < rows {
             let n = row / d_in;
             let factor = a[row];
-            let e_row = n * d_out;
-            let y_row = (row - n * d_in) * d_out;
-            let mut o = 0usize;
-            while o < d_out {
-                let x = factor * e[e_row + o];
-                let mut cell = if guessed {
-                    guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
-                } else {
-                    bin_of::<F>(x, thresholds, bins, top)
-                };
-                if y_bins > 1 {
-                    cell = cell * y_bins + (y[y_row + o] as usize);
+            if one_dim && factor == zero {
+                hot += u32::cast_from(d_out);
+            } else {
+                let e_row = n * d_out;
+                let y_row = (row - n * d_in) * d_out;
+                let mut o = 0usize;
+                while o < d_out {
+                    let x = factor * e[e_row + o];
+                    let mut cell = if guessed {
+                        guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
+                    } else {
+                        bin_of::<F>(x, thresholds, bins, top)
+                    };
+                    if y_bins > 1 {
+                        cell = cell * y_bins + (y[y_row + o] as usize);
+                    }
+                    if one_dim && cell == hot_cell {
+                        hot += 1u32;
+                    } else if shared {
+                        local[cell].fetch_add(1u32);
+                    } else {
+                        counts[cell].fetch_add(1u32);
+                    }
+                    o += 1;
                 }
-                if shared {
-                    local[cell].fetch_add(1u32);
-                } else {
-                    counts[cell].fetch_add(1u32);
-                }
-                o += 1;
             }
             row += stride;
         }
@@ -150,20 +170,33 @@ pub(crate) fn count_kernel<F: Float>(
         let mut k = ABSOLUTE_POS;
         while k < total {
             let x = a[k];
-            let mut cell = if guessed {
-                guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
+            if one_dim && x == zero {
+                hot += 1u32;
             } else {
-                bin_of::<F>(x, thresholds, bins, top)
-            };
-            if y_bins > 1 {
-                cell = cell * y_bins + (y[k % period] as usize);
-            }
-            if shared {
-                local[cell].fetch_add(1u32);
-            } else {
-                counts[cell].fetch_add(1u32);
+                let mut cell = if guessed {
+                    guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
+                } else {
+                    bin_of::<F>(x, thresholds, bins, top)
+                };
+                if y_bins > 1 {
+                    cell = cell * y_bins + (y[k % period] as usize);
+                }
+                if one_dim && cell == hot_cell {
+                    hot += 1u32;
+                } else if shared {
+                    local[cell].fetch_add(1u32);
+                } else {
+                    counts[cell].fetch_add(1u32);
+                }
             }
             k += stride;
+        }
+    }
+    if hot > 0u32 {
+        if shared {
+            local[hot_cell].fetch_add(hot);
+        } else {
+            counts[hot_cell].fetch_add(hot);
         }
     }
     if shared {

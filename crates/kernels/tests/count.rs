@@ -133,10 +133,18 @@ fn rank_one_products_are_counted_without_forming_them() {
     let device = device();
     let (b, d_in, d_out) = (5, 33, 47);
     let t = thresholds(-1.0, 1.0, 40);
-    let a = floats(1, b * d_in, 1.5);
+    let mut a = floats(1, b * d_in, 1.5);
     let mut e = floats(2, b * d_out, 1.5);
     // Some products exactly on a threshold.
     e[0] = round_up(t[3]);
+    // Rows of zeros (a ReLU's), zero columns and a negative zero: the kernel's hot cell, a
+    // zero factor's row counted at once.
+    for k in (0..a.len()).step_by(3) {
+        a[k] = 0.0;
+    }
+    a[1] = -0.0;
+    e[5] = 0.0;
+    e[6] = -0.0;
     let mut expected = vec![0u64; 40];
     for n in 0..b {
         for i in 0..d_in {

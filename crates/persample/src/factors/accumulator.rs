@@ -1,11 +1,10 @@
 //! Collecting per-parameter statistics over sample chunks.
 
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 
-use super::recording::direction_of;
 use crate::base::{Elements, PerSampleStats, Request};
 use crate::reduce::{LONG_ROW, kernel_row_dots, kernel_row_sq_sums, sum_dim};
-use crate::{ParamEntry, PerSampleError};
+use crate::{ParamEntry, PerSampleError, Snapshot};
 
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
 /// gradients `[b, numel]`, possibly arriving in several sample chunks.
@@ -170,4 +169,19 @@ impl Accumulator {
             },
         })
     }
+}
+
+/// The direction's values for `entry`, on `device` (the per-sample gradients' device: with
+/// several devices the direction may live on another one).
+pub(super) fn direction_of(
+    direction: &Snapshot,
+    entry: &ParamEntry,
+    device: &Device,
+) -> Result<Tensor<1>, PerSampleError> {
+    direction
+        .get(entry.id)
+        .map(|d| d.value.clone().to_device(device))
+        .ok_or_else(|| {
+            PerSampleError::Shape(format!("no direction for parameter `{}`", entry.name))
+        })
 }

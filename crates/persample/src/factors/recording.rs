@@ -2,9 +2,9 @@
 //! gradients of the rest) and the per-sample statistics computed from it.
 
 use burn::module::ParamId;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
-use super::accumulator::Accumulator;
+use super::accumulator::{Accumulator, direction_of};
 use super::coverage::{Coverage, Refusal, refusal_of};
 use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
 use crate::layers::Elementwise;
@@ -473,21 +473,6 @@ fn not_covered(entry: &ParamEntry) -> PerSampleError {
          layer); use ExactPerSample or PerSample::auto for other layers",
         entry.name
     ))
-}
-
-/// The direction's values for `entry`, on `device` (the per-sample gradients' device: with
-/// several devices the direction may live on another one).
-pub(super) fn direction_of(
-    direction: &Snapshot,
-    entry: &ParamEntry,
-    device: &Device,
-) -> Result<Tensor<1>, PerSampleError> {
-    direction
-        .get(entry.id)
-        .map(|d| d.value.clone().to_device(device))
-        .ok_or_else(|| {
-            PerSampleError::Shape(format!("no direction for parameter `{}`", entry.name))
-        })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::zeros;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
-use super::kernel::count_kernel;
+use super::kernel::{count_kernel, count_rank_one_kernel};
 use super::{Guess, MAX_ROUNDS, SHARED_CELLS, Values};
 
 /// Units per cube.
@@ -18,6 +18,15 @@ const UNITS: u32 = 256;
 /// The most cubes one launch uses: units stride over the values, so more cubes would only add
 /// shared histograms to merge.
 const MAX_CUBES: usize = 1024;
+
+/// Units per cube of the rank-one kernel.
+const RANK_ONE_UNITS: u32 = 64;
+
+/// Rows each unit of the rank-one kernel takes, about.
+const ROWS_PER_UNIT: usize = 8;
+
+/// The most samples the rank-one kernel takes (its grid's second axis).
+const MAX_SAMPLE_CUBES: usize = 65_535;
 
 /// Histogram counting as a backend operation.
 #[backend_extension(Cube, Fusion)]
@@ -69,11 +78,47 @@ impl CountOps for CubeBackend {
         }
         let client = a.client.clone();
         let units = UNITS.min(client.properties().hardware.max_units_per_cube);
+        let shared = cells <= SHARED_CELLS;
+        let dtype = a.dtype;
+        let samples = a_dims[0];
+        if outer && y_bins == 1 && samples <= MAX_SAMPLE_CUBES {
+            // One sample per row of cubes: most rows are classified, not formed.
+            // The largest power of two within the cube's limit (the extremes' tree halves it),
+            // at most RANK_ONE_UNITS: the cube's sample statistics cost a barrier per halving,
+            // and each unit takes about ROWS_PER_UNIT rows.
+            let units = 1u32 << (u32::BITS - 1 - units.clamp(1, RANK_ONE_UNITS).leading_zeros());
+            let chunks = d_in
+                .div_ceil(units as usize * ROWS_PER_UNIT)
+                .clamp(1, MAX_CUBES);
+            count_rank_one_kernel::launch(
+                &client,
+                CubeCount::Static(chunks as u32, samples as u32, 1),
+                CubeDim::new_1d(units),
+                a.into_tensor_arg(),
+                e.into_tensor_arg(),
+                thresholds.into_tensor_arg(),
+                counts.clone().into_tensor_arg(),
+                d_in,
+                d_out,
+                bins,
+                search_top(bins),
+                guess[0],
+                guess[1],
+                guess[2],
+                guess[3],
+                guess[4],
+                rounds.min(MAX_ROUNDS) as u32,
+                rounds <= MAX_ROUNDS,
+                if shared { cells } else { 1 },
+                shared,
+                units as usize,
+                dtype_to_storage_type(dtype),
+            );
+            return counts;
+        }
         // Units take values (or rank-one rows of `d_out` values) with a stride.
         let work = if outer { total / d_out } else { total };
         let cubes = work.div_ceil(units as usize).clamp(1, MAX_CUBES);
-        let shared = cells <= SHARED_CELLS;
-        let dtype = a.dtype;
         count_kernel::launch(
             &client,
             CubeCount::Static(cubes as u32, 1, 1),

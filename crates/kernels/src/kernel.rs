@@ -81,8 +81,8 @@ fn guessed_bin<F: Float>(
 ///
 /// A 1-d histogram's hot cell, the bin of zero (a trained ReLU net's exact zeros, whole warps
 /// of them, and most small values), is counted in a register per unit and added once: no
-/// atomic contends there. An exact zero skips the bin search, and a rank-one row whose factor
-/// `a_{n,i}` is zero counts its `d_out` zeros at once (as the host counts a row of zeros).
+/// atomic contends there; an exact zero skips the bin search. (1-d rank-one products go to
+/// [`count_rank_one_kernel`], which classifies whole rows.)
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn count_kernel<F: Float>(
@@ -138,31 +138,27 @@ pub(crate) fn count_kernel<F: Float>(
         while row < rows {
             let n = row / d_in;
             let factor = a[row];
-            if one_dim && factor == zero {
-                hot += u32::cast_from(d_out);
-            } else {
-                let e_row = n * d_out;
-                let y_row = (row - n * d_in) * d_out;
-                let mut o = 0usize;
-                while o < d_out {
-                    let x = factor * e[e_row + o];
-                    let mut cell = if guessed {
-                        guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
-                    } else {
-                        bin_of::<F>(x, thresholds, bins, top)
-                    };
-                    if y_bins > 1 {
-                        cell = cell * y_bins + (y[y_row + o] as usize);
-                    }
-                    if one_dim && cell == hot_cell {
-                        hot += 1u32;
-                    } else if shared {
-                        local[cell].fetch_add(1u32);
-                    } else {
-                        counts[cell].fetch_add(1u32);
-                    }
-                    o += 1;
+            let e_row = n * d_out;
+            let y_row = (row - n * d_in) * d_out;
+            let mut o = 0usize;
+            while o < d_out {
+                let x = factor * e[e_row + o];
+                let mut cell = if guessed {
+                    guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
+                } else {
+                    bin_of::<F>(x, thresholds, bins, top)
+                };
+                if y_bins > 1 {
+                    cell = cell * y_bins + (y[y_row + o] as usize);
                 }
+                if one_dim && cell == hot_cell {
+                    hot += 1u32;
+                } else if shared {
+                    local[cell].fetch_add(1u32);
+                } else {
+                    counts[cell].fetch_add(1u32);
+                }
+                o += 1;
             }
             row += stride;
         }
@@ -203,6 +199,266 @@ pub(crate) fn count_kernel<F: Float>(
         sync_cube();
         let mut c = UNIT_POS as usize;
         while c < cells {
+            let v = local[c].load();
+            if v > 0u32 {
+                counts[c].fetch_add(v);
+            }
+            c += units;
+        }
+    }
+}
+
+/// The bin of `x` by the rule's formula (`guessed`) or by search.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn bin<F: Float>(
+    x: F,
+    thresholds: &Tensor<F>,
+    bins: usize,
+    top: usize,
+    low: f32,
+    high: f32,
+    offset: f32,
+    mul: f32,
+    div: f32,
+    rounds: u32,
+    #[comptime] guessed: bool,
+) -> usize {
+    if guessed {
+        guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
+    } else {
+        bin_of::<F>(x, thresholds, bins, top)
+    }
+}
+
+/// A 1-d histogram of the rank-one products `a_{n,i}·e_{n,o}`, one sample per row of cubes
+/// (cube `(c, n)` takes the rows `i ≡ c·units + unit` of sample `n`). The cube first finds its
+/// sample's column factors' extremes, sign counts and smallest nonzero magnitude (as the host's
+/// rank-one binning does); then most rows need no product formed: a zero factor's row is
+/// `d_out` zeros; a row whose extreme products fall in one bin lands there whole; a row
+/// spanning two bins whose threshold lies nearer zero than every nonzero product of the row
+/// splits by the signs. Other rows are formed and binned one product at a time.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn count_rank_one_kernel<F: Float>(
+    a: &Tensor<F>,
+    e: &Tensor<F>,
+    thresholds: &Tensor<F>,
+    counts: &mut Tensor<Atomic<u32>>,
+    d_in: usize,
+    d_out: usize,
+    bins: usize,
+    top: usize,
+    low: f32,
+    high: f32,
+    offset: f32,
+    mul: f32,
+    div: f32,
+    rounds: u32,
+    #[comptime] guessed: bool,
+    #[comptime] local_cells: usize,
+    #[comptime] shared: bool,
+    #[comptime] units: usize,
+    #[define(F)] _dtype: ElemType,
+) {
+    let n = CUBE_POS_Y as usize;
+    let unit = UNIT_POS as usize;
+    let local = Shared::<[Atomic<u32>]>::new_slice(local_cells);
+    if shared {
+        let mut c = unit;
+        while c < bins {
+            local[c].store(0u32);
+            c += units;
+        }
+    }
+    // The sample's column factors, reduced over the cube in shared memory.
+    let zero = F::new(0.0);
+    let base = n * d_out;
+    let mut lo = F::max_value();
+    let mut hi = F::min_value();
+    let mut small = F::max_value();
+    let mut negatives = 0u32;
+    let mut positives = 0u32;
+    // Values neither finite nor zero-comparable (NaN, ±∞): their rows are formed.
+    let mut bad = 0u32;
+    let infinity = F::max_value();
+    let mut o = unit;
+    while o < d_out {
+        let v = e[base + o];
+        if !(v >= -infinity && v <= infinity) {
+            bad += 1u32;
+        }
+        lo = F::min(lo, v);
+        hi = F::max(hi, v);
+        if v < zero {
+            negatives += 1u32;
+            small = F::min(small, -v);
+        }
+        if v > zero {
+            positives += 1u32;
+            small = F::min(small, v);
+        }
+        o += units;
+    }
+    let mut s_lo = Shared::<[F]>::new_slice(units);
+    let mut s_hi = Shared::<[F]>::new_slice(units);
+    let mut s_small = Shared::<[F]>::new_slice(units);
+    let mut s_neg = Shared::<[u32]>::new_slice(units);
+    let mut s_pos = Shared::<[u32]>::new_slice(units);
+    let mut s_bad = Shared::<[u32]>::new_slice(units);
+    s_lo[unit] = lo;
+    s_hi[unit] = hi;
+    s_small[unit] = small;
+    s_neg[unit] = negatives;
+    s_pos[unit] = positives;
+    s_bad[unit] = bad;
+    sync_cube();
+    let mut half = (CUBE_DIM as usize) / 2;
+    while half > 0 {
+        if unit < half {
+            let other = unit + half;
+            let mine_lo = s_lo[unit];
+            let their_lo = s_lo[other];
+            s_lo[unit] = F::min(mine_lo, their_lo);
+            let mine_hi = s_hi[unit];
+            let their_hi = s_hi[other];
+            s_hi[unit] = F::max(mine_hi, their_hi);
+            let mine_small = s_small[unit];
+            let their_small = s_small[other];
+            s_small[unit] = F::min(mine_small, their_small);
+            let negatives = s_neg[unit] + s_neg[other];
+            s_neg[unit] = negatives;
+            let positives = s_pos[unit] + s_pos[other];
+            s_pos[unit] = positives;
+            let bad = s_bad[unit] + s_bad[other];
+            s_bad[unit] = bad;
+        }
+        sync_cube();
+        half /= 2;
+    }
+    let e_lo = s_lo[0];
+    let e_hi = s_hi[0];
+    let e_small = s_small[0];
+    let e_neg = s_neg[0];
+    let e_pos = s_pos[0];
+    let all = u32::cast_from(d_out);
+    let finite = s_bad[0] == 0u32;
+    let hot_cell = bin::<F>(
+        zero, thresholds, bins, top, low, high, offset, mul, div, rounds, guessed,
+    );
+    let mut hot = 0u32;
+    let mut i = CUBE_POS_X as usize * units + unit;
+    let stride = CUBE_COUNT_X as usize * units;
+    while i < d_in {
+        let factor = a[n * d_in + i];
+        if finite && factor == zero {
+            // (With a NaN or an infinite column factor, `0·e` is NaN: formed below.)
+            hot += all;
+        } else {
+            let p = factor * e_lo;
+            let q = factor * e_hi;
+            let first = bin::<F>(
+                F::min(p, q),
+                thresholds,
+                bins,
+                top,
+                low,
+                high,
+                offset,
+                mul,
+                div,
+                rounds,
+                guessed,
+            );
+            let last = bin::<F>(
+                F::max(p, q),
+                thresholds,
+                bins,
+                top,
+                low,
+                high,
+                offset,
+                mul,
+                div,
+                rounds,
+                guessed,
+            );
+            // Two bins whose threshold `t` lies nearer zero than every nonzero product (a
+            // rule's threshold at zero is a tiny number, not zero; rounding is monotonic, so
+            // the smallest magnitude's product bounds them all): a product is below `t`
+            // exactly when it is negative (`t ≤ 0`) or not positive (`t > 0`).
+            let mut split = false;
+            let mut t_positive = false;
+            if last == first + 1 {
+                let t = thresholds[last];
+                split = F::abs(factor) * e_small > F::abs(t);
+                t_positive = t > zero;
+            }
+            let row_finite = finite && factor >= -infinity && factor <= infinity;
+            if row_finite && first == last {
+                if first == hot_cell {
+                    hot += all;
+                } else if shared {
+                    local[first].fetch_add(all);
+                } else {
+                    counts[first].fetch_add(all);
+                }
+            } else if row_finite && split {
+                // Negative products: the factor's sign times the column's; zeros join them
+                // below a positive threshold.
+                let mut below = e_pos;
+                if factor > zero {
+                    below = e_neg;
+                }
+                if t_positive {
+                    below += all - e_neg - e_pos;
+                }
+                if first == hot_cell {
+                    hot += below;
+                } else if shared {
+                    local[first].fetch_add(below);
+                } else {
+                    counts[first].fetch_add(below);
+                }
+                let above = all - below;
+                if last == hot_cell {
+                    hot += above;
+                } else if shared {
+                    local[last].fetch_add(above);
+                } else {
+                    counts[last].fetch_add(above);
+                }
+            } else {
+                let mut o = 0usize;
+                while o < d_out {
+                    let x = factor * e[base + o];
+                    let cell = bin::<F>(
+                        x, thresholds, bins, top, low, high, offset, mul, div, rounds, guessed,
+                    );
+                    if cell == hot_cell {
+                        hot += 1u32;
+                    } else if shared {
+                        local[cell].fetch_add(1u32);
+                    } else {
+                        counts[cell].fetch_add(1u32);
+                    }
+                    o += 1;
+                }
+            }
+        }
+        i += stride;
+    }
+    if hot > 0u32 {
+        if shared {
+            local[hot_cell].fetch_add(hot);
+        } else {
+            counts[hot_cell].fetch_add(hot);
+        }
+    }
+    if shared {
+        sync_cube();
+        let mut c = unit;
+        while c < bins {
             let v = local[c].load();
             if v > 0u32 {
                 counts[c].fetch_add(v);

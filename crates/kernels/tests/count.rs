@@ -170,6 +170,57 @@ fn rank_one_products_are_counted_without_forming_them() {
     assert_eq!(counts, expected);
 }
 
+/// Small rank-one products, most rows within the two bins either side of zero, as a trained
+/// net's are: thresholds as the histograms' rule places them (the one at zero is a tiny
+/// negative number, not zero) and one exactly at zero; rows within one bin, rows split by the
+/// signs, zero rows, zero columns and rows that span many bins, all as the host bins the
+/// formed products.
+#[test]
+fn rows_near_zero_are_counted_by_their_signs() {
+    let device = device();
+    let (b, d_in, d_out) = (4, 300, 70);
+    let bins = 100;
+    let mut rule = thresholds(-2.0, 2.0, bins);
+    let mut at_zero = rule.clone();
+    at_zero[bins / 2 - 1] = 0.0;
+    rule[bins / 2 - 1] = -2.2e-16;
+    let mut a = floats(3, b * d_in, 0.05);
+    let mut e = floats(4, b * d_out, 0.05);
+    for k in (0..a.len()).step_by(4) {
+        a[k] = 0.0;
+    }
+    // A few large factors: rows spanning many bins.
+    a[7] = 30.0;
+    a[d_in + 9] = -45.0;
+    e[3] = 0.0;
+    e[d_out + 4] = -0.0;
+    // A sample with a NaN and one with an infinite column factor: their rows are formed.
+    e[2 * d_out + 5] = f32::NAN;
+    e[3 * d_out + 6] = f32::INFINITY;
+    for t in [rule, at_zero] {
+        let mut expected = vec![0u64; bins];
+        for n in 0..b {
+            for i in 0..d_in {
+                for o in 0..d_out {
+                    let p = a[n * d_in + i] * e[n * d_out + o];
+                    expected[host_bin(p, &t)] += 1;
+                }
+            }
+        }
+        let counts = count_bins(
+            Values::Outer {
+                a: tensor2(a.clone(), [b, d_in], &device),
+                e: tensor2(e.clone(), [b, d_out], &device),
+            },
+            device_thresholds(&t, &device),
+            bins,
+            None,
+        )
+        .expect("counted");
+        assert_eq!(read(counts), expected);
+    }
+}
+
 #[test]
 fn pairs_are_counted_in_their_cells() {
     let device = device();

@@ -68,7 +68,7 @@ pub(crate) fn kernel_row_sq_sums(_x: &[Tensor<2>]) -> Option<Tensor<2>> {
 
 /// The longest row one unit of burn's reductions and one-column products may walk alone
 /// (their serial depth without autotune): rows of per-sample gradients longer than this go
-/// through the kernels where they run ([`kernel_row_dots`], [`kernel_row_sq_sums`]), which
+/// through the kernels where they run (`cockpit_kernels::row_dots` and `row_sums`), which
 /// spread a row over many cubes; shorter rows keep burn's operations, whose fewer launches
 /// cost less there.
 pub const LONG_ROW: usize = 4096;

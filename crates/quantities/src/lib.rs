@@ -32,6 +32,7 @@
 //! output). The application picks a backend with burn's features (`flex`, `ndarray`, `wgpu`,
 //! `cuda`), see the `burn-cockpit` crate.
 
+mod call;
 mod cockpit;
 mod config;
 pub mod curvature;

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::CockpitError;
+use crate::call::{Call, CallError};
 
 /// Decides whether a quantity is computed at a step.
 ///
@@ -212,14 +213,11 @@ impl FromStr for Schedule {
         if text == "every_step" {
             return Ok(Self::every_step());
         }
-        let (name, rest) = text
-            .split_once('(')
-            .ok_or_else(|| bad("expected `linear(…)`, `logarithmic(…)` or `every_step`"))?;
-        let inner = rest
-            .trim_end()
-            .strip_suffix(')')
-            .ok_or_else(|| bad("missing `)`"))?;
-        let signature: &[&str] = match name.trim() {
+        let call = Call::parse(text).map_err(|err| match err {
+            CallError::NotACall => bad("expected `linear(…)`, `logarithmic(…)` or `every_step`"),
+            other => bad(&other.to_string()),
+        })?;
+        let signature: &[&'static str] = match call.name {
             "linear" => &["interval", "offset"],
             "logarithmic" => &["start", "end", "steps", "base", "init"],
             other => {
@@ -229,36 +227,7 @@ impl FromStr for Schedule {
                 )));
             }
         };
-        let mut args: Vec<Option<&str>> = vec![None; signature.len()];
-        for (position, arg) in inner
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .enumerate()
-        {
-            let (slot, value) = match arg.split_once('=') {
-                Some((key, value)) => (
-                    signature
-                        .iter()
-                        .position(|k| *k == key.trim())
-                        .ok_or_else(|| {
-                            bad(&format!(
-                                "unknown argument `{}`",
-                                crate::error::excerpt(key.trim())
-                            ))
-                        })?,
-                    value.trim(),
-                ),
-                None => (position, arg),
-            };
-            let entry = args
-                .get_mut(slot)
-                .ok_or_else(|| bad("too many arguments"))?;
-            if entry.is_some() {
-                return Err(bad(&format!("`{}` is given twice", signature[slot])));
-            }
-            *entry = Some(value);
-        }
+        let args = call.bind(signature).map_err(|err| bad(&err.to_string()))?;
         let number = |k: usize, default: Option<f64>| -> Result<f64, CockpitError> {
             match args[k] {
                 Some(v) => v.parse::<f64>().map_err(|_| {

@@ -4,6 +4,7 @@ use std::str::FromStr;
 
 use burn::tensor::Tensor;
 
+use crate::call::{Arg, Call, CallError};
 use crate::{CockpitError, QuantityError, Schedule, Snapshot};
 
 /// What a histogram axis adapts its range to, on its own schedule.
@@ -102,25 +103,6 @@ impl BinAdaptation {
     }
 }
 
-/// Splits `a, f(b, c), d` at its top-level commas.
-fn top_level_args(text: &str) -> Vec<&str> {
-    let (mut depth, mut start, mut args) = (0i32, 0, Vec::new());
-    for (i, c) in text.char_indices() {
-        match c {
-            '(' | '[' => depth += 1,
-            ')' | ']' => depth -= 1,
-            ',' if depth == 0 => {
-                args.push(text[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    args.push(text[start..].trim());
-    args.retain(|a| !a.is_empty());
-    args
-}
-
 /// Parses Cockpit's adaptation calls as its logs and configs write them:
 /// `GradAbsMax(linear(1), padding=0.1, min_size=1e-6)` or `ParamAbsMax(…)`; the schedule
 /// (first, or `track_schedule=`) defaults to every step, `padding` to 0, `min_size` to 1e-6.
@@ -140,40 +122,48 @@ impl FromStr for BinAdaptation {
             quantity: "bin adaptation".into(),
             reason: format!("`{text}`: {why}"),
         };
-        let (name, rest) = text
-            .split_once('(')
-            .ok_or_else(|| bad("expected `GradAbsMax(…)` or `ParamAbsMax(…)`".into()))?;
-        let inner = rest
-            .trim_end()
-            .strip_suffix(')')
-            .ok_or_else(|| bad("missing `)`".into()))?;
-        let (mut schedule, mut padding, mut min_size) = (Schedule::every_step(), 0.0, 1e-6);
-        for (position, arg) in top_level_args(inner).into_iter().enumerate() {
-            let (key, value) = match arg.split_once('=') {
-                Some((key, value)) if !key.contains('(') => (key.trim(), value.trim()),
-                _ if position == 0 => ("track_schedule", arg),
-                _ => return Err(bad(format!("unexpected argument `{arg}`"))),
+        let call = Call::parse(text).map_err(|err| match err {
+            CallError::NotACall => bad("expected `GradAbsMax(…)` or `ParamAbsMax(…)`".into()),
+            other => bad(other.to_string()),
+        })?;
+        // Cockpit's signature; `schedule` is read as `track_schedule` too.
+        let renamed: Vec<Arg<'_>> = call
+            .args
+            .iter()
+            .map(|arg| Arg {
+                key: arg
+                    .key
+                    .map(|k| if k == "schedule" { "track_schedule" } else { k }),
+                value: arg.value,
+            })
+            .collect();
+        let call = Call {
+            args: renamed,
+            ..call
+        };
+        let signature = ["track_schedule", "padding", "min_size", "verbose"];
+        let args = call.bind(&signature).map_err(|err| bad(err.to_string()))?;
+        let number = |k: usize, default: f64| {
+            let Some(value) = args[k] else {
+                return Ok(default);
             };
-            let number = || {
-                value
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "`{key}` must be a non-negative number, got `{value}`"
-                        ))
-                    })
-            };
-            match key {
-                "track_schedule" | "schedule" => schedule = value.parse()?,
-                "padding" => padding = number()?,
-                "min_size" => min_size = number()?,
-                "verbose" => {}
-                other => return Err(bad(format!("unknown argument `{other}`"))),
-            }
-        }
-        match name.trim() {
+            value
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "`{}` must be a non-negative number, got `{value}`",
+                        signature[k]
+                    ))
+                })
+        };
+        let schedule = match args[0] {
+            Some(value) => value.parse()?,
+            None => Schedule::every_step(),
+        };
+        let (padding, min_size) = (number(1, 0.0)?, number(2, 1e-6)?);
+        match call.name {
             "GradAbsMax" => Ok(Self::GradAbsMax {
                 schedule,
                 padding,

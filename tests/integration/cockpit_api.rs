@@ -12,7 +12,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use std::sync::{Arc, Mutex};
 
 use burn_cockpit::log::{LogError, read_log, read_stream};
-use burn_cockpit::sink::{Origin, Record, Sink};
+use burn_cockpit::sink::{Origin, Record, Sink, SinkError};
 use burn_cockpit::{
     Cockpit, CockpitError, EpochLog, OptimizerInfo, QuantityError, QuantityKind, Schedule,
     StepInfo, Value,
@@ -338,12 +338,12 @@ fn the_stream_holds_every_tracked_step(backend: &Backend) {
 struct Refusing;
 
 impl Sink for Refusing {
-    fn write(&mut self, _record: &Record<'_>) -> Result<(), LogError> {
-        Err(LogError::Io {
+    fn write(&mut self, _record: &Record<'_>) -> Result<(), SinkError> {
+        Err(SinkError::Log(LogError::Io {
             action: "write",
             path: "full-disk".into(),
             source: std::io::Error::from(std::io::ErrorKind::StorageFull),
-        })
+        }))
     }
 }
 
@@ -352,7 +352,7 @@ impl Sink for Refusing {
 struct Collecting(Vec<(Origin, usize, Vec<String>)>);
 
 impl Sink for Collecting {
-    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError> {
+    fn write(&mut self, record: &Record<'_>) -> Result<(), SinkError> {
         let keys = record.values.keys().into_iter().map(String::from).collect();
         self.0.push((record.origin, record.step, keys));
         Ok(())
@@ -373,7 +373,10 @@ fn sinks_are_fed_and_one_failure_loses_nothing(backend: &Backend) {
         let (grads, info) = step_of(&model, &device, step, false);
         let err = cockpit.track(step, &model, &grads, info).unwrap_err();
         assert!(
-            matches!(&err, CockpitError::Log(LogError::Io { .. })),
+            matches!(
+                &err,
+                CockpitError::Sink(SinkError::Log(LogError::Io { .. }))
+            ),
             "{err}"
         );
         assert!(

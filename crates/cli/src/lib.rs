@@ -13,5 +13,6 @@
 pub mod console;
 pub use cockpit_diagnose as diagnose;
 pub mod examples;
+pub mod follow;
 pub mod replay;
 pub mod serve;

@@ -22,6 +22,7 @@ use cockpit_cli::serve::ServeOptions;
 use cockpit_plot::{PlotError, PlotOptions, Screen, WatchEvent, WatchOptions};
 use cockpit_quantities::Output;
 use cockpit_quantities::log::LogError;
+use cockpit_quantities::persample::ErrorChain;
 use cockpit_tensorboard::TensorBoardWriter;
 
 /// burn-cockpit: Cockpit's dashboard, diagnosis and replay for burn training runs.
@@ -200,6 +201,8 @@ enum CliError {
     #[error(transparent)]
     Plot(#[from] PlotError),
     #[error(transparent)]
+    TensorBoard(#[from] cockpit_tensorboard::TensorBoardError),
+    #[error(transparent)]
     Config(#[from] cockpit_quantities::CockpitError),
     #[error("`{}` holds no tracked step", .0.display())]
     EmptyLog(PathBuf),
@@ -291,7 +294,8 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(err) => {
-            tell!("error: {err}");
+            // The error and each of its causes, once.
+            tell!("error: {}", ErrorChain(&err));
             ExitCode::from(2)
         }
     }
@@ -451,7 +455,9 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
     let out = &args.out;
     cockpit_plot::watch(&args.log, out, &options, &live, |event| match event {
         WatchEvent::Drawn { steps, .. } => sayln!("drew {steps} steps into {}", out.display()),
-        WatchEvent::Skipped(err) => tell!("waiting for a readable log: {err}"),
+        WatchEvent::Skipped(err) => {
+            tell!("waiting for a readable log: {}", ErrorChain(err))
+        }
     })?;
     Ok(())
 }

@@ -6,6 +6,10 @@
 //! (`/events`) and reloads its two images. No JavaScript framework and nothing from a CDN: the
 //! page works offline.
 //!
+//! A stream is followed by its tail ([`Follower`]): a look reads what was appended, not the
+//! whole file, and the diagnosis reruns on a schedule, so an appended step costs what was
+//! appended.
+//!
 //! The server is read-only and serves a fixed set of routes — `/`, `/primary.png`,
 //! `/secondary.png`, `/state`, `/events` — computed from the one log named at start; every
 //! other path is 404. No part of a request reaches the file system.
@@ -21,20 +25,20 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use crate::follow::Follower;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use cockpit_diagnose::Diagnoser;
 use cockpit_plot::{PlotOptions, Screen, render_png};
 use cockpit_quantities::Output;
-use cockpit_quantities::log::{read_any, read_stream_prefix};
+use cockpit_quantities::persample::ErrorChain;
 use tokio::sync::{OnceCell, Semaphore, oneshot, watch};
 
 /// How long a connection may take to send a request's headers before it is closed.
@@ -85,7 +89,7 @@ impl ServeOptions {
 #[non_exhaustive]
 pub enum ServeError {
     /// The address could not be bound (in use, or not this machine's).
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {address}")]
     Bind {
         /// The address.
         address: SocketAddr,
@@ -94,7 +98,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// The runtime or the server failed.
-    #[error("the server failed: {0}")]
+    #[error("the server failed")]
     Io(#[from] std::io::Error),
 }
 
@@ -103,7 +107,6 @@ pub enum ServeError {
 struct Snapshot {
     /// Bumped at each change of the log.
     version: u64,
-    output: Arc<Output>,
     last_step: Option<usize>,
     verdict: String,
     /// Why the log could not be read at the last look (the previous read is kept).
@@ -132,6 +135,8 @@ type Drawn = (u64, Screen, Arc<OnceCell<Result<Arc<Vec<u8>>, String>>>);
 /// drawn for it.
 struct Shared {
     updates: watch::Receiver<Snapshot>,
+    /// The run as read so far, kept up to date in place by the log's watcher.
+    run: Arc<RwLock<Output>>,
     size: (u32, u32),
     /// The screens' images of the latest version drawn, each drawn once.
     images: Mutex<Vec<Drawn>>,
@@ -171,7 +176,13 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         ));
     }
     let (sender, updates) = watch::channel(Snapshot::default());
-    tokio::spawn(watch_log(options.log.clone(), options.interval, sender));
+    let run = Arc::new(RwLock::new(Output::new()));
+    tokio::spawn(watch_log(
+        options.log.clone(),
+        options.interval,
+        run.clone(),
+        sender,
+    ));
     let (stop_sender, stop) = watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
@@ -179,6 +190,7 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     });
     let shared = Arc::new(Shared {
         updates,
+        run,
         size: options.size,
         images: Mutex::new(Vec::new()),
         draws: std::sync::atomic::AtomicU64::new(0),
@@ -370,11 +382,18 @@ async fn accept(
     }
 }
 
-/// Looks at the log every `interval`; when its length or modification time changed, reads it
-/// and publishes a new snapshot. A log that cannot be read (not there yet, cut mid-write) keeps
-/// the previous snapshot and says why.
-async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snapshot>) {
+/// Looks at the log every `interval`; when its length or modification time changed, reads
+/// what changed into the shown run ([`Follower`]: a stream's appended lines only) and
+/// publishes a new snapshot. A log that cannot be read (not there yet, cut mid-write) keeps
+/// the previous run and says why.
+async fn watch_log(
+    log: PathBuf,
+    interval: Duration,
+    run: Arc<RwLock<Output>>,
+    sender: watch::Sender<Snapshot>,
+) {
     let mut seen: Option<(u64, Option<SystemTime>)> = None;
+    let mut follower = Some(Follower::new(&log));
     let mut ticker = tokio::time::interval(interval);
     loop {
         ticker.tick().await;
@@ -384,42 +403,35 @@ async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snaps
         if stamp.is_some() && stamp == seen {
             continue;
         }
-        let read = {
-            let log = log.clone();
-            tokio::task::spawn_blocking(move || read_snapshot(&log)).await
-        };
+        let mut moved = follower.take().unwrap_or_else(|| Follower::new(&log));
+        let run = run.clone();
+        let looked = tokio::task::spawn_blocking(move || {
+            let look = moved.look(&mut write(&run));
+            (moved, look)
+        })
+        .await;
         let mut next = sender.borrow().clone();
-        match read {
-            // A log cut or rewritten in place (fewer steps than before, or none) keeps the
-            // last good run on the page, with the problem said.
-            Ok(Ok((_, last_step, _, _)))
-                if next.last_step.is_some() && last_step < next.last_step =>
-            {
+        match looked {
+            Ok((moved, Ok(look))) => {
+                follower = Some(moved);
                 seen = stamp;
-                let problem = format!(
-                    "the log went back from step {} to {}: showing the last good read (was it \
-                     cut or rewritten?)",
-                    next.last_step.unwrap_or_default(),
-                    last_step.map_or_else(|| "no step".to_string(), |s| format!("step {s}"))
-                );
+                if !look.changed && look.verdict.is_none() && look.problem == next.problem {
+                    continue;
+                }
+                next.last_step = look.last_step;
+                if let Some(verdict) = look.verdict {
+                    next.verdict = verdict;
+                }
+                next.problem = look.problem;
+            }
+            Ok((moved, Err(problem))) => {
+                follower = Some(moved);
                 if next.problem.as_ref() == Some(&problem) {
                     continue;
                 }
                 next.problem = Some(problem);
             }
-            Ok(Ok((output, last_step, verdict, problem))) => {
-                seen = stamp;
-                next.output = Arc::new(output);
-                next.last_step = last_step;
-                next.verdict = verdict;
-                next.problem = problem;
-            }
-            Ok(Err(problem)) => {
-                if next.problem.as_ref() == Some(&problem) {
-                    continue;
-                }
-                next.problem = Some(problem);
-            }
+            // A panic in the read: the next look starts over with a new follower.
             Err(join) => next.problem = Some(join.to_string()),
         }
         next.version += 1;
@@ -429,24 +441,15 @@ async fn watch_log(log: PathBuf, interval: Duration, sender: watch::Sender<Snaps
     }
 }
 
-/// The log's output, its last step and the diagnosis verdict.
-/// A stream with garbage after its good lines gives those lines and the problem.
-fn read_snapshot(log: &Path) -> Result<(Output, Option<usize>, String, Option<String>), String> {
-    let (output, problem) = if log.extension().is_some_and(|e| e == "jsonl") {
-        let (output, problem) = read_stream_prefix(log).map_err(|e| e.to_string())?;
-        (
-            output,
-            problem.map(|e| format!("{e}; showing the lines before it")),
-        )
-    } else {
-        (read_any(log).map_err(|e| e.to_string())?, None)
-    };
-    let last_step = output.steps().max();
-    let diagnosis = Diagnoser::new().run(&output);
-    let verdict = diagnosis
-        .summary
-        .unwrap_or_else(|| "nothing flagged".to_string());
-    Ok((output, last_step, verdict, problem))
+/// The shown run for writing; a lock poisoned by a panicking reader is taken over (the run
+/// is only ever replaced or appended to whole lines).
+fn write(run: &RwLock<Output>) -> std::sync::RwLockWriteGuard<'_, Output> {
+    run.write().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// The shown run for reading (as [`write`]).
+fn read(run: &RwLock<Output>) -> std::sync::RwLockReadGuard<'_, Output> {
+    run.read().unwrap_or_else(|poison| poison.into_inner())
 }
 
 /// The page, with the state now filled in (so it shows the run before the first event).
@@ -516,13 +519,13 @@ async fn image(shared: Arc<Shared>, screen: Screen) -> Response {
                 screen,
                 title: format!("Cockpit: {}", shared.log_name),
             };
-            let output = snapshot.output.clone();
+            let run = shared.run.clone();
             shared
                 .draws
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            match tokio::task::spawn_blocking(move || render_png(&output, &options)).await {
+            match tokio::task::spawn_blocking(move || render_png(&read(&run), &options)).await {
                 Ok(Ok((png, _))) => Ok(Arc::new(png)),
-                Ok(Err(err)) => Err(err.to_string()),
+                Ok(Err(err)) => Err(ErrorChain(&err).to_string()),
                 Err(err) => Err(err.to_string()),
             }
         })

@@ -18,7 +18,7 @@ pub enum PerSampleError {
     Shape(String),
     /// Reading a tensor back from the device failed: the backend's error, kept whole as the
     /// source.
-    #[error("reading a tensor from the device failed: {0}")]
+    #[error("reading a tensor from the device failed")]
     Read(#[source] SharedError),
     /// A host worker or a data-parallel peer failed; its part of the result is missing.
     #[error("a host worker failed: {0}")]
@@ -85,5 +85,30 @@ impl std::error::Error for SharedError {
 impl PartialEq for SharedError {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+/// An error with its causes on one line, `error: cause: root cause`, as a warning, a log line
+/// or the command line shows it. Every error of this workspace prints itself alone and keeps
+/// its cause as its [`source`](std::error::Error::source) (so a report prints each cause
+/// once); this walks the chain.
+///
+/// ```
+/// # use cockpit_persample::ErrorChain;
+/// let io = std::io::Error::other("disk full");
+/// assert_eq!(ErrorChain(&io).to_string(), "disk full");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(err) = cause {
+            write!(f, ": {err}")?;
+            cause = err.source();
+        }
+        Ok(())
     }
 }

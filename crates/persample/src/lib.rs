@@ -59,7 +59,7 @@ pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Reques
 pub use distributed::{
     BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
 };
-pub use error::{PerSampleError, SharedError};
+pub use error::{ErrorChain, PerSampleError, SharedError};
 pub use exact::{ExactPerSample, PerSample};
 pub use factors::{Coverage, RecordedActivation, Recording};
 pub use layers::{

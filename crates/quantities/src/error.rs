@@ -32,9 +32,12 @@ pub enum CockpitError {
         quantity: String,
         /// What is wrong.
         reason: String,
+        /// The parser's error, where the settings did not deserialise.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
     /// A Cockpit config file that cannot be read or parsed.
-    #[error("config file {path}: {source}")]
+    #[error("config file {path}")]
     ConfigFile {
         /// The file (empty for a text parsed by `from_toml` / `from_json`).
         path: std::path::PathBuf,
@@ -91,9 +94,13 @@ pub enum CockpitError {
         /// Which quantity failed, and why.
         failures: Vec<(String, QuantityError)>,
     },
-    /// A log file could not be read or parsed.
+    /// A log file could not be read, parsed or written.
     #[error(transparent)]
     Log(#[from] crate::log::LogError),
+    /// A [`Sink`](crate::sink::Sink) could not write a record (every other sink was still fed
+    /// and the values are kept).
+    #[error(transparent)]
+    Sink(#[from] crate::sink::SinkError),
 }
 
 /// Why a config file was refused ([`CockpitError::ConfigFile`]), with the cause as its source.
@@ -137,7 +144,7 @@ fn format_failures(failures: &[(String, QuantityError)]) -> String {
 pub(crate) fn group_failures(failures: &[(String, QuantityError)]) -> Vec<(Vec<&str>, String)> {
     let mut groups: Vec<(Vec<&str>, String)> = Vec::new();
     for (name, err) in failures {
-        let message = err.to_string();
+        let message = cockpit_persample::ErrorChain(err).to_string();
         match groups.iter_mut().find(|(_, m)| *m == message) {
             Some((names, _)) => names.push(name),
             None => groups.push((vec![name], message)),
@@ -182,9 +189,16 @@ pub enum QuantityError {
         /// The tolerance it exceeded.
         tolerance: f64,
     },
-    /// Reading a tensor back from the device failed.
-    #[error("reading a tensor from the device failed: {0}")]
-    Read(String),
+    /// The step's read gave a quantity other numbers than it enqueued (an internal mismatch;
+    /// a read that failed on the device is [`QuantityError::PerSample`]'s
+    /// [`PerSampleError::Read`], with the backend's error as its source).
+    #[error("the step's read gave {got} numbers where {expected} were enqueued")]
+    ReadCount {
+        /// How many numbers were enqueued (the least, where more may come).
+        expected: usize,
+        /// How many came back.
+        got: usize,
+    },
     /// A host worker (histogram counting) panicked; its part of the result is missing.
     #[error("a host worker failed: {0}")]
     HostWorker(String),
@@ -250,7 +264,10 @@ mod tests {
     fn a_quantity_error_survives_the_engine() {
         for own in [
             QuantityError::HostWorker("worker 1 panicked".into()),
-            QuantityError::Read("expected two numbers".into()),
+            QuantityError::ReadCount {
+                expected: 2,
+                got: 1,
+            },
             QuantityError::Unsupported("Adam".into()),
         ] {
             let through: PerSampleError = own.clone().into();

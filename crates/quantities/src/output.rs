@@ -229,6 +229,11 @@ impl Output {
         self.steps.keys().copied()
     }
 
+    /// The last step that has a value (without walking the steps).
+    pub fn last_step(&self) -> Option<usize> {
+        self.steps.keys().next_back().copied()
+    }
+
     /// Every `(step, value)` of one quantity, in step order.
     pub fn series(&self, name: &str) -> Vec<(usize, &Value)> {
         self.steps

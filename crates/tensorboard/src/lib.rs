@@ -20,10 +20,12 @@
 //! The core crate does not depend on this one (nor on protobuf): the Cockpit knows its sinks
 //! only as sinks.
 
+mod error;
 mod proto;
 mod record;
 mod writer;
 
+pub use error::TensorBoardError;
 pub use proto::{Event, HistogramProto, Image, Payload, Summary, SummaryValue, What};
 pub use record::{frame, masked_crc};
 pub use writer::{TAG_PREFIX, TensorBoardWriter};

@@ -3,15 +3,14 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 
-use cockpit_quantities::log::LogError;
-use cockpit_quantities::sink::{Record, Sink};
+use cockpit_quantities::sink::{Record, Sink, SinkError};
 use cockpit_quantities::{Histogram1d, Histogram2d, Output, QuantityKind, Value};
 
+use crate::error::TensorBoardError;
 use crate::proto::{Event, HistogramProto, Image, Payload, Summary, SummaryValue, What};
 use crate::record::frame;
 
@@ -44,30 +43,41 @@ pub struct TensorBoardWriter {
 
 impl TensorBoardWriter {
     /// Creates `dir` if needed and a new event file in it
-    /// (`events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`, `n` counting this process's
-    /// writers), and writes the file's version.
+    /// (`events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`, `n` the first number whose
+    /// file does not exist yet: two Cockpits of one run may share a folder), and writes the
+    /// file's version.
     ///
     /// # Errors
     ///
-    /// [`LogError::Io`] if the directory or the file cannot be created or written.
-    pub fn create(dir: impl AsRef<Path>) -> Result<Self, LogError> {
+    /// [`TensorBoardError::Io`] if the directory or the file cannot be created or written.
+    pub fn create(dir: impl AsRef<Path>) -> Result<Self, TensorBoardError> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| LogError::Io {
+        std::fs::create_dir_all(dir).map_err(|source| TensorBoardError::Io {
             action: "create",
             path: dir.to_path_buf(),
             source,
         })?;
-        let path = event_file_name(dir);
-        Self::create_file(path)
+        for n in 0..MAX_FILES_PER_SECOND {
+            match Self::create_file(event_file_name(dir, n)) {
+                Err(TensorBoardError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+                other => return other,
+            }
+        }
+        Err(TensorBoardError::Io {
+            action: "create",
+            path: event_file_name(dir, MAX_FILES_PER_SECOND),
+            source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        })
     }
 
     /// A new event file at exactly `path`, with the file's version written.
-    fn create_file(path: PathBuf) -> Result<Self, LogError> {
+    fn create_file(path: PathBuf) -> Result<Self, TensorBoardError> {
         let file = File::options()
             .create_new(true)
             .write(true)
             .open(&path)
-            .map_err(|source| LogError::Io {
+            .map_err(|source| TensorBoardError::Io {
                 action: "create",
                 path: path.clone(),
                 source,
@@ -89,18 +99,18 @@ impl TensorBoardWriter {
     ///
     /// # Errors
     ///
-    /// [`LogError::AlreadyExported`] for a folder with event files and no `replace`,
-    /// [`LogError::Io`] if the folder or the file cannot be written.
+    /// [`TensorBoardError::AlreadyExported`] for a folder with event files and no `replace`,
+    /// [`TensorBoardError::Io`] if the folder or the file cannot be written.
     pub fn export(
         dir: impl AsRef<Path>,
         output: &Output,
         names: &[String],
         replace: bool,
-    ) -> Result<PathBuf, LogError> {
+    ) -> Result<PathBuf, TensorBoardError> {
         let dir = dir.as_ref();
         let io = |action: &'static str, path: &Path| {
             let path = path.to_path_buf();
-            move |source| LogError::Io {
+            move |source| TensorBoardError::Io {
                 action,
                 path,
                 source,
@@ -117,12 +127,15 @@ impl TensorBoardWriter {
             })
             .collect();
         if !existing.is_empty() && !replace {
-            return Err(LogError::AlreadyExported {
+            return Err(TensorBoardError::AlreadyExported {
                 dir: dir.to_path_buf(),
                 files: existing.len(),
             });
         }
-        let final_path = event_file_name(dir);
+        let final_path = (0..MAX_FILES_PER_SECOND)
+            .map(|n| event_file_name(dir, n))
+            .find(|path| !path.exists())
+            .unwrap_or_else(|| event_file_name(dir, MAX_FILES_PER_SECOND));
         let temp = dir.join(format!(
             ".cockpit-export.{}.partial",
             final_path
@@ -158,8 +171,12 @@ impl TensorBoardWriter {
     ///
     /// # Errors
     ///
-    /// [`LogError::Io`] if the file cannot be written.
-    pub fn write_output(&mut self, output: &Output, names: &[String]) -> Result<(), LogError> {
+    /// [`TensorBoardError::Io`] if the file cannot be written.
+    pub fn write_output(
+        &mut self,
+        output: &Output,
+        names: &[String],
+    ) -> Result<(), TensorBoardError> {
         for step in output.steps() {
             let Some(values) = output.at(step) else {
                 continue;
@@ -186,14 +203,14 @@ impl TensorBoardWriter {
     ///
     /// # Errors
     ///
-    /// [`LogError::Io`] if the file cannot be written.
+    /// [`TensorBoardError::Io`] if the file cannot be written.
     pub fn write_png(
         &mut self,
         tag: &str,
         step: usize,
         png: Vec<u8>,
         (width, height): (u32, u32),
-    ) -> Result<(), LogError> {
+    ) -> Result<(), TensorBoardError> {
         let image = Image {
             height: i32::try_from(height).unwrap_or(i32::MAX),
             width: i32::try_from(width).unwrap_or(i32::MAX),
@@ -213,15 +230,15 @@ impl TensorBoardWriter {
         self.file.flush().map_err(|source| self.io(source))
     }
 
-    fn write_event(&mut self, event: Event) -> Result<(), LogError> {
+    fn write_event(&mut self, event: Event) -> Result<(), TensorBoardError> {
         let record = frame(&event.encode_to_vec());
         self.file
             .write_all(&record)
             .map_err(|source| self.io(source))
     }
 
-    fn io(&self, source: std::io::Error) -> LogError {
-        LogError::Io {
+    fn io(&self, source: std::io::Error) -> TensorBoardError {
+        TensorBoardError::Io {
             action: "write",
             path: self.path.clone(),
             source,
@@ -235,24 +252,27 @@ impl TensorBoardWriter {
 /// `Arc<Mutex<TensorBoardWriter>>` to add images ([`TensorBoardWriter::write_png`]) to the same
 /// file.
 impl Sink for TensorBoardWriter {
-    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError> {
+    fn write(&mut self, record: &Record<'_>) -> Result<(), SinkError> {
         self.write_output(record.values, record.parameter_names)
+            .map_err(|err| SinkError::other("TensorBoard", err))
     }
 }
 
-/// A new event file's name in `dir`: `events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`,
-/// `n` counting this process's writers (two Cockpits of one run may share a folder).
-fn event_file_name(dir: &Path) -> PathBuf {
+/// How many event files one process names in one folder within one second before giving up.
+const MAX_FILES_PER_SECOND: usize = 10_000;
+
+/// An event file's name in `dir`: `events.out.tfevents.<seconds>.<host>.<pid>.<n>.cockpit`
+/// (the caller tries `n` upwards until a name is free).
+fn event_file_name(dir: &Path, n: usize) -> PathBuf {
     let seconds = now().floor() as u64;
     let host = std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
         .unwrap_or_else(|| "localhost".to_string());
-    static WRITERS: AtomicUsize = AtomicUsize::new(0);
     dir.join(format!(
         "events.out.tfevents.{seconds}.{host}.{}.{}.cockpit",
         std::process::id(),
-        WRITERS.fetch_add(1, Ordering::Relaxed)
+        n
     ))
 }
 

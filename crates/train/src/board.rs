@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cockpit_quantities::Value;
-use cockpit_quantities::log::LogError;
 use cockpit_quantities::sink::{self, Origin, Sink};
 
 /// The values of one training iteration, until every metric read them.
@@ -42,7 +41,7 @@ pub(crate) struct Board {
 pub(crate) struct BoardSink(pub(crate) Arc<Board>);
 
 impl Sink for BoardSink {
-    fn write(&mut self, record: &sink::Record<'_>) -> Result<(), LogError> {
+    fn write(&mut self, record: &sink::Record<'_>) -> Result<(), sink::SinkError> {
         if record.origin == Origin::Tracked {
             let values = record
                 .values

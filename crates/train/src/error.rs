@@ -11,12 +11,12 @@ use cockpit_quantities::persample::PerSampleError;
 pub enum TrainError {
     /// A quantity cannot run with the declared optimizer (CABS and EarlyStopping assume plain
     /// SGD, as in Cockpit).
-    #[error("{quantity} cannot run with {optimizer}: {reason}")]
+    #[error("{quantity} cannot run with {optimizer:?}: {reason}")]
     UnsupportedForOptimizer {
         /// The quantity's Cockpit name.
         quantity: String,
         /// The declared optimizer.
-        optimizer: String,
+        optimizer: cockpit_quantities::OptimizerInfo,
         /// Why.
         reason: &'static str,
     },
@@ -43,19 +43,24 @@ pub enum TrainError {
     /// The Cockpit itself refused the configuration or could not write its log.
     #[error(transparent)]
     Cockpit(#[from] CockpitError),
+    /// The TensorBoard event file could not be created
+    /// ([`CockpitLearner::with_tensorboard`](crate::CockpitLearner::with_tensorboard)).
+    #[error(transparent)]
+    TensorBoard(#[from] cockpit_tensorboard::TensorBoardError),
     /// A data-parallel group without a device.
     #[error("a data-parallel group needs at least one device")]
     NoDevices,
     /// The data-parallel group cannot be watched as declared: the collective could not be set
     /// up (its error as the source).
-    #[error("data-parallel training: {0}")]
+    #[error("data-parallel training cannot be watched as declared")]
     DataParallel(#[source] PerSampleError),
     /// The artifact directory could not be created.
-    #[error("cannot create the artifact directory `{path}`: {source}")]
+    #[error("cannot create the artifact directory `{}`", path.display())]
     ArtifactDir {
         /// The directory.
         path: std::path::PathBuf,
         /// The I/O error.
+        #[source]
         source: std::io::Error,
     },
 }

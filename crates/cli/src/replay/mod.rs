@@ -40,7 +40,7 @@ pub enum ReplayError {
     Fixture(String),
     /// The replay itself failed (recording per-sample gradients, reading parameters back):
     /// what it was doing, and the engine's error as the source.
-    #[error("replay failed: {what}: {source}")]
+    #[error("replay failed: {what}")]
     Engine {
         /// What the replay was doing.
         what: String,
@@ -202,7 +202,9 @@ pub fn replay(fixture: &Fixture, options: &ReplayOptions) -> Result<ReplayRun, R
         // A refused quantity (CABS with momentum, ...) does not stop the others.
         let report = cockpit.track(step.step, &model, &grads, info)?;
         for (name, err) in report.failures {
-            refused.entry(name).or_insert_with(|| err.to_string());
+            refused
+                .entry(name)
+                .or_insert_with(|| cockpit_quantities::persample::ErrorChain(&err).to_string());
         }
         model = optimizer.step(model, grads);
     }

@@ -170,7 +170,9 @@ impl Cockpit {
     /// [`Cockpit::with_histogram_engine`] on a Cockpit in use (from the next tracked step).
     pub fn set_histogram_engine(&mut self, engine: crate::histogram::HistogramEngine) {
         for quantity in &mut self.quantities {
-            quantity.use_histogram_engine(engine);
+            if let Some(bins) = quantity.bins_elements() {
+                bins.use_histogram_engine(engine);
+            }
         }
     }
 
@@ -296,7 +298,7 @@ impl Cockpit {
     /// - [`CockpitError::BatchMismatch`] if the per-sample losses, the per-sample gradients
     ///   and the batch size disagree (or are empty); nothing is computed for the step;
     /// - [`CockpitError::QuantitiesFailed`] if the gradients could not be read at all;
-    /// - [`CockpitError::Log`] if a [`Sink`] cannot write the values (every other sink is still
+    /// - [`CockpitError::Sink`] if a [`Sink`] cannot write the values (every other sink is still
     ///   fed, and the values are kept).
     ///
     /// In every case the values tracked so far stay in [`Cockpit::output`].
@@ -434,7 +436,8 @@ impl Cockpit {
             }
             Err(err) => {
                 warnings.push(format!(
-                    "step {step}: could not read the step's numbers ({err}); the loss is NaN"
+                    "step {step}: could not read the step's numbers ({}); the loss is NaN",
+                    cockpit_persample::ErrorChain(&err)
                 ));
                 let err = QuantityError::from(err);
                 results.extend(indices.into_iter().map(|index| (index, Err(err.clone()))));
@@ -589,9 +592,12 @@ impl Cockpit {
         if needs.elements
             && self
                 .quantities
-                .iter()
+                .iter_mut()
                 .filter(|q| q.should_compute(step) && q.per_sample_needs(step).elements)
-                .all(|q| q.counts_elements_on(&device))
+                .all(|q| {
+                    q.bins_elements()
+                        .is_some_and(|b| b.counts_elements_on(&device))
+                })
         {
             // Every element is counted on the device: pieces as large as it binds, not sample
             // chunks sized for host buffers.
@@ -600,8 +606,11 @@ impl Cockpit {
         let quantities = &mut self.quantities;
         let mut sink = |index: usize, elements: Elements| -> Result<(), PerSampleError> {
             for quantity in quantities.iter_mut() {
-                if quantity.should_compute(step) && quantity.per_sample_needs(step).elements {
-                    quantity.accept_chunk(step, index, &entries[index], elements.clone())?;
+                if !quantity.should_compute(step) || !quantity.per_sample_needs(step).elements {
+                    continue;
+                }
+                if let Some(bins) = quantity.bins_elements() {
+                    bins.accept_chunk(step, index, &entries[index], elements.clone())?;
                 }
             }
             Ok(())
@@ -625,7 +634,7 @@ impl Cockpit {
     ///
     /// # Errors
     ///
-    /// [`CockpitError::Log`] if a [`Sink`] cannot write the entry (every other sink is still
+    /// [`CockpitError::Sink`] if a [`Sink`] cannot write the entry (every other sink is still
     /// fed, and the entry is kept).
     pub fn log(&mut self, step: usize, entry: &EpochLog) -> Result<(), CockpitError> {
         let mut values = Output::new();

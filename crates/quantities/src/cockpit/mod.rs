@@ -2,6 +2,7 @@
 //! training step with [`Cockpit::step`].
 
 mod base;
+mod constructors;
 mod previous;
 mod report;
 mod step;

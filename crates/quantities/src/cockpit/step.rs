@@ -332,7 +332,8 @@ impl Cockpit {
             Some(Ok(recording)) => info = info.with_per_sample(recording),
             Some(Err(err)) => {
                 self.print(format!(
-                    "step {step}: the per-sample recording failed: {err}"
+                    "step {step}: the per-sample recording failed: {}",
+                    cockpit_persample::ErrorChain(&err)
                 ));
             }
             None => {}

@@ -8,7 +8,7 @@ use super::named::under_key;
 use super::{Configuration, Named};
 use crate::error::ConfigFileError;
 use crate::quantity::{Quantity, QuantityKind};
-use crate::{Cockpit, CockpitError, Schedule};
+use crate::{CockpitError, Schedule};
 
 /// A Cockpit as a config file describes it: an optional preset, a default schedule, and
 /// quantities with Cockpit's keyword arguments. Every setting is checked when the Cockpit is
@@ -103,20 +103,6 @@ impl QuantityConfig {
             Some(key) if key != self.class.name() => Box::new(Named::new(key.clone(), quantity)),
             _ => quantity,
         })
-    }
-}
-
-/// The constructor from a config file lives beside the config it reads, so the Cockpit does not
-/// import its own configuration (the config builds the Cockpit, one way).
-impl Cockpit {
-    /// A Cockpit as a TOML or JSON config file describes it ([`CockpitConfig`]).
-    ///
-    /// # Errors
-    ///
-    /// [`CockpitError::ConfigFile`] if the file cannot be read or parsed,
-    /// [`CockpitError::InvalidSettings`] for settings that cannot work.
-    pub fn from_config_file(path: impl AsRef<std::path::Path>) -> Result<Self, CockpitError> {
-        CockpitConfig::from_file(path)?.build()
     }
 }
 
@@ -223,16 +209,6 @@ impl CockpitConfig {
         }
         Ok(built)
     }
-
-    /// Builds the Cockpit.
-    ///
-    /// # Errors
-    ///
-    /// [`CockpitError::InvalidSettings`], [`CockpitError::DuplicateQuantity`] for two quantities
-    /// under one key.
-    pub fn build(&self) -> Result<Cockpit, CockpitError> {
-        Cockpit::new(self.quantities()?)
-    }
 }
 
 /// A JSON document walked for objects that name a key twice.
@@ -300,20 +276,19 @@ impl<'de> serde::de::Visitor<'de> for NoDuplicateKeysVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Cockpit;
+    use cockpit_persample::ErrorChain;
 
     #[test]
     fn a_key_given_twice_is_refused() {
         let twice =
             r#"{"quantity": [{"class": "GradHist1d", "kwargs": {"bins": 10, "bins": 20}}]}"#;
-        let err = CockpitConfig::from_json(twice).unwrap_err().to_string();
+        // What the error says with its causes (as the command line prints it).
+        let said = |err: CockpitError| ErrorChain(&err).to_string();
+        let err = said(CockpitConfig::from_json(twice).unwrap_err());
         assert!(err.contains("`bins` is given twice"), "{err}");
         let top = r#"{"schedule": "linear(1)", "schedule": "linear(2)"}"#;
-        assert!(
-            CockpitConfig::from_json(top)
-                .unwrap_err()
-                .to_string()
-                .contains("`schedule`")
-        );
+        assert!(said(CockpitConfig::from_json(top).unwrap_err()).contains("`schedule`"));
         let toml = "[[quantity]]\nclass = \"GradHist1d\"\nkwargs = { bins = 10, bins = 20 }";
         assert!(
             CockpitConfig::from_toml(toml).is_err(),
@@ -373,7 +348,8 @@ kwargs = { curvature = "diag_ggn_exact" }
                 matches!(err, CockpitError::ConfigFile { .. }),
                 "{what}: {err}"
             );
-            assert!(err.to_string().contains(what), "{what}: {err}");
+            let said = ErrorChain(&err).to_string();
+            assert!(said.contains(what), "{what}: {said}");
         }
         for kwargs in [
             "{ bins = 0 }",

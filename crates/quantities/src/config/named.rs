@@ -1,8 +1,8 @@
 //! [`Named`]: a quantity stored under another output key.
 
-use crate::persample::{Elements, PerSampleNeeds};
+use crate::persample::PerSampleNeeds;
 use crate::quantity::{Enqueued, Quantity, StepContext};
-use crate::{CockpitError, ParamEntry, QuantityError, Value};
+use crate::{CockpitError, QuantityError, Value};
 
 /// A quantity whose values are stored under `key` instead of its own name (e.g. a variant
 /// `GradHist1d[bins=20]` beside the default `GradHist1d`). Everything else is the quantity's.
@@ -24,9 +24,10 @@ impl Named {
 /// `err` naming the quantity by `key` when it is about the quantity's settings.
 pub(crate) fn under_key(err: CockpitError, key: &str) -> CockpitError {
     match err {
-        CockpitError::InvalidSettings { reason, .. } => CockpitError::InvalidSettings {
+        CockpitError::InvalidSettings { reason, source, .. } => CockpitError::InvalidSettings {
             quantity: key.to_string(),
             reason,
+            source,
         },
         other => other,
     }
@@ -55,6 +56,7 @@ fn check_key(key: &str, class: &str) -> Result<(), CockpitError> {
             crate::error::excerpt(key)
         ),
         reason,
+        source: None,
     };
     if key.trim().is_empty() {
         return Err(refuse("an output key must not be empty".into()));
@@ -104,10 +106,6 @@ impl Quantity for Named {
         self.inner.should_compute(step)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        self.inner.compute(ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         self.inner.enqueue(ctx)
     }
@@ -128,22 +126,12 @@ impl Quantity for Named {
         self.inner.uses_curvature(step)
     }
 
-    fn use_histogram_engine(&mut self, engine: crate::histogram::HistogramEngine) {
-        self.inner.use_histogram_engine(engine);
-    }
-
     fn uses_per_sample(&self, step: usize) -> bool {
         self.inner.uses_per_sample(step)
     }
 
-    fn accept_chunk(
-        &mut self,
-        step: usize,
-        index: usize,
-        entry: &ParamEntry,
-        elements: Elements,
-    ) -> Result<(), QuantityError> {
-        self.inner.accept_chunk(step, index, entry, elements)
+    fn bins_elements(&mut self) -> Option<&mut dyn crate::histogram::BinsElements> {
+        self.inner.bins_elements()
     }
 }
 

@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use crate::quantity::{Quantity, QuantityKind};
-use crate::{Cockpit, CockpitError, Schedule};
+use crate::{CockpitError, Schedule};
 
 /// Cockpit's preset configurations (`cockpit.utils.configuration`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,23 +47,6 @@ impl Configuration {
             Self::Business => "business",
             Self::Full => "full",
         }
-    }
-}
-
-/// The constructor from a preset lives beside the presets, so the Cockpit does not import its
-/// own configuration (the configuration builds the Cockpit, one way).
-impl Cockpit {
-    /// A Cockpit with one of Cockpit's configurations, every quantity on `schedule`.
-    ///
-    /// # Errors
-    ///
-    /// None in practice: a configuration names each quantity once (the signature matches
-    /// [`Cockpit::new`]).
-    pub fn from_configuration(
-        configuration: Configuration,
-        schedule: &Schedule,
-    ) -> Result<Self, CockpitError> {
-        Self::new(configuration.build(schedule))
     }
 }
 

@@ -121,6 +121,7 @@ impl FromStr for BinAdaptation {
         let bad = |why: String| CockpitError::InvalidSettings {
             quantity: "bin adaptation".into(),
             reason: format!("`{text}`: {why}"),
+            source: None,
         };
         let call = Call::parse(text).map_err(|err| match err {
             CallError::NotACall => bad("expected `GradAbsMax(…)` or `ParamAbsMax(…)`".into()),

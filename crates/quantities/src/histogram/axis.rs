@@ -208,6 +208,7 @@ fn invalid(quantity: &str, reason: String) -> CockpitError {
     CockpitError::InvalidSettings {
         quantity: quantity.to_string(),
         reason,
+        source: None,
     }
 }
 

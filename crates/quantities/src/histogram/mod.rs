@@ -11,6 +11,7 @@
 
 mod adaptation;
 pub(crate) mod axis;
+mod binning;
 pub(crate) mod device;
 mod engine;
 mod matmul;
@@ -21,6 +22,7 @@ mod scratch;
 pub use adaptation::BinAdaptation;
 pub(crate) use adaptation::linspace;
 pub(crate) use axis::{Axis, MAX_BINS_2D, Rule, check_axis};
+pub use binning::BinsElements;
 pub use engine::HistogramEngine;
 pub(crate) use matmul::device_matmul_tn;
 pub(crate) use parallel::{add_into, count_in_parallel};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum LogError {
     /// The file could not be read or written.
-    #[error("cannot {action} `{}`: {source}", path.display())]
+    #[error("cannot {action} `{}`", path.display())]
     Io {
         /// "read", "write" or "create".
         action: &'static str,
@@ -27,14 +27,15 @@ pub enum LogError {
         path: PathBuf,
     },
     /// The file is not JSON (or not JSON lines).
-    #[error("`{}` is not valid JSON{}: {message}", path.display(), line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    #[error("`{}` is not valid JSON{}", path.display(), line.map(|l| format!(" (line {l})")).unwrap_or_default())]
     Parse {
         /// The file.
         path: PathBuf,
         /// The line of a JSON-lines file, if any.
         line: Option<usize>,
         /// What the parser said.
-        message: String,
+        #[source]
+        source: serde_json::Error,
     },
     /// The file is larger than the readers take ([`read_limit`](super::read_limit)); nothing
     /// beyond the limit was read.
@@ -49,19 +50,6 @@ pub enum LogError {
         /// The limit in bytes.
         limit: u64,
     },
-    /// An export into a folder that already holds TensorBoard event files (TensorBoard would
-    /// show each step twice).
-    #[error(
-        "`{}` already holds {files} TensorBoard event file(s); export into a new folder, or \
-         pass --replace to replace them",
-        dir.display()
-    )]
-    AlreadyExported {
-        /// The folder.
-        dir: PathBuf,
-        /// How many event files it holds.
-        files: usize,
-    },
     /// The JSON is not a Cockpit log (e.g. a step key that is not a number).
     #[error("`{}` is not a Cockpit log: {message}", path.display())]
     Format {
@@ -72,7 +60,7 @@ pub enum LogError {
     },
     /// The per-example table ([`examples::write_table`](crate::examples::write_table)) could
     /// not be written or is not one.
-    #[error("`{}` is not a per-example table: {source}", path.display())]
+    #[error("`{}` is not a per-example table", path.display())]
     Table {
         /// The file.
         path: PathBuf,

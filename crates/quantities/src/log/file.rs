@@ -40,10 +40,10 @@ pub fn read_log(path: impl AsRef<Path>) -> Result<Output, LogError> {
     let path = path.as_ref();
     let text = super::read_bounded(path, super::read_limit())?;
     parse_log(&text).map_err(|err| match err {
-        LogError::Parse { line, message, .. } => LogError::Parse {
+        LogError::Parse { line, source, .. } => LogError::Parse {
             path: path.to_path_buf(),
             line,
-            message,
+            source,
         },
         LogError::Format { message, .. } => LogError::Format {
             path: path.to_path_buf(),
@@ -59,10 +59,10 @@ pub fn read_log(path: impl AsRef<Path>) -> Result<Output, LogError> {
 ///
 /// As [`read_log`], with an empty path.
 pub fn parse_log(text: &str) -> Result<Output, LogError> {
-    let json = Json::parse(text).map_err(|err| LogError::Parse {
+    let json = Json::parse(text).map_err(|source| LogError::Parse {
         path: Default::default(),
         line: None,
-        message: err.to_string(),
+        source,
     })?;
     decode_output(json).map_err(|message| LogError::Format {
         path: Default::default(),

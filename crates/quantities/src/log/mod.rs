@@ -8,12 +8,14 @@ mod json;
 mod json_tricks;
 mod limit;
 mod stream;
+mod tail;
 
 pub use atomic::write_atomic;
 pub use error::LogError;
 pub use file::{parse_log, read_log, to_log_string, write_log};
 pub use limit::{DEFAULT_READ_LIMIT, read_bounded, read_limit, set_read_limit};
 pub use stream::{JsonLinesWriter, read_stream, read_stream_prefix};
+pub use tail::{StreamTail, Tailed};
 
 use std::path::Path;
 

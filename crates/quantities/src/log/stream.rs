@@ -111,37 +111,44 @@ pub fn read_stream_prefix(path: impl AsRef<Path>) -> Result<(Output, Option<LogE
     let mut output = Output::new();
     let last = lines.len();
     for (index, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let parsed = match Json::parse(line) {
-            Ok(json) => json,
-            Err(_) if index + 1 == last => break, // a partial line from an interrupted write
-            Err(err) => {
-                let err = LogError::Parse {
-                    path: path.to_path_buf(),
-                    line: Some(index + 1),
-                    message: crate::error::excerpt(&err.to_string()),
-                };
-                return Ok((output, Some(err)));
-            }
-        };
-        let format = |message: String| LogError::Format {
-            path: path.to_path_buf(),
-            message: format!("line {}: {message}", index + 1),
-        };
-        let Json::Object(mut map) = parsed else {
-            return Ok((output, Some(format("not an object".into()))));
-        };
-        let Some(values) = map.remove("output") else {
-            return Ok((output, Some(format("no `output` field".into()))));
-        };
-        match decode_output(values) {
-            Ok(values) => output.merge(values),
-            Err(message) => return Ok((output, Some(format(message)))),
+        match decode_line(path, index + 1, line) {
+            Ok(Some(values)) => output.merge(values),
+            Ok(None) => {}
+            // A partial line from an interrupted write.
+            Err(LogError::Parse { .. }) if index + 1 == last => break,
+            Err(err) => return Ok((output, Some(err))),
         }
     }
     Ok((output, None))
+}
+
+/// Decodes line `number` of a stream: its values, `None` for a blank line, or why it is not a
+/// stream line ([`LogError::Parse`] for text that is not JSON, [`LogError::Format`] for JSON
+/// that is not a line of ours).
+pub(super) fn decode_line(
+    path: &Path,
+    number: usize,
+    line: &str,
+) -> Result<Option<Output>, LogError> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let parsed = Json::parse(line).map_err(|source| LogError::Parse {
+        path: path.to_path_buf(),
+        line: Some(number),
+        source,
+    })?;
+    let format = |message: String| LogError::Format {
+        path: path.to_path_buf(),
+        message: format!("line {number}: {message}"),
+    };
+    let Json::Object(mut map) = parsed else {
+        return Err(format("not an object".into()));
+    };
+    let values = map
+        .remove("output")
+        .ok_or_else(|| format("no `output` field".into()))?;
+    decode_output(values).map(Some).map_err(format)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 
-use super::base::{QuantityType, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
+use super::base::{QuantityType, Enqueued, Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::persample::{PerSampleNeeds, PerSampleSource, Request};
 use crate::{QuantityError, Schedule, Snapshot, Value};
@@ -207,10 +207,13 @@ impl Alpha {
         projections: Projections,
         host: &[f64],
     ) -> Result<Option<f64>, QuantityError> {
-        let short = || QuantityError::Read("Alpha: fewer numbers read than enqueued".into());
+        let short = |expected: usize| QuantityError::ReadCount {
+            expected,
+            got: host.len(),
+        };
         let (t, ys, ye) = match projections {
             Projections::Sgd { lr, bs, be } => {
-                let values = host.get(..1 + bs + be).ok_or_else(short)?;
+                let values = host.get(..1 + bs + be).ok_or_else(|| short(1 + bs + be))?;
                 let norm = values[0].sqrt();
                 // y_n = ⟨g_n, d⟩/‖d‖ with d = −lr·∇L_s.
                 let project = |v: &[f64]| v.iter().map(|y| -y / norm).collect::<Vec<f64>>();
@@ -221,7 +224,7 @@ impl Alpha {
                 )
             }
             Projections::General { bs, be } => {
-                let values = host.get(..1 + bs + be).ok_or_else(short)?;
+                let values = host.get(..1 + bs + be).ok_or_else(|| short(1 + bs + be))?;
                 let t = values[0].sqrt();
                 let project = |v: &[f64]| v.iter().map(|y| y / t).collect::<Vec<f64>>();
                 (t, project(&values[1..1 + bs]), project(&values[1 + bs..]))
@@ -350,10 +353,6 @@ impl Quantity for Alpha {
             dots_with_previous_grad: end_on_sgd_path,
             ..PerSampleNeeds::NONE
         }
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
     }
 
     /// The loss and the per-sample losses, and at an end point the projections: one batch of

@@ -7,10 +7,10 @@ use burn::tensor::Tensor;
 use serde::de::DeserializeOwned;
 
 use super::spec::QuantitySpec;
-use crate::histogram::HistogramEngine;
-use crate::persample::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats};
+use crate::histogram::BinsElements;
+use crate::persample::{PerSampleNeeds, PerSampleSource, PerSampleStats};
 use crate::readback::Readable;
-use crate::{CockpitError, ParamEntry, QuantityError, Schedule, Snapshot, StepInfo, Value};
+use crate::{CockpitError, QuantityError, Schedule, Snapshot, StepInfo, Value};
 
 /// Everything a quantity may read at one tracked step.
 ///
@@ -227,6 +227,51 @@ impl Awaiting {
     pub(crate) fn take(&mut self) -> Result<(usize, usize), QuantityError> {
         awaited(&mut self.0)
     }
+
+    /// The read's numbers as a per-parameter list ([`Value::List`]) under the awaited step.
+    pub(crate) fn finish_list(
+        &mut self,
+        host: &[f64],
+    ) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, _) = self.take()?;
+        Ok(Some((step, Value::List(host.to_vec()))))
+    }
+
+    /// `(step, batch)` of the read being finished and its `N` numbers, in the order they were
+    /// enqueued ([`QuantityError::ReadCount`] if the read gave another count).
+    pub(crate) fn take_numbers<const N: usize>(
+        &mut self,
+        host: &[f64],
+    ) -> Result<(usize, usize, [f64; N]), QuantityError> {
+        let (step, batch) = self.take()?;
+        let numbers = <[f64; N]>::try_from(host).map_err(|_| QuantityError::ReadCount {
+            expected: N,
+            got: host.len(),
+        })?;
+        Ok((step, batch, numbers))
+    }
+}
+
+/// Enqueues `Σ_j ratio(g_j², Σ_n g_{n,j}², B)` per parameter, from the step's mean gradient
+/// and the per-sample sums of squares (EarlyStopping's and MeanGSNR's signal-to-noise ratios);
+/// also returns the number of parameter elements.
+pub(crate) fn enqueue_ratio_sums(
+    awaiting: &mut Awaiting,
+    ctx: &StepContext<'_>,
+    ratio: impl Fn(Tensor<1>, Tensor<1>, f64) -> Tensor<1>,
+) -> Result<(Enqueued, usize), QuantityError> {
+    let stats = ctx.per_sample_stats()?;
+    let b = stats.batch_size as f64;
+    let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
+    let parts = ctx
+        .grads
+        .entries()
+        .iter()
+        .zip(sum_sq)
+        .map(|(entry, ss)| ratio(entry.value.clone().square(), ss.clone(), b).sum())
+        .collect();
+    let enqueued = awaiting.read(ctx.step, stats.batch_size, parts);
+    Ok((enqueued, ctx.grads.numel()))
 }
 
 /// What a quantity kept from [`Quantity::enqueue`] for [`Quantity::finish`], taken; an error
@@ -279,27 +324,28 @@ pub trait Quantity: Send {
     /// Whether the quantity has work to do at `step` (computing or caching).
     fn should_compute(&self, step: usize) -> bool;
 
-    /// Computes at the context's step. Returns the value and the step to store it under, or
-    /// `None` when there is nothing to store (a two-step quantity at its start point).
+    /// Computes at the context's step, on its own: [`Quantity::enqueue`], a read of what it
+    /// enqueued, and [`Quantity::finish`] (the Cockpit runs the two halves itself, with one
+    /// read for every quantity of the step). Returns the value and the step to store it under,
+    /// or `None` when there is nothing to store (a two-step quantity at its start point).
     ///
     /// # Errors
     ///
     /// A [`QuantityError`] when this quantity cannot be computed; the Cockpit still runs the
     /// others.
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError>;
+    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+        compute_now(self, ctx)
+    }
 
-    /// The first half of a step's work, as the [`Cockpit`](crate::Cockpit) runs it: either
-    /// the value now ([`Enqueued::Done`]; the default calls [`Quantity::compute`]) or device
+    /// The first half of a step's work: either the value now ([`Enqueued::Done`]) or device
     /// numbers for the step's single batched read ([`Enqueued::Read`]), which come back
-    /// through [`Quantity::finish`]. A quantity that enqueues implements `compute` with the
-    /// same two halves, so both paths are one.
+    /// through [`Quantity::finish`].
     ///
     /// # Errors
     ///
-    /// As [`Quantity::compute`].
-    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        self.compute(ctx).map(Enqueued::Done)
-    }
+    /// A [`QuantityError`] when this quantity cannot be computed; the Cockpit still runs the
+    /// others.
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError>;
 
     /// The second half: the host values of the tensor [`Quantity::enqueue`] handed over, in
     /// its order; returns what `compute` would have.
@@ -334,17 +380,10 @@ pub trait Quantity: Send {
         Vec::new()
     }
 
-    /// Where the quantity counts histograms ([`Cockpit::with_histogram_engine`]); quantities
-    /// without histograms ignore it.
-    ///
-    /// [`Cockpit::with_histogram_engine`]: crate::Cockpit::with_histogram_engine
-    fn use_histogram_engine(&mut self, _engine: HistogramEngine) {}
-
-    /// Whether the gradient elements this quantity bins ([`Quantity::accept_chunk`]) are
-    /// counted on `device` itself (then the Cockpit hands them over in pieces sized for the
-    /// device, not for host buffers). Quantities without histograms: `false`.
-    fn counts_elements_on(&self, _device: &burn::tensor::Device) -> bool {
-        false
+    /// The histogram hooks of a quantity that bins per-sample gradient elements
+    /// ([`BinsElements`]); `None` (the default) for every other quantity.
+    fn bins_elements(&mut self) -> Option<&mut dyn BinsElements> {
+        None
     }
 
     /// Whether the quantity reads the step's curvature source at `step`.
@@ -356,22 +395,6 @@ pub trait Quantity: Send {
     /// shared statistics or the source itself).
     fn uses_per_sample(&self, step: usize) -> bool {
         self.per_sample_needs(step).any()
-    }
-
-    /// Receives per-sample gradient elements `[b, numel]` of parameter `index` (snapshot
-    /// order), before `compute`, when [`PerSampleNeeds::elements`] was asked for.
-    ///
-    /// # Errors
-    ///
-    /// A [`QuantityError`] stops the step's per-sample pass.
-    fn accept_chunk(
-        &mut self,
-        _step: usize,
-        _index: usize,
-        _entry: &ParamEntry,
-        _elements: Elements,
-    ) -> Result<(), QuantityError> {
-        Ok(())
     }
 }
 
@@ -423,6 +446,7 @@ pub(crate) fn invalid(quantity: &str, reason: String) -> CockpitError {
     CockpitError::InvalidSettings {
         quantity: quantity.to_string(),
         reason,
+        source: None,
     }
 }
 

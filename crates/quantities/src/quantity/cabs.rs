@@ -1,6 +1,6 @@
 //! CABS.
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now, sum_over_params};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{QuantityError, Schedule, Value};
@@ -70,10 +70,6 @@ impl Quantity for CABS {
         }
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         self.lr = ctx.plain_sgd_lr("CABS")?;
         let stats = ctx.per_sample_stats()?;
@@ -88,10 +84,7 @@ impl Quantity for CABS {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch) = self.awaiting.take()?;
-        let [sum_sq, g2, loss] = host[..] else {
-            return Err(QuantityError::Read("expected three numbers".into()));
-        };
+        let (step, batch, [sum_sq, g2, loss]) = self.awaiting.take_numbers(host)?;
         let b = batch as f64;
         Ok(Some((
             step,

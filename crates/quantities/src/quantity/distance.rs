@@ -1,6 +1,6 @@
 //! Distance.
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
@@ -55,13 +55,8 @@ impl Quantity for Distance {
         step == 0 || self.schedule.is_active(step)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, _) = self.awaiting.take()?;
-        Ok(Some((step, Value::List(host.to_vec()))))
+        self.awaiting.finish_list(host)
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {

@@ -1,10 +1,9 @@
 //! EarlyStopping.
 
-use burn::tensor::Tensor;
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
-    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now, needs_two,
+    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, enqueue_ratio_sums, needs_two,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::persample::PerSampleNeeds;
@@ -97,23 +96,16 @@ impl Quantity for EarlyStopping {
         }
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         ctx.plain_sgd_lr("EarlyStopping")?;
-        let stats = ctx.per_sample_stats()?;
-        let b = stats.batch_size as f64;
-        let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
-        let mut parts: Vec<Tensor<1>> = Vec::new();
-        for (entry, ss) in ctx.grads.entries().iter().zip(sum_sq) {
-            let g2 = entry.value.clone().square();
-            let var = (ss.clone() - g2.clone().mul_scalar(b)).div_scalar(b - 1.0);
-            parts.push((g2 / var.add_scalar(self.epsilon)).sum());
-        }
-        self.numel = ctx.grads.numel();
-        Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
+        let epsilon = self.epsilon;
+        // g² / (sample variance + ε), the variance (Σ_n g_n² − B·g²) / (B − 1).
+        let (enqueued, numel) = enqueue_ratio_sums(&mut self.awaiting, ctx, |g2, ss, b| {
+            let var = (ss - g2.clone().mul_scalar(b)).div_scalar(b - 1.0);
+            g2 / var.add_scalar(epsilon)
+        })?;
+        self.numel = numel;
+        Ok(enqueued)
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
-    Enqueued, Quantity, StepContext, awaited, compute_now, invalid,
+    Enqueued, Quantity, StepContext, awaited, invalid,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::examples::{ExampleRecord, Visit, WorstPosition};
@@ -162,10 +162,6 @@ impl Quantity for Examples {
         }
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let losses = ctx
@@ -206,10 +202,10 @@ impl Quantity for Examples {
         } = awaited(&mut self.awaiting)?;
         let expected = batch * (2 + usize::from(with_margins) + 2 * usize::from(with_worst));
         if host.len() != expected {
-            return Err(QuantityError::Read(format!(
-                "expected {expected} numbers for {batch} examples, got {}",
-                host.len()
-            )));
+            return Err(QuantityError::ReadCount {
+                expected,
+                got: host.len(),
+            });
         }
         let (losses, rest) = host.split_at(batch);
         let (sq_norms, rest) = rest.split_at(batch);

@@ -4,11 +4,11 @@ use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
-    Enqueued, Quantity, StepContext, awaited, compute_now, grad_abs_max,
+    Enqueued, Quantity, StepContext, awaited, grad_abs_max,
 };
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
-use crate::histogram::HistogramEngine;
+use crate::histogram::{BinsElements, HistogramEngine};
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds};
@@ -207,12 +207,8 @@ impl Quantity for GradHist1d {
         self.schedule.is_active(step)
     }
 
-    fn use_histogram_engine(&mut self, engine: HistogramEngine) {
-        self.engine = engine;
-    }
-
-    fn counts_elements_on(&self, device: &burn::tensor::Device) -> bool {
-        self.engine.counts_on(device)
+    fn bins_elements(&mut self) -> Option<&mut dyn BinsElements> {
+        Some(self)
     }
 
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
@@ -228,58 +224,6 @@ impl Quantity for GradHist1d {
 
     fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
-    }
-
-    fn accept_chunk(
-        &mut self,
-        step: usize,
-        _index: usize,
-        _entry: &ParamEntry,
-        elements: Elements,
-    ) -> Result<(), QuantityError> {
-        let bins = self.bins;
-        let axis = Axis::cached(&mut self.axis, Rule::Histc, self.range, bins);
-        let (device, dtype) = placement(&elements);
-        if self.engine.counts_on(&device) {
-            let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
-            let counted = count_elements(axis, elements);
-            let counts = self.counts.at(step);
-            counts.device = Some(add_counts(counts.device.take(), counted));
-            return Ok(());
-        }
-        let binned = match elements {
-            Elements::Outer { a, e } => {
-                let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
-                let (host_a, host_e) = &mut self.host;
-                read_into(a.reshape([b * d_in]), host_a)?;
-                read_into(e.reshape([b * d_out]), host_e)?;
-                outer_histogram(host_a, host_e, b, axis)?
-            }
-            // Dense chunks are read once into a reused host buffer and binned on rayon's pool.
-            Elements::Dense(chunk) => {
-                let n = chunk.shape().num_elements();
-                let (values, _) = &mut self.host;
-                read_into(chunk.reshape([n]), values)?;
-                let values = &values[..];
-                count_in_parallel(n.div_ceil(DENSE_BLOCK), bins, |k, counts| {
-                    let end = ((k + 1) * DENSE_BLOCK).min(values.len());
-                    for v in &values[k * DENSE_BLOCK..end] {
-                        counts[axis.bin(*v)] += 1;
-                    }
-                })?
-            }
-        };
-        let counts = self
-            .counts
-            .at(step)
-            .host
-            .get_or_insert_with(|| vec![0; bins]);
-        add_into(counts, &binned);
-        Ok(())
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
@@ -329,6 +273,64 @@ impl Quantity for GradHist1d {
     }
 }
 
+impl BinsElements for GradHist1d {
+    fn use_histogram_engine(&mut self, engine: HistogramEngine) {
+        self.engine = engine;
+    }
+
+    fn counts_elements_on(&self, device: &burn::tensor::Device) -> bool {
+        self.engine.counts_on(device)
+    }
+
+    fn accept_chunk(
+        &mut self,
+        step: usize,
+        _index: usize,
+        _entry: &ParamEntry,
+        elements: Elements,
+    ) -> Result<(), QuantityError> {
+        let bins = self.bins;
+        let axis = Axis::cached(&mut self.axis, Rule::Histc, self.range, bins);
+        let (device, dtype) = placement(&elements);
+        if self.engine.counts_on(&device) {
+            let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
+            let counted = count_elements(axis, elements);
+            let counts = self.counts.at(step);
+            counts.device = Some(add_counts(counts.device.take(), counted));
+            return Ok(());
+        }
+        let binned = match elements {
+            Elements::Outer { a, e } => {
+                let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+                let (host_a, host_e) = &mut self.host;
+                read_into(a.reshape([b * d_in]), host_a)?;
+                read_into(e.reshape([b * d_out]), host_e)?;
+                outer_histogram(host_a, host_e, b, axis)?
+            }
+            // Dense chunks are read once into a reused host buffer and binned on rayon's pool.
+            Elements::Dense(chunk) => {
+                let n = chunk.shape().num_elements();
+                let (values, _) = &mut self.host;
+                read_into(chunk.reshape([n]), values)?;
+                let values = &values[..];
+                count_in_parallel(n.div_ceil(DENSE_BLOCK), bins, |k, counts| {
+                    let end = ((k + 1) * DENSE_BLOCK).min(values.len());
+                    for v in &values[k * DENSE_BLOCK..end] {
+                        counts[axis.bin(*v)] += 1;
+                    }
+                })?
+            }
+        };
+        let counts = self
+            .counts
+            .at(step)
+            .host
+            .get_or_insert_with(|| vec![0; bins]);
+        add_into(counts, &binned);
+        Ok(())
+    }
+}
+
 /// A warning when every value fell into one bin of several: the histogram then shows
 /// nothing of the distribution (a range far too wide, or values all outside it).
 pub(crate) fn one_bin_warning(hist: &[f64], (lo, hi): (f64, f64)) -> Option<String> {
@@ -375,7 +377,10 @@ mod regressions {
 
         // Step 0: two elements binned, then the per-sample pass fails.
         hist.accept_chunk(0, 0, entry, chunk(&[-1.5, 1.5])).unwrap();
-        let failure = QuantityError::Read("device lost".into());
+        let failure = QuantityError::ReadCount {
+            expected: 1,
+            got: 0,
+        };
         let failed = StepContext {
             step: 0,
             params: &params,

@@ -4,12 +4,12 @@ use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
-    Enqueued, Quantity, StepContext, awaited, compute_now, grad_abs_max,
+    Enqueued, Quantity, StepContext, awaited, grad_abs_max,
     invalid,
 };
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
-use crate::histogram::HistogramEngine;
+use crate::histogram::{BinsElements, HistogramEngine};
 use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
 use crate::histogram::{
     Axis, MAX_BINS_2D, Rule, add_into, check_axis, count_in_parallel, device_matmul_tn,
@@ -250,12 +250,8 @@ impl Quantity for GradHist2d {
         self.schedule.is_active(step)
     }
 
-    fn use_histogram_engine(&mut self, engine: HistogramEngine) {
-        self.engine = engine;
-    }
-
-    fn counts_elements_on(&self, device: &burn::tensor::Device) -> bool {
-        self.engine.counts_on(device)
+    fn bins_elements(&mut self) -> Option<&mut dyn BinsElements> {
+        Some(self)
     }
 
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
@@ -266,63 +262,6 @@ impl Quantity for GradHist2d {
             abs_max: grad_max(&self.adapt.0) || grad_max(&self.adapt.1),
             ..PerSampleNeeds::NONE
         }
-    }
-
-    fn accept_chunk(
-        &mut self,
-        step: usize,
-        index: usize,
-        entry: &ParamEntry,
-        elements: Elements,
-    ) -> Result<(), QuantityError> {
-        let (xb, yb) = self.bins;
-        let range = self.range;
-        let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
-        let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
-        let scratch = self.counts.at(step);
-        let (device, dtype) = placement(&elements);
-        if self.engine.counts_on(&device) {
-            let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
-            let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
-            let counts = count_pairs(dx, dy, elements, entry.value.clone());
-            let slot = slot(&mut scratch.device, index);
-            *slot = Some(add_counts(slot.take(), counts));
-            return Ok(());
-        }
-        let [a_host, e_host, theta] = &mut self.host;
-        let counts = match elements {
-            Elements::Outer { a, e } => {
-                let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
-                read_into(a.reshape([b * d_in]), a_host)?;
-                read_into(e.reshape([b * d_out]), e_host)?;
-                read_into(entry.value.clone(), theta)?;
-                let (a, e) = (&*a_host, &*e_host);
-                outer_histogram2d(a, e, theta, b, (x, y), |r, c, k, m, n| {
-                    device_matmul_tn(r, c, k, m, n, &device)
-                })?
-            }
-            Elements::Dense(chunk) => {
-                let [b, numel] = chunk.dims();
-                read_into(chunk.reshape([b * numel]), a_host)?;
-                read_into(entry.value.clone(), theta)?;
-                let y_bins: Vec<usize> = theta.iter().map(|&t| y.bin(t)).collect();
-                let g = &a_host[..];
-                count_in_parallel(b, xb * yb, |n, counts| {
-                    for (v, by) in g[n * numel..(n + 1) * numel].iter().zip(&y_bins) {
-                        counts[x.bin(*v) * yb + by] += 1;
-                    }
-                })?
-            }
-        };
-        add_into(
-            slot(&mut scratch.host, index).get_or_insert_with(|| vec![0; xb * yb]),
-            &counts,
-        );
-        Ok(())
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
@@ -389,6 +328,69 @@ impl Quantity for GradHist2d {
             self.range.1 = adapt.range(y_maxima);
         }
         Ok(Some(self.value(awaiting, device)))
+    }
+}
+
+impl BinsElements for GradHist2d {
+    fn use_histogram_engine(&mut self, engine: HistogramEngine) {
+        self.engine = engine;
+    }
+
+    fn counts_elements_on(&self, device: &burn::tensor::Device) -> bool {
+        self.engine.counts_on(device)
+    }
+
+    fn accept_chunk(
+        &mut self,
+        step: usize,
+        index: usize,
+        entry: &ParamEntry,
+        elements: Elements,
+    ) -> Result<(), QuantityError> {
+        let (xb, yb) = self.bins;
+        let range = self.range;
+        let x = Axis::cached(&mut self.axes.0, Rule::Centred, range.0, xb);
+        let y = Axis::cached(&mut self.axes.1, Rule::Centred, range.1, yb);
+        let scratch = self.counts.at(step);
+        let (device, dtype) = placement(&elements);
+        if self.engine.counts_on(&device) {
+            let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
+            let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
+            let counts = count_pairs(dx, dy, elements, entry.value.clone());
+            let slot = slot(&mut scratch.device, index);
+            *slot = Some(add_counts(slot.take(), counts));
+            return Ok(());
+        }
+        let [a_host, e_host, theta] = &mut self.host;
+        let counts = match elements {
+            Elements::Outer { a, e } => {
+                let ([b, d_in], d_out) = (a.dims(), e.dims()[1]);
+                read_into(a.reshape([b * d_in]), a_host)?;
+                read_into(e.reshape([b * d_out]), e_host)?;
+                read_into(entry.value.clone(), theta)?;
+                let (a, e) = (&*a_host, &*e_host);
+                outer_histogram2d(a, e, theta, b, (x, y), |r, c, k, m, n| {
+                    device_matmul_tn(r, c, k, m, n, &device)
+                })?
+            }
+            Elements::Dense(chunk) => {
+                let [b, numel] = chunk.dims();
+                read_into(chunk.reshape([b * numel]), a_host)?;
+                read_into(entry.value.clone(), theta)?;
+                let y_bins: Vec<usize> = theta.iter().map(|&t| y.bin(t)).collect();
+                let g = &a_host[..];
+                count_in_parallel(b, xb * yb, |n, counts| {
+                    for (v, by) in g[n * numel..(n + 1) * numel].iter().zip(&y_bins) {
+                        counts[x.bin(*v) * yb + by] += 1;
+                    }
+                })?
+            }
+        };
+        add_into(
+            slot(&mut scratch.host, index).get_or_insert_with(|| vec![0; xb * yb]),
+            &counts,
+        );
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 //! GradNorm.
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -47,10 +47,6 @@ impl Quantity for GradNorm {
         self.schedule.is_active(step)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         Ok(self
             .awaiting
@@ -58,8 +54,7 @@ impl Quantity for GradNorm {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, _) = self.awaiting.take()?;
-        Ok(Some((step, Value::List(host.to_vec()))))
+        self.awaiting.finish_list(host)
     }
 }
 

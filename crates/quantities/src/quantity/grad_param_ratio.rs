@@ -1,6 +1,6 @@
 //! GradParamRatio.
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -51,18 +51,13 @@ impl Quantity for GradParamRatio {
         self.schedule.is_active(step)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let ratio = (ctx.grad_sq_norms() / ctx.params.sq_norms()).sqrt();
         Ok(self.awaiting.read(ctx.step, 0, vec![ratio]))
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, _) = self.awaiting.take()?;
-        Ok(Some((step, Value::List(host.to_vec()))))
+        self.awaiting.finish_list(host)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
 use serde::Deserialize;
 
-use super::base::{QuantityType, Quantity, StepContext, invalid};
+use super::base::{Enqueued, Quantity, QuantityType, StepContext, invalid};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::curvature::random::SplitMix;
 use crate::curvature::{EigenEstimate, Target, lanczos_with_vector, power_iteration};
@@ -290,7 +290,14 @@ impl Quantity for HessMaxEV {
         std::mem::take(&mut self.warnings)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        self.value_now(ctx).map(Enqueued::Done)
+    }
+}
+
+impl HessMaxEV {
+    /// The value at the context's step, computed at once (no read is enqueued).
+    fn value_now(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         let source = ctx.curvature()?.clone();
         let lanczos = |start: &Snapshot, tol, max_products, target| {
             lanczos_with_vector(

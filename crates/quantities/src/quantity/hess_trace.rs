@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, check_mc_samples, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, check_mc_samples};
 use super::spec::{Needs, QuantitySpec, Reduction, ValueShape};
 use crate::curvature::DiagonalKind;
 use crate::{CockpitError, QuantityError, Schedule, Value};
@@ -101,10 +101,6 @@ impl Quantity for HessTrace {
 
     fn uses_curvature(&self, step: usize) -> bool {
         self.should_compute(step)
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {

@@ -90,7 +90,8 @@ pub(crate) fn configure<T: QuantityType>(
     } else {
         serde_json::from_value(settings).map_err(|err| CockpitError::InvalidSettings {
             quantity: T::SPEC.name.to_string(),
-            reason: err.to_string(),
+            reason: "the settings do not deserialise".into(),
+            source: Some(Box::new(err)),
         })?
     };
     let quantity = T::with_settings(schedule, settings);

@@ -1,6 +1,6 @@
 //! Loss.
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -45,10 +45,6 @@ impl Quantity for Loss {
 
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step)
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {

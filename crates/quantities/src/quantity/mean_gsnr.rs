@@ -1,9 +1,8 @@
 //! MeanGSNR.
 
-use burn::tensor::Tensor;
 use serde::Deserialize;
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, check_epsilon, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, enqueue_ratio_sums, Quantity, StepContext, check_epsilon};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::persample::PerSampleNeeds;
 use crate::{CockpitError, QuantityError, Schedule, Value};
@@ -91,22 +90,14 @@ impl Quantity for MeanGSNR {
         }
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
-        let stats = ctx.per_sample_stats()?;
-        let b = stats.batch_size as f64;
-        let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
-        let mut parts: Vec<Tensor<1>> = Vec::new();
-        for (entry, ss) in ctx.grads.entries().iter().zip(sum_sq) {
-            let g2 = entry.value.clone().square();
-            let second_moment = ss.clone().div_scalar(b);
-            parts.push((g2.clone() / (second_moment - g2).add_scalar(self.epsilon)).sum());
-        }
-        self.numel = ctx.grads.numel();
-        Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))
+        let epsilon = self.epsilon;
+        // g² / (Σ_n g_n² / B − g² + ε).
+        let (enqueued, numel) = enqueue_ratio_sums(&mut self.awaiting, ctx, |g2, ss, b| {
+            g2.clone() / (ss.div_scalar(b) - g2).add_scalar(epsilon)
+        })?;
+        self.numel = numel;
+        Ok(enqueued)
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {

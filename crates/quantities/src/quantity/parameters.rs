@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{HostArray, ParamEntry, QuantityError, Schedule, Value};
 
@@ -79,10 +79,6 @@ impl Quantity for Parameters {
         self.schedule.is_active(step)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         self.entries = ctx.params.entries().to_vec();
         let values = self.entries.iter().map(|e| e.value.clone()).collect();
@@ -98,7 +94,10 @@ impl Quantity for Parameters {
             let n = entry.numel();
             let data = values
                 .get(offset..offset + n)
-                .ok_or_else(|| QuantityError::Read("fewer values read than enqueued".into()))?;
+                .ok_or(QuantityError::ReadCount {
+                    expected: offset + n,
+                    got: values.len(),
+                })?;
             let array = HostArray {
                 shape: entry.shape.clone(),
                 data: data.to_vec(),

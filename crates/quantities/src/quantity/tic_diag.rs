@@ -5,7 +5,7 @@ use burn::tensor::Tensor;
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
-    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, check_mc_samples, compute_now,
+    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, check_mc_samples,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::curvature::DiagonalKind;
@@ -189,13 +189,6 @@ macro_rules! tic_quantity {
 
             fn uses_curvature(&self, step: usize) -> bool {
                 self.should_compute(step)
-            }
-
-            fn compute(
-                &mut self,
-                ctx: &StepContext<'_>,
-            ) -> Result<Option<(usize, Value)>, QuantityError> {
-                compute_now(self, ctx)
             }
 
             fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {

@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::base::{QuantityType, Quantity, StepContext};
+use super::base::{Enqueued, Quantity, QuantityType, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 
@@ -46,7 +46,14 @@ impl Quantity for Time {
         self.schedule.is_active(step)
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
+    fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
+        self.value_now(ctx).map(Enqueued::Done)
+    }
+}
+
+impl Time {
+    /// The value at the context's step, computed at once (no read is enqueued).
+    fn value_now(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())

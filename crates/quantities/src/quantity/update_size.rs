@@ -1,6 +1,6 @@
 //! UpdateSize.
 
-use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, compute_now};
+use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
@@ -55,10 +55,6 @@ impl Quantity for UpdateSize {
 
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step) || self.schedule.was_active_before(step)
-    }
-
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {

@@ -1,7 +1,7 @@
 //! The [`Sink`] trait and the [`Record`] it is fed.
 
+use super::error::SinkError;
 use crate::Output;
-use crate::log::LogError;
 
 /// What produced a [`Record`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,8 @@ pub trait Sink: Send {
     ///
     /// # Errors
     ///
-    /// A [`LogError`] where the values cannot be written. The Cockpit still feeds every
-    /// other sink and keeps the values in memory, then reports the first error.
-    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError>;
+    /// A [`SinkError`] where the values cannot be written (a sink's own error goes in
+    /// [`SinkError::other`]). The Cockpit still feeds every other sink and keeps the values in
+    /// memory, then reports the first error.
+    fn write(&mut self, record: &Record<'_>) -> Result<(), SinkError>;
 }

@@ -4,7 +4,9 @@
 //! `cockpit-tensorboard` crate), the burn-train Learner's board, or a user's own.
 
 mod base;
+mod error;
 mod shared;
 mod stream;
 
 pub use base::{Origin, Record, Sink};
+pub use error::SinkError;

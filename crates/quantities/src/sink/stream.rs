@@ -1,12 +1,13 @@
 //! The JSON-lines stream ([`JsonLinesWriter`]) as a sink.
 
 use super::base::{Record, Sink};
-use crate::log::{JsonLinesWriter, LogError};
+use super::error::SinkError;
+use crate::log::JsonLinesWriter;
 
 /// The stream as a Cockpit's sink ([`Cockpit::with_stream`](crate::Cockpit::with_stream)):
 /// one line per record, flushed at once.
 impl Sink for JsonLinesWriter {
-    fn write(&mut self, record: &Record<'_>) -> Result<(), LogError> {
-        self.append(record.step, record.values)
+    fn write(&mut self, record: &Record<'_>) -> Result<(), SinkError> {
+        Ok(self.append(record.step, record.values)?)
     }
 }

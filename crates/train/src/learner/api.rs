@@ -138,7 +138,7 @@ impl CockpitLearner {
             if kind.spec().needs.plain_sgd && !optimizer.is_plain_sgd() {
                 return Err(TrainError::UnsupportedForOptimizer {
                     quantity: key.clone(),
-                    optimizer: format!("{optimizer:?}"),
+                    optimizer: optimizer.clone(),
                     reason: "its formula assumes plain SGD (no momentum, dampening or weight \
                              decay), as in Cockpit",
                 });
@@ -182,10 +182,10 @@ impl CockpitLearner {
     ///
     /// # Errors
     ///
-    /// [`TrainError::Cockpit`] if the directory or the file cannot be created (the Learner's
-    /// Cockpit is left as it was).
+    /// [`TrainError::TensorBoard`] if the directory or the file cannot be created (the
+    /// Learner's Cockpit is left as it was).
     pub fn with_tensorboard(self, dir: impl AsRef<Path>) -> Result<Self, TrainError> {
-        let writer = TensorBoardWriter::create(dir).map_err(CockpitError::from)?;
+        let writer = TensorBoardWriter::create(dir)?;
         self.lock().add_sink(writer);
         Ok(self)
     }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
+use cockpit_quantities::persample::ErrorChain;
 use cockpit_quantities::persample::{
     GroupStats, PerSampleError, PerSampleSource, PerSampleStats, ReducedPerSample, all_reduce_stats,
 };
@@ -56,9 +57,13 @@ pub(super) fn track<M: Module>(
     let mut own = Part::join(parts, &device, &mut problems);
     let factors = own.per_sample_source(&device, &mut problems);
     let local = match &grads_snapshot {
-        Ok(g) => own_stats(shared, step, &params, g, factors.as_deref())
-            .map_err(|err| format!("step {step}: per-sample gradients unavailable: {err}")),
-        Err(err) => Err(format!("step {step} not tracked: {err}")),
+        Ok(g) => own_stats(shared, step, &params, g, factors.as_deref()).map_err(|err| {
+            format!(
+                "step {step}: per-sample gradients unavailable: {}",
+                ErrorChain(&err)
+            )
+        }),
+        Err(err) => Err(format!("step {step} not tracked: {}", ErrorChain(err))),
     };
     let local = local.map_err(|problem| problems.push(problem)).ok();
     let joined = all_reduce_stats(
@@ -201,7 +206,8 @@ fn union_info(
         Err(err) => {
             union.per_sample = None;
             problems.push(format!(
-                "step {step}: per-sample statistics unavailable: {err}"
+                "step {step}: per-sample statistics unavailable: {}",
+                ErrorChain(&err)
             ));
         }
     }

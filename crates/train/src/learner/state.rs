@@ -11,6 +11,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
 use cockpit_quantities::histogram::HistogramEngine;
+use cockpit_quantities::persample::ErrorChain;
 use cockpit_quantities::sink::Sink;
 use cockpit_quantities::{Cockpit, EpochLog, OptimizerInfo, QuantityKind, Snapshot, StepInfo};
 
@@ -169,7 +170,7 @@ impl State {
                     );
                 }
             }
-            Err(err) => self.problem(format!("step {step} not tracked: {err}")),
+            Err(err) => self.problem(format!("step {step} not tracked: {}", ErrorChain(&err))),
         }
         self.forward_warnings();
     }
@@ -366,12 +367,18 @@ impl State {
             ..EpochLog::default()
         };
         if let Err(err) = state.cockpit.log(step, &entry) {
-            state.problem(format!("cannot stream the epoch entry: {err}"));
+            state.problem(format!(
+                "cannot stream the epoch entry: {}",
+                ErrorChain(&err)
+            ));
         }
         if let Some(dir) = state.dir.clone()
             && let Err(err) = state.cockpit.write(dir.join(LOG_FILE))
         {
-            state.problem(format!("cannot write the Cockpit log: {err}"));
+            state.problem(format!(
+                "cannot write the Cockpit log: {}",
+                ErrorChain(&err)
+            ));
         }
         if let Some(mut monitor) = state.monitor.take() {
             let names = state

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use burn::tensor::{Device, Int, Tensor};
 use cockpit_quantities::StepInfo;
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
+use cockpit_quantities::persample::ErrorChain;
 use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
 
 use crate::step::Pending;
@@ -48,7 +49,10 @@ impl Part {
         let per_sample = match capture.factors {
             Some(Ok(factors)) => Some(Pending::per_sample(factors, fallback)),
             Some(Err(err)) => {
-                problems.push(format!("per-sample gradients unavailable: {err}"));
+                problems.push(format!(
+                    "per-sample gradients unavailable: {}",
+                    ErrorChain(&err)
+                ));
                 None
             }
             None => None,
@@ -146,7 +150,7 @@ impl Part {
             }
             Some(parts) if !parts.is_empty() => match MergedCurvature::new(parts) {
                 Ok(merged) => info = info.with_curvature(merged),
-                Err(err) => problems.push(format!("curvature unavailable: {err}")),
+                Err(err) => problems.push(format!("curvature unavailable: {}", ErrorChain(&err))),
             },
             _ => {}
         }
@@ -165,7 +169,10 @@ impl Part {
             many => match MergedPerSample::new(many.to_vec()) {
                 Ok(merged) => Some(Arc::new(merged.on_device(device.clone()))),
                 Err(err) => {
-                    problems.push(format!("per-sample gradients unavailable: {err}"));
+                    problems.push(format!(
+                        "per-sample gradients unavailable: {}",
+                        ErrorChain(&err)
+                    ));
                     None
                 }
             },

@@ -2,7 +2,7 @@
 
 use crate::persample::PerSampleNeeds;
 use crate::quantity::base::{QuantityType, 
-    Awaiting, Enqueued, Quantity, StepContext, compute_now, needs_two,
+    Awaiting, Enqueued, Quantity, StepContext, needs_two,
 };
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
@@ -68,10 +68,6 @@ impl Quantity for OrthoTest {
         }
     }
 
-    fn compute(&mut self, ctx: &StepContext<'_>) -> Result<Option<(usize, Value)>, QuantityError> {
-        compute_now(self, ctx)
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let parts = vec![
@@ -83,10 +79,7 @@ impl Quantity for OrthoTest {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch) = self.awaiting.take()?;
-        let [sum_sq, pi_sq, g2] = host[..] else {
-            return Err(QuantityError::Read("expected three numbers".into()));
-        };
+        let (step, batch, [sum_sq, pi_sq, g2]) = self.awaiting.take_numbers(host)?;
         let b = batch as f64;
         let value = needs_two(batch, || {
             ((sum_sq - pi_sq / g2) / ((b - 1.0) * b * g2)).sqrt()

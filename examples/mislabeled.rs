@@ -98,6 +98,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "fit noise={noise} flipped_memorised={:.3} clean_fit={:.3}",
             outcome.memorised, outcome.clean_fit
         );
+        let rows: Vec<_> = cockpit
+            .examples()
+            .map(|r| r.rows().into_iter().cloned().collect())
+            .unwrap_or_default();
+        let map = args.out.join(format!("{name}.map.png"));
+        burn_cockpit::plot::save_map(&map, &rows, &burn_cockpit::plot::MapOptions::default())?;
+        println!(
+            "map noise={noise} hard_to_learn flipped={:.3} clean={:.3} ({})",
+            outcome.hard_to_learn.0,
+            outcome.hard_to_learn.1,
+            map.display()
+        );
         let scores: [(&str, Detection); 4] = [
             ("ranking(mean_loss)", outcome.ranking),
             ("minus_mean_margin", outcome.margin),

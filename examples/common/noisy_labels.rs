@@ -8,7 +8,7 @@ use burn::optim::{AdamConfig, SgdConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::curvature::OutputLoss;
-use burn_cockpit::examples::{ExampleStats, auroc, precision_at, score};
+use burn_cockpit::examples::{ExampleStats, MapBorders, Region, auroc, precision_at, score};
 use burn_cockpit::persample::Linear;
 use burn_cockpit::{Cockpit, QuantityKind, Schedule};
 
@@ -175,6 +175,9 @@ pub struct Outcome {
     pub memorised: f64,
     /// The share of clean examples classified as labelled at the end.
     pub clean_fit: f64,
+    /// The shares of flipped and of clean examples in the data map's hard-to-learn region
+    /// (steadily low confidence in their label).
+    pub hard_to_learn: (f64, f64),
     /// Mean device→host reads and values per tracked step.
     pub reads_per_step: (f64, f64),
 }
@@ -256,6 +259,18 @@ pub fn run(
             .collect();
         chosen.iter().filter(|r| r.learned_now).count() as f64 / chosen.len().max(1) as f64
     };
+    let borders = MapBorders::of(&rows);
+    let hard = |want: bool| {
+        let chosen: Vec<&ExampleStats> = rows
+            .iter()
+            .filter(|r| flipped[r.id as usize] == want)
+            .collect();
+        chosen
+            .iter()
+            .filter(|r| borders.and_then(|b| b.region(r)) == Some(Region::HardToLearn))
+            .count() as f64
+            / chosen.len().max(1) as f64
+    };
     let outcome = Outcome {
         flipped: flipped.iter().filter(|f| **f).count(),
         ranking: detection(&rows, flipped, score),
@@ -264,6 +279,7 @@ pub fn run(
         margin: detection(&rows, flipped, |r| -r.margin_mean),
         memorised: share(true),
         clean_fit: share(false),
+        hard_to_learn: (hard(true), hard(false)),
         reads_per_step: (
             reads as f64 / steps.max(1) as f64,
             values as f64 / steps.max(1) as f64,

@@ -315,4 +315,27 @@ fn the_record_finds_flipped_labels() {
         "{outcome:?}"
     );
     assert_eq!(outcome.reads_per_step.0, 1.0);
+    // The data map: most flipped examples in the hard-to-learn region, few clean ones; the
+    // map draws every example.
+    let rows: Vec<_> = cockpit
+        .examples()
+        .unwrap()
+        .rows()
+        .into_iter()
+        .cloned()
+        .collect();
+    let (png, drawn) =
+        burn_cockpit::plot::render_map_png(&rows, &burn_cockpit::plot::MapOptions::default())
+            .unwrap();
+    assert_eq!((drawn.drawn, drawn.without_confidence), (800, 0));
+    assert_eq!(drawn.regions.iter().sum::<usize>(), 800);
+    assert!(png.starts_with(b"\x89PNG"));
+    if let Ok(dir) = std::env::var("COCKPIT_TEST_OUT") {
+        std::fs::write(std::path::Path::new(&dir).join("flipped_map.png"), png).unwrap();
+    }
+    let (flipped_hard, clean_hard) = outcome.hard_to_learn;
+    assert!(
+        flipped_hard >= 0.8 && flipped_hard >= 3.0 * clean_hard,
+        "{outcome:?}"
+    );
 }

@@ -5,7 +5,7 @@
 //! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...]             # what it shows, in words
 //! cockpit replay FIXTURE.json --out LOG.json [--variants]                     # a PyTorch run in burn
 //! cockpit check CONFIG.toml|CONFIG.json                                      # a config, before training
-//! cockpit examples LOG.json|TABLE.csv [--top N] [--kind K,K] [--json]         # which examples
+//! cockpit examples LOG.json|TABLE.csv [--top N] [--kind K,K] [--json] [--map OUT.png]  # which examples
 //! ```
 //!
 //! Exit status: 0 on success (and when `diagnose` flags nothing), 1 when `diagnose` flags
@@ -81,6 +81,20 @@ struct ExamplesArgs {
     /// Print the ranking as JSON (for tools).
     #[arg(long)]
     json: bool,
+    /// Also draw the data map (dataset cartography: each example's confidence in its label
+    /// against its variability across visits) into this PNG file.
+    #[arg(long, value_name = "OUT.png")]
+    map: Option<PathBuf>,
+    /// Colour the map's points by forgetting events or by what the record suggests.
+    #[arg(long, value_enum, default_value_t = MapColouring::Forgetting)]
+    map_colour: MapColouring,
+}
+
+/// `cockpit examples --map-colour`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum MapColouring {
+    Forgetting,
+    Suspicion,
 }
 
 #[derive(Debug, Args)]
@@ -402,6 +416,35 @@ fn examples(args: ExamplesArgs) -> Result<(), CliError> {
     }
     let (table, all) = examples::ranked(&args.log, args.learned_loss)?;
     let total = all.len();
+    if let Some(out) = &args.map {
+        let rows: Vec<_> = all.iter().map(|r| r.stats.clone()).collect();
+        let colour = match args.map_colour {
+            MapColouring::Forgetting => cockpit_plot::MapColour::Forgetting,
+            MapColouring::Suspicion => cockpit_plot::MapColour::Suspicion {
+                learned_loss: args.learned_loss,
+            },
+        };
+        let options = cockpit_plot::MapOptions {
+            colour,
+            ..cockpit_plot::MapOptions::default()
+        };
+        let drawn = cockpit_plot::save_map(out, &rows, &options)?;
+        sayln!(
+            "wrote {}: {} examples ({} easy-to-learn, {} ambiguous, {} hard-to-learn)",
+            out.display(),
+            drawn.drawn,
+            drawn.regions[0],
+            drawn.regions[1],
+            drawn.regions[2]
+        );
+        if drawn.without_confidence > 0 {
+            sayln!(
+                "{} examples have no confidence (the run's loss gave no margins: the map needs \
+                 a cross-entropy loss)",
+                drawn.without_confidence
+            );
+        }
+    }
     let mut ranked = examples::select(all, &args.kind);
     if args.top > 0 {
         ranked.truncate(args.top);

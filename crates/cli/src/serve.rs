@@ -31,7 +31,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::follow::Follower;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -203,6 +203,9 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     });
     let app = Router::new()
         .route("/", get(page))
+        .route("/data", get(data))
+        .route("/uplot.js", get(uplot_js))
+        .route("/uplot.css", get(uplot_css))
         .route("/primary.png", get(primary))
         .route("/secondary.png", get(secondary))
         .route("/state", get(state))
@@ -453,7 +456,12 @@ fn read(run: &RwLock<Output>) -> std::sync::RwLockReadGuard<'_, Output> {
 }
 
 /// The page, with the state now filled in (so it shows the run before the first event).
-async fn page(State(shared): State<Arc<Shared>>) -> Html<String> {
+async fn page(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Html<String> {
+    let template = if query.as_deref() == Some("static") {
+        PAGE
+    } else {
+        LIVE_PAGE
+    };
     let snapshot = shared.updates.borrow().clone();
     let step = match snapshot.last_step {
         Some(step) => format!("last step seen: {step}"),
@@ -469,7 +477,9 @@ async fn page(State(shared): State<Arc<Shared>>) -> Html<String> {
         &snapshot.verdict
     };
     Html(
-        PAGE.replace("{{LOG}}", &escape(&shared.log_name))
+        template
+            .replace("{{SHOW}}", SHOW)
+            .replace("{{LOG}}", &escape(&shared.log_name))
             .replace("{{STEP}}", &escape(&step))
             .replace(
                 "{{PROBLEM}}",
@@ -577,6 +587,95 @@ async fn events(
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
+/// The line instruments' values from step `from` on (`/data?from=S`; every step without it),
+/// for the page's charts: each number-valued key as one series, each per-parameter list as one
+/// series per parameter. The page asks again from its last step after each event, so an
+/// update sends what was appended (and the last step again: a two-step quantity fills it a
+/// step late).
+async fn data(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    let from = query
+        .as_deref()
+        .and_then(|q| q.strip_prefix("from="))
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(0);
+    let run = shared.run.clone();
+    let json = tokio::task::spawn_blocking(move || series_json(&read(&run), from))
+        .await
+        .unwrap_or_else(|_| "{}".to_string());
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        json,
+    )
+        .into_response()
+}
+
+/// [`data`]'s body: `{"from", "names", "steps", "scalars": {key: [value|null per step]},
+/// "lists": {key: [[value per parameter]|null per step]}}`; non-finite numbers are null.
+fn series_json(output: &Output, from: usize) -> String {
+    use cockpit_quantities::Value;
+    use serde_json::{Map, Value as Json};
+    let number = |v: f64| serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number);
+    let steps: Vec<usize> = output.steps_from(from).map(|(step, _)| step).collect();
+    let (mut scalars, mut lists) = (Map::new(), Map::new());
+    for (index, (_, values)) in output.steps_from(from).enumerate() {
+        for (key, value) in values {
+            let (table, entry) = match value {
+                Value::Float(v) => (&mut scalars, number(*v)),
+                Value::Int(v) => (&mut scalars, number(*v as f64)),
+                Value::List(v) => (
+                    &mut lists,
+                    Json::Array(v.iter().map(|x| number(*x)).collect()),
+                ),
+                Value::Estimate(e) => (
+                    &mut lists,
+                    Json::Array(e.values.iter().map(|x| number(*x)).collect()),
+                ),
+                _ => continue,
+            };
+            let column = table
+                .entry(key.clone())
+                .or_insert_with(|| Json::Array(vec![Json::Null; steps.len()]));
+            if let Json::Array(column) = column {
+                column[index] = entry;
+            }
+        }
+    }
+    serde_json::json!({
+        "from": from,
+        "names": output.parameter_names(),
+        "steps": steps,
+        "scalars": scalars,
+        "lists": lists,
+    })
+    .to_string()
+}
+
+/// uPlot (MIT, vendored: `assets/uplot/README.md`), compiled into the binary.
+async fn uplot_js() -> Response {
+    static_asset(
+        "text/javascript",
+        include_str!("../assets/uplot/uPlot.iife.min.js"),
+    )
+}
+
+async fn uplot_css() -> Response {
+    static_asset("text/css", include_str!("../assets/uplot/uPlot.min.css"))
+}
+
+fn static_asset(kind: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 async fn not_found() -> (StatusCode, &'static str) {
     (StatusCode::NOT_FOUND, "not found")
 }
@@ -620,12 +719,21 @@ const PAGE: &str = r#"<!doctype html>
 <img id="secondary" src="{{SECONDARY}}" alt="the secondary screen">
 <p id="verdict">diagnosis: {{VERDICT}}</p>
 <script>
-  const show = (state) => {
+{{SHOW}}
+</script>
+</body>
+</html>
+"#;
+
+/// Both pages' script: the state of each event shown (the step, the problem, the verdict),
+/// the images reloaded, and the page's own `window.onStep` called once the log has a step.
+const SHOW: &str = r#"  const show = (state) => {
     document.getElementById("step").textContent =
       state.last_step === null ? "no tracked step yet" : "last step seen: " + state.last_step;
     document.getElementById("problem").textContent = state.problem ? state.problem : "";
     document.getElementById("verdict").textContent = "diagnosis: " + state.verdict;
     if (state.last_step !== null) {
+      if (window.onStep) window.onStep(state);
       for (const id of ["primary", "secondary"]) {
         const src = "/" + id + ".png?v=" + state.version;
         const image = document.getElementById(id);
@@ -634,8 +742,178 @@ const PAGE: &str = r#"<!doctype html>
     }
   };
   const events = new EventSource("/events");
-  events.onmessage = (message) => show(JSON.parse(message.data));
+  events.onmessage = (message) => show(JSON.parse(message.data));"#;
+
+/// The live page: the line instruments as interactive charts (uPlot: the value under the
+/// pointer in each chart's legend, drag to zoom on the step axis, the wheel to pan,
+/// double-click to reset; a parameter picker for the per-layer lists), updated from `/data`
+/// after each event with what was appended; the two screens' images under them (histograms,
+/// gauges, Alpha's parabola). `/?static` is the page of images alone.
+const LIVE_PAGE: &str = r##"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Cockpit: {{LOG}}</title>
+<link rel="stylesheet" href="/uplot.css">
+<style>
+  body { font-family: sans-serif; margin: 1em; background: #fafafa; color: #222; }
+  header { display: flex; gap: 2em; align-items: baseline; flex-wrap: wrap; }
+  h1 { font-size: 1.3em; margin: 0; }
+  #step { font-weight: bold; }
+  #problem { color: #a33; }
+  #charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.6em; margin: 0.8em 0; }
+  .chart { background: #fff; padding: 0.3em; }
+  .chart h2 { font-size: 0.95em; margin: 0.2em 0.4em; }
+  img { display: block; width: 100%; max-width: 1600px; margin: 0.8em 0; background: #fff; }
+  #verdict { font-size: 1.1em; padding: 0.6em; background: #fff; border-left: 4px solid #37c; }
+  .hint { color: #666; font-size: 0.85em; }
+</style>
+</head>
+<body>
+<header>
+  <h1>Cockpit: {{LOG}}</h1>
+  <span id="step">{{STEP}}</span>
+  <label>parameter <select id="layer"><option value="all">all</option></select></label>
+  <span class="hint">drag: zoom the steps · wheel: pan · double-click: all steps · <a href="/?static">images only</a></span>
+  <span id="problem">{{PROBLEM}}</span>
+</header>
+<p id="verdict">diagnosis: {{VERDICT}}</p>
+<div id="charts"></div>
+<img id="primary" src="{{PRIMARY}}" alt="the primary screen (drawn once the log has a tracked step)">
+<img id="secondary" src="{{SECONDARY}}" alt="the secondary screen">
+<script src="/uplot.js"></script>
+<script>
+  // Cockpit's order first (the primary screen's columns, then the rest as they come).
+  const ORDER = ["Loss", "Alpha", "Distance", "UpdateSize", "GradNorm", "NormTest", "InnerTest",
+    "OrthoTest", "HessMaxEV", "HessTrace", "TICDiag", "TICTrace", "MeanGSNR", "CABS",
+    "EarlyStopping", "GradParamRatio", "learning_rate", "train_accuracy", "valid_accuracy"];
+  // Log-like axes where the dashboard has them (signed values: asinh).
+  const LOG = new Set(["NormTest", "InnerTest", "OrthoTest", "HessMaxEV"]);
+  const COLOURS = ["#4a73ad", "#f28033", "#339966", "#c0392b", "#6c3483", "#17a2b8", "#7f8c8d", "#b7950b"];
+  const store = { steps: [], names: [], scalars: {}, lists: {} };
+  const charts = {};
+  let layer = "all";
+  // What the page holds, for tools and the browser test.
+  window.cockpit = { store, charts };
+
+  const merge = (d) => {
+    store.names = d.names;
+    const keep = store.steps.findIndex((s) => s >= d.from);
+    const cut = keep < 0 ? store.steps.length : keep;
+    store.steps.length = cut;
+    for (const table of ["scalars", "lists"]) {
+      for (const key of Object.keys(store[table])) store[table][key].length = cut;
+      for (const [key, column] of Object.entries(d[table])) {
+        const mine = store[table][key] || (store[table][key] = new Array(cut).fill(null));
+        mine.length = cut;
+        mine.push(...column);
+      }
+      for (const key of Object.keys(store[table])) {
+        const mine = store[table][key];
+        while (mine.length < cut + d.steps.length) mine.push(null);
+      }
+    }
+    store.steps.push(...d.steps);
+  };
+
+  // The parameters' names (the log's, else their positions), as wide as the widest list.
+  const layerNames = () => {
+    let width = 0;
+    for (const rows of Object.values(store.lists)) {
+      for (const r of rows) if (r) width = Math.max(width, r.length);
+    }
+    return Array.from({ length: width }, (_, i) => store.names[i] || "parameter " + i);
+  };
+
+  const seriesOf = (key) => {
+    if (key in store.scalars) return { labels: [key], columns: [store.scalars[key]] };
+    const rows = store.lists[key];
+    const names = layerNames();
+    const chosen = layer === "all" ? names.map((_, i) => i) : [names.indexOf(layer)].filter((i) => i >= 0);
+    return {
+      labels: chosen.map((i) => names[i]),
+      columns: chosen.map((i) => rows.map((r) => (r && r[i] !== undefined ? r[i] : null))),
+    };
+  };
+
+  const wheelPan = (u) => {
+    u.over.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      const { min, max } = u.scales.x;
+      const shift = (max - min) * 0.1 * Math.sign(e.deltaY);
+      u.zoomed = true;
+      u.setScale("x", { min: min + shift, max: max + shift });
+    }, { passive: false });
+    u.over.addEventListener("dblclick", () => { u.zoomed = false; });
+  };
+
+  const draw = (key) => {
+    const { labels, columns } = seriesOf(key);
+    const data = [store.steps, ...columns];
+    const chart = charts[key];
+    const shape = labels.join("|");
+    if (chart && chart.shape === shape) {
+      chart.plot.setData(data, !chart.plot.zoomed);
+      return;
+    }
+    let box = document.getElementById("chart-" + key);
+    if (!box) {
+      box = document.createElement("div");
+      box.className = "chart";
+      box.id = "chart-" + key;
+      box.dataset.key = key;
+      const title = document.createElement("h2");
+      title.textContent = key;
+      box.appendChild(title);
+      document.getElementById("charts").appendChild(box);
+    }
+    if (chart) { chart.plot.destroy(); }
+    const plot = new uPlot({
+      width: 430, height: 220,
+      scales: { x: { time: false }, y: LOG.has(key) ? { distr: 4, asinh: 1e-3 } : {} },
+      series: [{ label: "step" }, ...labels.map((label, i) => ({
+        label, stroke: COLOURS[i % COLOURS.length], width: 1.5, spanGaps: true, points: { show: false },
+      }))],
+      cursor: { drag: { x: true, y: false, setScale: true } },
+      hooks: { ready: [wheelPan], setSelect: [(u) => { if (u.select.width > 0) u.zoomed = true; }] },
+    }, data, box);
+    charts[key] = { plot, shape };
+  };
+
+  const redraw = () => {
+    const keys = [...Object.keys(store.scalars), ...Object.keys(store.lists)];
+    keys.sort((a, b) => {
+      const [i, j] = [ORDER.indexOf(a), ORDER.indexOf(b)];
+      return (i < 0 ? 99 : i) - (j < 0 ? 99 : j) || a.localeCompare(b);
+    });
+    for (const key of keys) draw(key);
+    const picker = document.getElementById("layer");
+    const known = new Set([...picker.options].map((o) => o.value));
+    for (const name of layerNames()) {
+      if (!known.has(name)) picker.add(new Option(name, name));
+    }
+  };
+
+  let pulling = Promise.resolve();
+  const pull = () => {
+    pulling = pulling.then(async () => {
+      const from = store.steps.length ? store.steps[store.steps.length - 1] : 0;
+      const response = await fetch("/data?from=" + from);
+      if (!response.ok) return;
+      merge(await response.json());
+      redraw();
+    }).catch(() => {});
+    return pulling;
+  };
+
+  document.getElementById("layer").addEventListener("change", (e) => {
+    layer = e.target.value;
+    for (const key of Object.keys(store.lists)) draw(key);
+  });
+
+  window.onStep = pull;
+{{SHOW}}
 </script>
 </body>
 </html>
-"#;
+"##;

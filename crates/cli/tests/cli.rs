@@ -689,3 +689,51 @@ fn examples_of_a_run_without_the_record_says_what_to_add() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(!stderr.contains("QuantityKind::Examples"), "{stderr}");
 }
+
+/// `cockpit examples --map`: the data map of a record written as a PNG, with the regions
+/// counted; a record without margins (not a cross-entropy) says why nothing is placed.
+#[test]
+fn examples_draws_the_data_map() {
+    use cockpit_quantities::examples::{ExampleRecord, Visit, write_table};
+    let dir = tempfile::tempdir().unwrap();
+    for (margins, name) in [(true, "ce"), (false, "mse")] {
+        let mut record = ExampleRecord::new(32, std::f64::consts::LN_2);
+        for step in 0..5 {
+            let visits: Vec<Visit> = (0..30)
+                .map(|id| Visit {
+                    id,
+                    step,
+                    loss: 0.05 * id as f64 * (1.0 + (step % 2) as f64),
+                    grad_norm: 1.0,
+                    relative_share: 1.0,
+                    margin: margins.then_some(1.0 - 0.05 * id as f64),
+                    worst: None,
+                })
+                .collect();
+            record.fold(&visits);
+        }
+        let table = dir.path().join(format!("{name}.examples.csv"));
+        write_table(&table, &record).unwrap();
+        let map = dir.path().join(format!("{name}.map.png"));
+        let output = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("examples")
+            .arg(&table)
+            .arg("--map")
+            .arg(&map)
+            .args(["--map-colour", "suspicion"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}");
+        assert!(std::fs::read(&map).unwrap().starts_with(b"\x89PNG"));
+        if margins {
+            assert!(stdout.contains("30 examples ("), "{stdout}");
+            assert!(stdout.contains("hard-to-learn)"), "{stdout}");
+        } else {
+            assert!(
+                stdout.contains("30 examples have no confidence"),
+                "{stdout}"
+            );
+        }
+    }
+}

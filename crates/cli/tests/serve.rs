@@ -487,3 +487,43 @@ fn garbage_after_a_stream_keeps_its_run() {
         state.len()
     );
 }
+
+/// `/data?from=S`: the steps from S on with the log's values (a per-layer list as one column
+/// per parameter); the charts' script is served from the binary; `/?static` is the page of
+/// images without it.
+#[test]
+fn data_holds_the_appended_steps_and_the_chart_script_is_local() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    let mut writer = JsonLinesWriter::create(&log).unwrap();
+    for s in 0..5 {
+        let mut output = Output::new();
+        step(&mut output, s);
+        writer.append(s, &output).unwrap();
+    }
+    let (server, _) = start(&[log.to_str().unwrap(), "--port", "0", "--interval-ms", "50"]);
+    let address = server.address.clone();
+    await_state(&address, "\"last_step\":4");
+    let (status, body) = get(&address, "/data?from=3");
+    assert_eq!(status, 200);
+    let data: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(data["steps"], serde_json::json!([3, 4]));
+    for (row, s) in [(0, 3), (1, 4)] {
+        let loss = data["scalars"]["Loss"][row].as_f64().unwrap();
+        assert!((loss - 2.0 / (s as f64 + 1.0)).abs() < 1e-12, "{data}");
+        let norms = &data["lists"]["GradNorm"][row];
+        assert_eq!(norms[1].as_f64().unwrap(), 0.5 + s as f64, "{data}");
+    }
+    let (_, all) = get(&address, "/data");
+    let all: serde_json::Value = serde_json::from_slice(&all).unwrap();
+    assert_eq!(all["steps"].as_array().unwrap().len(), 5);
+    let (status, script) = get(&address, "/uplot.js");
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&script).contains("uPlot"));
+    let (_, live) = get(&address, "/");
+    let live = String::from_utf8(live).unwrap();
+    assert!(live.contains("src=\"/uplot.js\"") && live.contains("/data?from="));
+    let (_, images) = get(&address, "/?static");
+    let images = String::from_utf8(images).unwrap();
+    assert!(!images.contains("uplot") && images.contains("primary.png"));
+}

@@ -26,6 +26,7 @@ pub mod data;
 mod error;
 mod font;
 mod instrument;
+mod map;
 mod style;
 mod watch;
 
@@ -40,6 +41,7 @@ use std::io::Write;
 pub use dashboard::{Header, Panel, Rect, Rendered, Screen};
 pub use data::{DashboardData, Series};
 pub use error::PlotError;
+pub use map::{DrawnMap, MapColour, MapOptions, draw_map, render_map_png, save_map};
 pub use watch::{WatchEvent, WatchOptions, watch};
 
 /// Size, screen and title of a dashboard.

@@ -229,6 +229,17 @@ impl Output {
         self.steps.keys().copied()
     }
 
+    /// The steps from `from` on with their values, in increasing order (without walking the
+    /// steps before).
+    pub fn steps_from(
+        &self,
+        from: usize,
+    ) -> impl Iterator<Item = (usize, &BTreeMap<String, Value>)> + '_ {
+        self.steps
+            .range(from..)
+            .map(|(step, values)| (*step, values))
+    }
+
     /// The last step that has a value (without walking the steps).
     pub fn last_step(&self) -> Option<usize> {
         self.steps.keys().next_back().copied()

@@ -6,10 +6,12 @@
 //! ([`ExampleRecord`]); [`Cockpit::write`](crate::Cockpit::write) writes it beside the log
 //! ([`table_path`]); `cockpit examples` ranks it ([`rank`]).
 
+mod cartography;
 mod rank;
 mod record;
 mod table;
 
+pub use cartography::{MapBorders, Region, coordinates};
 pub use rank::{Ranked, Suspicion, auroc, precision_at, rank, score, suspicion};
 pub use record::{ExampleRecord, ExampleStats, Visit, WorstPosition};
 pub use table::{read_table, table_path, write_table};

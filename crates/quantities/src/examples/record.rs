@@ -90,6 +90,20 @@ pub struct ExampleStats {
     /// The loss at that position (NaN without positions).
     #[serde(default = "nan")]
     pub worst_position_loss: f64,
+    /// Dataset cartography's *confidence* (Swayamdipta et al., 2020): the mean over visits of
+    /// the probability the model gives the labelled class, `p = exp(−ℓ_n)` for a
+    /// cross-entropy loss (exactly: `ℓ_n = −log p_n(y_n)`; for a mean over positions, the
+    /// geometric mean of the positions' probabilities). NaN without margins (a loss that is
+    /// not a cross-entropy).
+    #[serde(default = "nan")]
+    pub confidence_mean: f64,
+    /// Cartography's *variability*: the standard deviation of that probability across visits,
+    /// over the visits as the paper takes it (`√(Σ (p − mean)² / visits)`; NaN before two
+    /// visits with margins).
+    #[serde(default = "nan")]
+    pub confidence_std: f64,
+    #[serde(rename = "confidence_m2", default)]
+    pub(crate) confidence_m2: f64,
 }
 
 fn nan() -> f64 {
@@ -121,6 +135,9 @@ impl ExampleStats {
             margins: 0,
             worst_position: None,
             worst_position_loss: f64::NAN,
+            confidence_mean: f64::NAN,
+            confidence_std: f64::NAN,
+            confidence_m2: 0.0,
         }
     }
 
@@ -160,6 +177,21 @@ impl ExampleStats {
             };
             self.margin_mean = previous + (margin - previous) / self.margins as f64;
             self.margin_last = margin;
+            // The labelled class's probability, and Welford's spread of it.
+            let p = (-visit.loss).exp();
+            let m = self.margins as f64;
+            let previous = if self.margins == 1 {
+                0.0
+            } else {
+                self.confidence_mean
+            };
+            self.confidence_mean = previous + (p - previous) / m;
+            self.confidence_m2 += (p - previous) * (p - self.confidence_mean);
+            self.confidence_std = if self.margins > 1 {
+                (self.confidence_m2 / m).sqrt()
+            } else {
+                f64::NAN
+            };
         }
         if let Some(worst) = visit.worst {
             self.worst_position = Some(worst.position);

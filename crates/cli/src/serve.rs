@@ -10,9 +10,11 @@
 //! whole file, and the diagnosis reruns on a schedule, so an appended step costs what was
 //! appended.
 //!
-//! The server is read-only and serves a fixed set of routes — `/`, `/primary.png`,
-//! `/secondary.png`, `/state`, `/events` — computed from the one log named at start; every
-//! other path is 404. No part of a request reaches the file system.
+//! The server is read-only and serves a fixed set of routes — `/` (`/?static`: images only),
+//! `/primary.png`, `/secondary.png`, `/map.png` (the data map of the per-example table beside
+//! the log), `/data`, `/state`, `/events`, `/uplot.js`, `/uplot.css` — computed from the one log
+//! named at start (and its table); every other path is 404. No part of a request reaches the
+//! file system.
 //!
 //! Against hostile clients: a request whose `Host` is not one of the server's names is
 //! refused (a DNS-rebinding page cannot read the dashboard); a connection has
@@ -143,6 +145,10 @@ struct Shared {
     /// Images drawn so far (the `drawn` of `/state`).
     draws: std::sync::atomic::AtomicU64,
     log_name: String,
+    /// The per-example table beside the log (`run.examples.csv`), drawn as the data map.
+    table: PathBuf,
+    /// The map of the table as last drawn, by the table's length and modification time.
+    map: Mutex<Option<(TableStamp, Arc<Vec<u8>>)>>,
     /// Turns true at SIGINT or SIGTERM: event streams end.
     stop: watch::Receiver<bool>,
 }
@@ -194,6 +200,8 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         size: options.size,
         images: Mutex::new(Vec::new()),
         draws: std::sync::atomic::AtomicU64::new(0),
+        table: crate::examples::resolve(&options.log),
+        map: Mutex::new(None),
         log_name: options
             .log
             .file_name()
@@ -204,6 +212,7 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let app = Router::new()
         .route("/", get(page))
         .route("/data", get(data))
+        .route("/map.png", get(map))
         .route("/uplot.js", get(uplot_js))
         .route("/uplot.css", get(uplot_css))
         .route("/primary.png", get(primary))
@@ -653,6 +662,50 @@ fn series_json(output: &Output, from: usize) -> String {
     .to_string()
 }
 
+/// A file's length and modification time.
+type TableStamp = (u64, Option<SystemTime>);
+
+/// The data map of the per-example table beside the log (`cockpit examples --map`), drawn
+/// again only when the table changed; 404 while the run has written none.
+async fn map(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(stamp) = std::fs::metadata(&shared.table)
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()))
+    else {
+        return (StatusCode::NOT_FOUND, "no per-example table beside the log").into_response();
+    };
+    let cached = match shared.map.lock() {
+        Ok(cache) => cache
+            .as_ref()
+            .filter(|(at, _)| *at == stamp)
+            .map(|(_, png)| png.clone()),
+        Err(_) => None,
+    };
+    if let Some(png) = cached {
+        return png_response(png.as_ref().clone());
+    }
+    let table = shared.table.clone();
+    let drawn = tokio::task::spawn_blocking(move || {
+        let rows = cockpit_quantities::examples::read_table(&table)
+            .map_err(|err| ErrorChain(&err).to_string())?;
+        cockpit_plot::render_map_png(&rows, &cockpit_plot::MapOptions::default())
+            .map(|(png, _)| png)
+            .map_err(|err| ErrorChain(&err).to_string())
+    })
+    .await;
+    match drawn {
+        Ok(Ok(png)) => {
+            let png = Arc::new(png);
+            if let Ok(mut cache) = shared.map.lock() {
+                *cache = Some((stamp, png.clone()));
+            }
+            png_response(png.as_ref().clone())
+        }
+        Ok(Err(err)) => (StatusCode::SERVICE_UNAVAILABLE, err).into_response(),
+        Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()).into_response(),
+    }
+}
+
 /// uPlot (MIT, vendored: `assets/uplot/README.md`), compiled into the binary.
 async fn uplot_js() -> Response {
     static_asset(
@@ -781,6 +834,7 @@ const LIVE_PAGE: &str = r##"<!doctype html>
 <div id="charts"></div>
 <img id="primary" src="{{PRIMARY}}" alt="the primary screen (drawn once the log has a tracked step)">
 <img id="secondary" src="{{SECONDARY}}" alt="the secondary screen">
+<img id="map" src="/map.png" alt="the data map (once the run has written its per-example table)" onerror="this.style.display='none'" onload="this.style.display='block'">
 <script src="/uplot.js"></script>
 <script>
   // Cockpit's order first (the primary screen's columns, then the rest as they come).
@@ -911,7 +965,10 @@ const LIVE_PAGE: &str = r##"<!doctype html>
     for (const key of Object.keys(store.lists)) draw(key);
   });
 
-  window.onStep = pull;
+  window.onStep = (state) => {
+    pull();
+    document.getElementById("map").src = "/map.png?v=" + state.version;
+  };
 {{SHOW}}
 </script>
 </body>

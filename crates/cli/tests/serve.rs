@@ -526,4 +526,27 @@ fn data_holds_the_appended_steps_and_the_chart_script_is_local() {
     let (_, images) = get(&address, "/?static");
     let images = String::from_utf8(images).unwrap();
     assert!(!images.contains("uplot") && images.contains("primary.png"));
+    // The data map: none before the run writes its per-example table, then drawn from it.
+    let (status, _) = get(&address, "/map.png");
+    assert_eq!(status, 404);
+    let mut record = cockpit_quantities::examples::ExampleRecord::new(8, 0.7);
+    for s in 0..3 {
+        let visits: Vec<_> = (0..6)
+            .map(|id| cockpit_quantities::examples::Visit {
+                id,
+                step: s,
+                loss: 0.3 * id as f64,
+                grad_norm: 1.0,
+                relative_share: 1.0,
+                margin: Some(1.0),
+                worst: None,
+            })
+            .collect();
+        record.fold(&visits);
+    }
+    cockpit_quantities::examples::write_table(dir.path().join("run.examples.csv"), &record)
+        .unwrap();
+    let (status, png) = get(&address, "/map.png");
+    assert_eq!(status, 200);
+    assert!(png.starts_with(b"\x89PNG"));
 }

@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use cockpit_quantities::log::read_any;
+use cockpit_quantities::Output;
+use cockpit_quantities::log::{StreamTail, read_any};
 
 use crate::{PlotError, PlotOptions, Rendered, save};
 
@@ -41,7 +42,9 @@ pub enum WatchEvent<'a> {
 }
 
 /// Redraws `out` from `log` (a JSON-lines stream as training writes it, or a JSON log) each
-/// time the file changes. The image is replaced atomically ([`save`]), so a viewer never sees
+/// time the file changes. A stream is followed by its tail ([`StreamTail`]: each change reads
+/// the lines appended since the last, not the whole file); a JSON log, rewritten whole by each
+/// write, is read whole. The image is replaced atomically ([`save`]), so a viewer never sees
 /// half an image, and two watchers of one image never share a temporary file.
 ///
 /// # Errors
@@ -59,6 +62,10 @@ pub fn watch(
     let (log, out) = (log.as_ref(), out.as_ref());
     let mut seen: Option<(u64, Option<SystemTime>)> = None;
     let mut last_change = Instant::now();
+    let mut tail = log
+        .extension()
+        .is_some_and(|e| e == "jsonl")
+        .then(|| (StreamTail::new(log), Output::new()));
     loop {
         let stamp = std::fs::metadata(log)
             .ok()
@@ -66,10 +73,20 @@ pub fn watch(
         if stamp.is_some() && stamp != seen {
             seen = stamp;
             last_change = Instant::now();
-            match read_any(log).map_err(PlotError::from).and_then(|output| {
-                let steps = output.steps().count();
-                save(&output, out, options).map(|r| (steps, r))
-            }) {
+            let drawn = match &mut tail {
+                Some((tail, output)) => match tail.poll_into(output) {
+                    Ok(tailed) => match tailed.problem {
+                        Some(problem) => Err(PlotError::from(problem)),
+                        None => save(output, out, options).map(|r| (output.steps().count(), r)),
+                    },
+                    Err(err) => Err(PlotError::from(err)),
+                },
+                None => read_any(log).map_err(PlotError::from).and_then(|output| {
+                    let steps = output.steps().count();
+                    save(&output, out, options).map(|r| (steps, r))
+                }),
+            };
+            match drawn {
                 Ok((steps, rendered)) => {
                     on_event(WatchEvent::Drawn {
                         steps,

@@ -19,8 +19,13 @@ const check = (ok, why) => { if (!ok) fail(why); };
 // The values of step s, as the stream writes them.
 const loss = (s) => 2 / (s + 1);
 const norms = (s) => [1 + 0.1 * s, 0.5 + 0.01 * s];
+const array = (values) => ({ __ndarray__: values, dtype: "float64", shape: [values.length] });
 const line = (s) => {
-  const entry = { Loss: loss(s), GradNorm: norms(s) };
+  const entry = {
+    Loss: loss(s), GradNorm: norms(s), Alpha: Math.sin(s), NormTest: 0.5, InnerTest: 0.2,
+    OrthoTest: 0.1 + 0.01 * s,
+    GradHist1d: { edges: array([-1, -0.5, 0, 0.5, 1]), hist: array([1, 10, 100 + s, 10]) },
+  };
   if (s === 0) entry.parameter_names = ["fc1.weight", "fc2.weight"];
   return JSON.stringify({ output: { [String(s)]: entry }, tracked_at: s }) + "\n";
 };
@@ -85,11 +90,25 @@ const line = (s) => {
     await page.waitForFunction(() => !document.querySelector("#chart-GradNorm").textContent.includes("fc1.weight"));
     const after = await labels();
     check(after.includes("fc2.weight") && !after.includes("fc1.weight"), "one layer: " + after);
+    // The drawings: the gradient tests of the last step, Alpha's parabola, GradHist1d's bars.
+    await page.waitForFunction(() => document.getElementById("hist1d-title").textContent.includes("step 24"), null, { timeout: 30000 });
+    const inked = (id) => page.evaluate((i) => {
+      const c = document.getElementById(i);
+      const pixels = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let k = 0; k < pixels.length; k += 4) {
+        const [r, g, b, a] = [pixels[k], pixels[k + 1], pixels[k + 2], pixels[k + 3]];
+        if (a > 0 && !(r === 0xea && g === 0xea && b === 0xf2)) n++;
+      }
+      return n;
+    }, id);
+    for (const id of ["tests", "alpha", "hist1d"]) check((await inked(id)) > 500, "the " + id + " drawing is drawn");
+    check((await page.textContent("#tests-caption")).includes("ortho 0.340"), "the last OrthoTest in the gauge");
     // The images-only view still works.
     await page.goto(address + "/?static");
     await page.waitForFunction(() => [...document.images].every((i) => i.complete && i.naturalWidth > 0));
     check(outside.length === 0, "requests beyond loopback: " + outside.join(", "));
-    console.log("ok: values at steps 0, 7, 19 and 24, the appended steps, the hovered value, the picker, the images view; no request beyond loopback");
+    console.log("ok: values at steps 0, 7, 19 and 24, the appended steps, the hovered value, the picker, the drawings (gradient tests, Alpha, GradHist1d), the images view; no request beyond loopback");
   } finally {
     await browser.close();
     server.kill("SIGINT");

@@ -12,7 +12,7 @@
 //!
 //! The server is read-only and serves a fixed set of routes — `/` (`/?static`: images only),
 //! `/primary.png`, `/secondary.png`, `/map.png` (the data map of the per-example table beside
-//! the log), `/data`, `/state`, `/events`, `/uplot.js`, `/uplot.css` — computed from the one log
+//! the log), `/data`, `/hist`, `/state`, `/events`, `/uplot.js`, `/uplot.css` — computed from the one log
 //! named at start (and its table); every other path is 404. No part of a request reaches the
 //! file system.
 //!
@@ -213,6 +213,7 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .route("/", get(page))
         .route("/data", get(data))
         .route("/map.png", get(map))
+        .route("/hist", get(hist))
         .route("/uplot.js", get(uplot_js))
         .route("/uplot.css", get(uplot_css))
         .route("/primary.png", get(primary))
@@ -662,6 +663,64 @@ fn series_json(output: &Output, from: usize) -> String {
     .to_string()
 }
 
+/// The latest GradHist1d and GradHist2d of the run (`/hist`), for the page's drawings:
+/// `{"GradHist1d": {"step", "edges", "hist"}, "GradHist2d": {"step", "bins", "x_edges",
+/// "y_edges", "hist", "individual": [{"hist"} per parameter]}}`, each key absent when the run
+/// has none. Found from the last step backwards (histograms may run on their own schedule).
+async fn hist(State(shared): State<Arc<Shared>>) -> Response {
+    let run = shared.run.clone();
+    let json = tokio::task::spawn_blocking(move || histograms_json(&read(&run)))
+        .await
+        .unwrap_or_else(|_| "{}".to_string());
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        json,
+    )
+        .into_response()
+}
+
+/// [`hist`]'s body.
+fn histograms_json(output: &Output) -> String {
+    use cockpit_quantities::Value;
+    let mut body = serde_json::Map::new();
+    let latest = |key: &str| {
+        output
+            .last_step()
+            .into_iter()
+            .flat_map(|last| (0..=last).rev())
+            .take(100_000)
+            .find_map(|step| output.get(step, key).map(|v| (step, v)))
+    };
+    if let Some((step, Value::Hist1d(h))) = latest("GradHist1d") {
+        body.insert(
+            "GradHist1d".into(),
+            serde_json::json!({"step": step, "edges": h.edges, "hist": h.hist}),
+        );
+    }
+    if let Some((step, Value::Hist2d(h))) = latest("GradHist2d") {
+        let individual: Vec<_> = h
+            .individual
+            .iter()
+            .map(|i| serde_json::json!({"hist": i.hist}))
+            .collect();
+        body.insert(
+            "GradHist2d".into(),
+            serde_json::json!({
+                "step": step,
+                "bins": [h.bins.0, h.bins.1],
+                "x_edges": h.x_edges,
+                "y_edges": h.y_edges,
+                "hist": h.hist,
+                "individual": individual,
+            }),
+        );
+    }
+    serde_json::Value::Object(body).to_string()
+}
+
 /// A file's length and modification time.
 type TableStamp = (u64, Option<SystemTime>);
 
@@ -800,8 +859,9 @@ const SHOW: &str = r#"  const show = (state) => {
 /// The live page: the line instruments as interactive charts (uPlot: the value under the
 /// pointer in each chart's legend, drag to zoom on the step axis, the wheel to pan,
 /// double-click to reset; a parameter picker for the per-layer lists), updated from `/data`
-/// after each event with what was appended; the two screens' images under them (histograms,
-/// gauges, Alpha's parabola). `/?static` is the page of images alone.
+/// after each event with what was appended; Alpha's parabola, the gradient tests' gauge and
+/// the last histograms drawn on canvases (`/hist`); the two screens' images and the data map
+/// under them. `/?static` is the page of images alone.
 const LIVE_PAGE: &str = r##"<!doctype html>
 <html lang="en">
 <head>
@@ -814,6 +874,7 @@ const LIVE_PAGE: &str = r##"<!doctype html>
   h1 { font-size: 1.3em; margin: 0; }
   #step { font-weight: bold; }
   #problem { color: #a33; }
+  #drawings { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.6em; margin: 0.8em 0; }
   #charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.6em; margin: 0.8em 0; }
   .chart { background: #fff; padding: 0.3em; }
   .chart h2 { font-size: 0.95em; margin: 0.2em 0.4em; }
@@ -832,6 +893,12 @@ const LIVE_PAGE: &str = r##"<!doctype html>
 </header>
 <p id="verdict">diagnosis: {{VERDICT}}</p>
 <div id="charts"></div>
+<div id="drawings">
+  <div class="chart"><h2>Alpha: where the steps land on the parabola</h2><canvas id="alpha" width="430" height="260"></canvas></div>
+  <div class="chart"><h2>Gradient tests (the last step)</h2><canvas id="tests" width="430" height="260"></canvas><div id="tests-caption" class="hint"></div></div>
+  <div class="chart"><h2 id="hist1d-title">Gradient elements (GradHist1d)</h2><canvas id="hist1d" width="430" height="260"></canvas></div>
+  <div class="chart"><h2 id="hist2d-title">Gradients against parameters (GradHist2d)</h2><canvas id="hist2d" width="430" height="260"></canvas></div>
+</div>
 <img id="primary" src="{{PRIMARY}}" alt="the primary screen (drawn once the log has a tracked step)">
 <img id="secondary" src="{{SECONDARY}}" alt="the secondary screen">
 <img id="map" src="/map.png" alt="the data map (once the run has written its per-example table)" onerror="this.style.display='none'" onload="this.style.display='block'">
@@ -963,10 +1030,107 @@ const LIVE_PAGE: &str = r##"<!doctype html>
   document.getElementById("layer").addEventListener("change", (e) => {
     layer = e.target.value;
     for (const key of Object.keys(store.lists)) draw(key);
+    drawHistograms().catch(() => {});
   });
 
+  // The drawings: canvases in the dashboard's colours.
+  const canvas = (id) => {
+    const c = document.getElementById(id);
+    const g = c.getContext("2d");
+    g.clearRect(0, 0, c.width, c.height);
+    g.fillStyle = "#eaeaf2";
+    g.fillRect(40, 10, c.width - 50, c.height - 40);
+    return { g, x0: 40, y0: 10, w: c.width - 50, h: c.height - 40 };
+  };
+  const axisText = (g, text, x, y) => { g.fillStyle = "#262626"; g.font = "11px sans-serif"; g.fillText(text, x, y); };
+
+  // Alpha: the share of steps per α bin on [-1.5, 1.5] (all steps grey, the last 10 % blue)
+  // under the parabola of the local quadratic (α = ±1: the loss as high as where it started).
+  const drawAlpha = () => {
+    const alpha = (store.scalars.Alpha || []).filter((v) => v !== null);
+    const { g, x0, y0, w, h } = canvas("alpha");
+    const bins = 30, lo = -1.5, hi = 1.5;
+    const share = (values) => {
+      const counts = new Array(bins).fill(0);
+      for (const v of values) counts[Math.min(bins - 1, Math.max(0, Math.floor((v - lo) / (hi - lo) * bins)))] += 1;
+      return counts.map((c) => c / Math.max(1, values.length));
+    };
+    const all = share(alpha), last = share(alpha.slice(Math.floor(alpha.length * 0.9)));
+    const top = Math.max(0.25, ...all, ...last);
+    const X = (v) => x0 + (v - lo) / (hi - lo) * w, Y = (v) => y0 + h - v / top * h;
+    const bar = w / bins;
+    all.forEach((v, i) => { g.fillStyle = "rgba(153,153,153,0.8)"; g.fillRect(x0 + i * bar, Y(v), bar * 0.5, y0 + h - Y(v)); });
+    last.forEach((v, i) => { g.fillStyle = "#4a73ad"; g.fillRect(x0 + i * bar + bar * 0.5, Y(v), bar * 0.5, y0 + h - Y(v)); });
+    g.strokeStyle = "#262626"; g.beginPath();
+    for (let i = 0; i <= 60; i++) { const a = lo + (hi - lo) * i / 60; const y = Y(top * a * a / (hi * hi)); i ? g.lineTo(X(a), y) : g.moveTo(X(a), y); }
+    g.stroke();
+    for (const t of [-1, 0, 1]) axisText(g, String(t), X(t) - 4, y0 + h + 14);
+    axisText(g, "local step length α (" + alpha.length + " steps; grey all, blue the last 10 %)", x0, y0 + h + 28);
+  };
+
+  // The gradient tests: matplotlib's symlog (linear within ±0.1) on ±2, the norm test's
+  // circle, the inner test's horizontal band and the orthogonality test's vertical band.
+  const drawTests = () => {
+    const last = (key) => { const c = store.scalars[key] || []; for (let i = c.length - 1; i >= 0; i--) if (c[i] !== null) return c[i]; return null; };
+    const symlog = (x) => { const a = Math.abs(x); return Math.sign(x) * (a <= 0.1 ? a / 0.1 : 1 + Math.log10(a / 0.1)); };
+    const { g, x0, y0, w, h } = canvas("tests");
+    const s = symlog(2), side = Math.min(w, h);
+    const cx = x0 + w / 2, cy = y0 + h / 2, unit = side / 2 / s;
+    const [norm, inner, ortho] = [last("NormTest"), last("InnerTest"), last("OrthoTest")];
+    if (inner > 0) { const y = Math.min(symlog(inner), s) * unit; g.fillStyle = "rgba(242,128,51,0.3)"; g.fillRect(cx - s * unit, cy - y, 2 * s * unit, 2 * y); }
+    if (ortho > 0) { const x = Math.min(symlog(ortho), s) * unit; g.fillStyle = "rgba(51,153,102,0.3)"; g.fillRect(cx - x, cy - s * unit, 2 * x, 2 * s * unit); }
+    if (norm > 0) {
+      g.beginPath();
+      for (let i = 0; i <= 180; i++) { const t = 2 * Math.PI * i / 180; const x = cx + symlog(norm * Math.cos(t)) * unit, y = cy - symlog(norm * Math.sin(t)) * unit; i ? g.lineTo(x, y) : g.moveTo(x, y); }
+      g.fillStyle = "rgba(74,115,173,0.3)"; g.fill(); g.strokeStyle = "#4a73ad"; g.lineWidth = 2; g.stroke(); g.lineWidth = 1;
+    }
+    g.strokeStyle = "#262626"; g.beginPath(); g.moveTo(cx - 6, cy - 6); g.lineTo(cx + 6, cy + 6); g.moveTo(cx + 6, cy - 6); g.lineTo(cx - 6, cy + 6); g.stroke();
+    const fmt = (v) => (v === null ? "–" : v.toPrecision(3));
+    axisText(g, "orthogonal →, parallel ↑", x0, y0 + h + 28);
+    document.getElementById("tests-caption").textContent =
+      "norm " + fmt(norm) + " · inner " + fmt(inner) + " · ortho " + fmt(ortho);
+  };
+
+  // GradHist1d: log10 of the counts per bin; GradHist2d: log10(count + 1) as a heat map of
+  // the chosen parameter (the picker) or of all of them.
+  const drawHistograms = async () => {
+    const response = await fetch("/hist");
+    if (!response.ok) return;
+    const d = await response.json();
+    const h1 = d.GradHist1d;
+    if (h1) {
+      const { g, x0, y0, w, h } = canvas("hist1d");
+      const logs = h1.hist.map((c) => (c >= 1 ? Math.log10(c) : 0));
+      const top = Math.max(1, ...logs), bar = w / logs.length;
+      g.fillStyle = "#f28033";
+      logs.forEach((v, i) => g.fillRect(x0 + i * bar, y0 + h - v / top * h, Math.max(1, bar - 1), v / top * h));
+      axisText(g, h1.edges[0].toPrecision(2), x0, y0 + h + 14);
+      axisText(g, h1.edges[h1.edges.length - 1].toPrecision(2), x0 + w - 30, y0 + h + 14);
+      document.getElementById("hist1d-title").textContent = "Gradient elements (GradHist1d, step " + h1.step + ", log10 counts)";
+    }
+    const h2 = d.GradHist2d;
+    if (h2) {
+      const names = layerNames();
+      const index = layer === "all" ? -1 : names.indexOf(layer);
+      const counts = index >= 0 && h2.individual[index] ? h2.individual[index].hist : h2.hist;
+      const [xb, yb] = h2.bins;
+      const { g, x0, y0, w, h } = canvas("hist2d");
+      const logs = counts.map((c) => Math.log10(Math.max(0, c) + 1));
+      const top = Math.max(1e-9, ...logs);
+      for (let i = 0; i < xb; i++) for (let j = 0; j < yb; j++) {
+        const t = logs[i * yb + j] / top;
+        g.fillStyle = "rgba(68,1,84," + t.toFixed(3) + ")";
+        g.fillRect(x0 + i * w / xb, y0 + h - (j + 1) * h / yb, w / xb + 0.5, h / yb + 0.5);
+      }
+      axisText(g, "gradient element →, parameter value ↑", x0, y0 + h + 28);
+      document.getElementById("hist2d-title").textContent = "Gradients against parameters (GradHist2d, step " + h2.step + ", " + (index >= 0 && h2.individual[index] ? names[index] : "all parameters") + ")";
+    }
+  };
+
+  const drawAll = () => { drawAlpha(); drawTests(); drawHistograms().catch(() => {}); };
+
   window.onStep = (state) => {
-    pull();
+    pull().then(drawAll);
     document.getElementById("map").src = "/map.png?v=" + state.version;
   };
 {{SHOW}}

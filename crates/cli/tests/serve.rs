@@ -526,6 +526,29 @@ fn data_holds_the_appended_steps_and_the_chart_script_is_local() {
     let (_, images) = get(&address, "/?static");
     let images = String::from_utf8(images).unwrap();
     assert!(!images.contains("uplot") && images.contains("primary.png"));
+    // The latest histogram for the page's drawings.
+    let (_, none) = get(&address, "/hist");
+    assert_eq!(String::from_utf8_lossy(&none), "{}");
+    let mut output = Output::new();
+    output.insert(
+        5,
+        "GradHist1d",
+        Value::Hist1d(cockpit_quantities::Histogram1d {
+            hist: vec![1.0, 2.0],
+            edges: vec![-1.0, 0.0, 1.0],
+        }),
+    );
+    step(&mut output, 5);
+    writer.append(5, &output).unwrap();
+    await_state(&address, "\"last_step\":5");
+    let (_, hist) = get(&address, "/hist");
+    let hist: serde_json::Value = serde_json::from_slice(&hist).unwrap();
+    assert_eq!(hist["GradHist1d"]["step"], 5, "{hist}");
+    assert_eq!(
+        hist["GradHist1d"]["hist"],
+        serde_json::json!([1.0, 2.0]),
+        "{hist}"
+    );
     // The data map: none before the run writes its per-example table, then drawn from it.
     let (status, _) = get(&address, "/map.png");
     assert_eq!(status, 404);

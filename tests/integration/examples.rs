@@ -333,6 +333,23 @@ fn the_record_finds_flipped_labels() {
     if let Ok(dir) = std::env::var("COCKPIT_TEST_OUT") {
         std::fs::write(std::path::Path::new(&dir).join("flipped_map.png"), png).unwrap();
     }
+    // The secondary screen of the written run draws the map beside the examples view.
+    let dir = tempfile::tempdir().unwrap();
+    cockpit.write(dir.path().join("run.json")).unwrap();
+    let data =
+        burn_cockpit::plot::DashboardData::from_output(cockpit.output()).with_examples_table(&rows);
+    assert_eq!(data.examples_map.as_ref().unwrap().points.len(), 800);
+    let secondary = dir.path().join("secondary.png");
+    let options = burn_cockpit::plot::PlotOptions {
+        screen: burn_cockpit::plot::Screen::Secondary,
+        ..Default::default()
+    };
+    let rendered =
+        burn_cockpit::plot::plot_file(dir.path().join("run.json"), &secondary, &options).unwrap();
+    assert!(rendered.panel("examples_gauge").is_some());
+    if let Ok(out) = std::env::var("COCKPIT_TEST_OUT") {
+        std::fs::copy(&secondary, std::path::Path::new(&out).join("secondary.png")).unwrap();
+    }
     let (flipped_hard, clean_hard) = outcome.hard_to_learn;
     assert!(
         flipped_hard >= 0.8 && flipped_hard >= 3.0 * clean_hard,

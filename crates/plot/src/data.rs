@@ -89,6 +89,15 @@ fn drawable_hist2d(mut h: Histogram2d) -> Histogram2d {
     h
 }
 
+/// The data map of a run's per-example table, as the secondary screen draws it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExamplesMap {
+    /// Each example with a confidence: its variability, its confidence and its region.
+    pub points: Vec<(f64, f64, cockpit_quantities::examples::Region)>,
+    /// The run's region borders.
+    pub borders: cockpit_quantities::examples::MapBorders,
+}
+
 /// Everything the primary and secondary screens draw.
 #[derive(Debug, Clone, Default)]
 pub struct DashboardData {
@@ -139,6 +148,10 @@ pub struct DashboardData {
     pub examples_half: Series,
     /// The last Examples value and its step (the examples with the largest shares).
     pub examples_top: Option<(usize, cockpit_quantities::ExampleShares)>,
+    /// The data map of the per-example table beside the log, where there is one
+    /// ([`DashboardData::with_examples_table`]): each example's variability, confidence and
+    /// region, and the run's borders.
+    pub examples_map: Option<ExamplesMap>,
     /// Steps in the log.
     pub steps: usize,
     /// The parameters' dotted names the log carries (empty for a Python-written log): the
@@ -150,6 +163,26 @@ pub struct DashboardData {
 }
 
 impl DashboardData {
+    /// Adds the data map of the run's per-example table (`cockpit examples`' rows) to the
+    /// examples view of the secondary screen; rows without a confidence are left out.
+    pub fn with_examples_table(
+        mut self,
+        rows: &[cockpit_quantities::examples::ExampleStats],
+    ) -> Self {
+        use cockpit_quantities::examples::{MapBorders, coordinates};
+        self.examples_map = MapBorders::of(rows).map(|borders| {
+            let points = rows
+                .iter()
+                .filter_map(|r| {
+                    let (x, y) = coordinates(r)?;
+                    Some((x, y, borders.region(r)?))
+                })
+                .collect();
+            ExamplesMap { points, borders }
+        });
+        self
+    }
+
     /// Reads every instrument's data from `output` (a log of ours or of the Python Cockpit).
     pub fn from_output(output: &Output) -> Self {
         let hist1d = QuantityKind::GradHist1d
@@ -219,6 +252,7 @@ impl DashboardData {
                         _ => None,
                     }),
             ),
+            examples_map: None,
             examples_top: QuantityKind::Examples
                 .last(output)
                 .and_then(|(step, v)| match v {

@@ -39,7 +39,7 @@ use plotters::prelude::*;
 use std::io::Write;
 
 pub use dashboard::{Header, Panel, Rect, Rendered, Screen};
-pub use data::{DashboardData, Series};
+pub use data::{DashboardData, ExamplesMap, Series};
 pub use error::PlotError;
 pub use map::{DrawnMap, MapColour, MapOptions, draw_map, render_map_png, save_map};
 pub use watch::{WatchEvent, WatchOptions, watch};
@@ -111,12 +111,15 @@ pub fn render_rgb(
     output: &Output,
     options: &PlotOptions,
 ) -> Result<(Vec<u8>, Rendered), PlotError> {
-    let data = checked(output, options)?;
+    rgb_of(&checked(output, options)?, options)
+}
+
+fn rgb_of(data: &DashboardData, options: &PlotOptions) -> Result<(Vec<u8>, Rendered), PlotError> {
     let mut buffer = vec![0u8; options.width as usize * options.height as usize * 3];
     let rendered = {
         let root = BitMapBackend::with_buffer(&mut buffer, (options.width, options.height))
             .into_drawing_area();
-        let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
+        let rendered = dashboard::draw(&root, data, options.screen, &options.title)?;
         root.present().map_err(error::draw_err)?;
         rendered
     };
@@ -132,7 +135,11 @@ pub fn render_png(
     output: &Output,
     options: &PlotOptions,
 ) -> Result<(Vec<u8>, Rendered), PlotError> {
-    let (rgb, rendered) = render_rgb(output, options)?;
+    png_of(&checked(output, options)?, options)
+}
+
+fn png_of(data: &DashboardData, options: &PlotOptions) -> Result<(Vec<u8>, Rendered), PlotError> {
+    let (rgb, rendered) = rgb_of(data, options)?;
     let mut png = Vec::new();
     image::codecs::png::PngEncoder::new(&mut png)
         .write_image(&rgb, options.width, options.height, image::ColorType::Rgb8)
@@ -146,12 +153,15 @@ pub fn render_png(
 ///
 /// As [`render_rgb`].
 pub fn render_svg(output: &Output, options: &PlotOptions) -> Result<(String, Rendered), PlotError> {
-    let data = checked(output, options)?;
+    svg_of(&checked(output, options)?, options)
+}
+
+fn svg_of(data: &DashboardData, options: &PlotOptions) -> Result<(String, Rendered), PlotError> {
     let mut svg = String::new();
     let rendered = {
         let root =
             SVGBackend::with_string(&mut svg, (options.width, options.height)).into_drawing_area();
-        let rendered = dashboard::draw(&root, &data, options.screen, &options.title)?;
+        let rendered = dashboard::draw(&root, data, options.screen, &options.title)?;
         root.present().map_err(error::draw_err)?;
         rendered
     };
@@ -181,7 +191,14 @@ pub fn save(
     path: impl AsRef<Path>,
     options: &PlotOptions,
 ) -> Result<Rendered, PlotError> {
-    let path = path.as_ref();
+    save_data(&checked(output, options)?, path.as_ref(), options)
+}
+
+fn save_data(
+    data: &DashboardData,
+    path: &Path,
+    options: &PlotOptions,
+) -> Result<Rendered, PlotError> {
     let write_err = |err: std::io::Error| PlotError::Write {
         path: path.to_path_buf(),
         reason: io_reason(&err),
@@ -194,12 +211,12 @@ pub fn save(
         .as_deref()
     {
         Some("svg") => {
-            let (svg, rendered) = render_svg(output, options)?;
+            let (svg, rendered) = svg_of(data, options)?;
             write_atomic(path, |file| file.write_all(svg.as_bytes())).map_err(write_err)?;
             Ok(rendered)
         }
         Some("png") => {
-            let (png, rendered) = render_png(output, options)?;
+            let (png, rendered) = png_of(data, options)?;
             write_atomic(path, |file| file.write_all(&png)).map_err(write_err)?;
             Ok(rendered)
         }
@@ -219,18 +236,32 @@ fn io_reason(err: &std::io::Error) -> String {
 }
 
 /// Reads a log (`.jsonl`: the JSON-lines stream; anything else: Cockpit's JSON log) and
-/// draws it into `out`.
+/// draws it into `out`. Where the run wrote its per-example table beside the log
+/// (`run.examples.csv`, for `run.json` or `run.jsonl`), the secondary screen's examples view
+/// also draws the data map ([`DashboardData::with_examples_table`]).
 ///
 /// # Errors
 ///
-/// [`PlotError::Log`] if the log cannot be read, and those of [`save`].
+/// [`PlotError::Log`] if the log or the table beside it cannot be read, and those of
+/// [`save`].
 pub fn plot_file(
     log: impl AsRef<Path>,
     out: impl AsRef<Path>,
     options: &PlotOptions,
 ) -> Result<Rendered, PlotError> {
+    let log = log.as_ref();
     let output = read_any(log).map_err(PlotError::from)?;
-    save(&output, out, options)
+    let mut data = checked(&output, options)?;
+    let beside = match log.extension() {
+        Some(e) if e == "jsonl" => log.with_extension("json"),
+        _ => log.to_path_buf(),
+    };
+    let table = cockpit_quantities::examples::table_path(beside);
+    if table.is_file() {
+        let rows = cockpit_quantities::examples::read_table(&table)?;
+        data = data.with_examples_table(&rows);
+    }
+    save_data(&data, out.as_ref(), options)
 }
 
 #[cfg(test)]

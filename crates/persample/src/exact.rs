@@ -1,8 +1,6 @@
 //! The exact fallback: per-sample gradients from single-sample backward passes, for any burn
 //! model.
 
-use std::sync::Once;
-
 use burn::module::ParamId;
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
@@ -32,7 +30,8 @@ type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, PerSampleError> + Se
 ///
 /// `B` extra forward and backward passes per call of [`PerSampleSource::reduce`]: one per
 /// step for the single-step quantities, plus one per Alpha end point. A note in the
-/// statistics (a warning in `Cockpit::warnings`, once) and a one-time `log::warn!` say so.
+/// statistics says so (a warning in `Cockpit::warnings`, once per Cockpit; no process-wide
+/// state).
 pub struct ExactPerSample {
     batch: usize,
     grads_of: Box<SampleGrads>,
@@ -45,8 +44,6 @@ impl std::fmt::Debug for ExactPerSample {
             .finish_non_exhaustive()
     }
 }
-
-static WARN_ONCE: Once = Once::new();
 
 impl ExactPerSample {
     /// A fallback over `batch` samples; `grads_of(n)` must return `∇ℓ_n` (the gradient of the
@@ -93,7 +90,6 @@ impl PerSampleSource for ExactPerSample {
              tracked step; instrumented layers (persample::Linear, …) make them nearly free",
             self.batch
         );
-        WARN_ONCE.call_once(|| log::warn!("cockpit: {cost}"));
         let entries = params.entries();
         if entries.is_empty() || self.batch == 0 {
             return Err(PerSampleError::Shape("no parameter or no sample".into()));
@@ -142,7 +138,7 @@ impl PerSampleSource for ExactPerSample {
 /// Chooses the per-sample engine: the fast path when the recorded instrumented layers cover
 /// every parameter ([`PerSample::coverage`]), otherwise the exact fallback — and then it says,
 /// with the coverage report, which parameters sent it there and why: a note in the statistics
-/// at every fallback (the Cockpit warns once per distinct note) and one `log::warn!`.
+/// at every fallback (the Cockpit warns once per distinct note).
 /// A layer that couples the samples (training-mode [`BatchNorm`](super::BatchNorm)) makes
 /// it refuse instead of falling back.
 #[derive(Debug)]
@@ -166,8 +162,6 @@ impl PerSample {
         self.fast.as_ref().map(|fast| fast.coverage(params))
     }
 }
-
-static FALLBACK_ONCE: Once = Once::new();
 
 impl PerSampleSource for PerSample {
     fn batch_size(&self) -> usize {
@@ -193,7 +187,6 @@ impl PerSampleSource for PerSample {
                      single-sample passes.\n{}",
                     fast.coverage(params)
                 );
-                FALLBACK_ONCE.call_once(|| log::warn!("cockpit: {note}"));
                 let mut stats = exact.reduce(params, request)?;
                 stats.notes.insert(0, note);
                 Ok(stats)

@@ -69,6 +69,24 @@ impl PerSampleNeeds {
         elements: false,
     };
 
+    /// `‖g_{n,p}‖²` alone.
+    pub const SQ_NORMS: Self = Self {
+        sq_norms: true,
+        ..Self::NONE
+    };
+
+    /// `⟨g_{n,p}, ∇_p L⟩` alone.
+    pub const DOTS_WITH_GRAD: Self = Self {
+        dots_with_grad: true,
+        ..Self::NONE
+    };
+
+    /// `Σ_n g_{n,p}^{⊙2}` alone.
+    pub const SUM_SQ: Self = Self {
+        sum_sq: true,
+        ..Self::NONE
+    };
+
     /// Whether anything is needed.
     pub fn any(&self) -> bool {
         self.sq_norms
@@ -80,7 +98,7 @@ impl PerSampleNeeds {
     }
 
     /// The union of two needs.
-    pub fn union(self, other: Self) -> Self {
+    pub const fn union(self, other: Self) -> Self {
         Self {
             sq_norms: self.sq_norms || other.sq_norms,
             dots_with_grad: self.dots_with_grad || other.dots_with_grad,

@@ -237,6 +237,16 @@ impl Awaiting {
         Ok(Some((step, Value::List(host.to_vec()))))
     }
 
+    /// A scalar from the read's `N` numbers and the batch size, under the awaited step.
+    pub(crate) fn finish_scalar<const N: usize>(
+        &mut self,
+        host: &[f64],
+        value: impl FnOnce(usize, [f64; N]) -> f64,
+    ) -> Result<Option<(usize, Value)>, QuantityError> {
+        let (step, batch, numbers) = self.take_numbers(host)?;
+        Ok(Some((step, Value::Float(value(batch, numbers)))))
+    }
+
     /// `(step, batch)` of the read being finished and its `N` numbers, in the order they were
     /// enqueued ([`QuantityError::ReadCount`] if the read gave another count).
     pub(crate) fn take_numbers<const N: usize>(
@@ -364,7 +374,7 @@ pub trait Quantity: Send {
     /// The per-sample statistics this quantity reads at `step` (through
     /// [`StepContext::per_sample_stats`]); the Cockpit computes the union in one pass.
     fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds::NONE
+        self.spec().needs.statistics
     }
 
     /// The per-example record this quantity keeps across the run

@@ -41,10 +41,9 @@ impl QuantityType for CABS {
         name: "CABS",
         shape: ValueShape::Scalar,
         needs: Needs {
-            per_sample: true,
             plain_sgd: true,
             announced_sgd: true,
-            ..Needs::NOTHING
+            ..Needs::per_sample(PerSampleNeeds::SUM_SQ)
         },
     };
     type Settings = NoSettings;
@@ -63,13 +62,6 @@ impl Quantity for CABS {
         self.schedule.is_active(step)
     }
 
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sum_sq: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         self.lr = ctx.plain_sgd_lr("CABS")?;
         let stats = ctx.per_sample_stats()?;
@@ -84,12 +76,11 @@ impl Quantity for CABS {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch, [sum_sq, g2, loss]) = self.awaiting.take_numbers(host)?;
-        let b = batch as f64;
-        Ok(Some((
-            step,
-            Value::Float(self.lr * (sum_sq - b * g2) / (b * loss)),
-        )))
+        let lr = self.lr;
+        self.awaiting.finish_scalar(host, |batch, [sum_sq, g2, loss]| {
+            let b = batch as f64;
+            lr * (sum_sq - b * g2) / (b * loss)
+        })
     }
 }
 
@@ -99,7 +90,7 @@ mod tests {
 
     use super::*;
     use crate::OptimizerInfo;
-    use crate::quantity::testing::{close, two_samples};
+    use crate::quantity::testing::{float_at_zero, close, two_samples};
 
     /// Σ_j (Σ_n g²_{n,j} − B·g_j²) = (10 − 8) + (4 − 2) = 4; lr·4/(B·L) = 0.1·4/4.
     #[test]
@@ -107,9 +98,7 @@ mod tests {
         let ids = [ParamId::new()];
         let step = two_samples(&ids).with_optimizer(OptimizerInfo::sgd(0.1));
         let mut q = CABS::new(Schedule::every_step());
-        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &step);
         assert!(close(v, 0.1, 1e-12), "{v}");
         let momentum = two_samples(&ids).with_optimizer(OptimizerInfo::sgd_momentum(0.1, 0.9));
         assert!(matches!(

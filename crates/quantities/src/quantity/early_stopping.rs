@@ -60,10 +60,9 @@ impl QuantityType for EarlyStopping {
         name: "EarlyStopping",
         shape: ValueShape::Scalar,
         needs: Needs {
-            per_sample: true,
             plain_sgd: true,
             announced_sgd: true,
-            ..Needs::NOTHING
+            ..Needs::per_sample(PerSampleNeeds::SUM_SQ)
         },
     };
     type Settings = EarlyStoppingSettings;
@@ -87,13 +86,6 @@ impl Quantity for EarlyStopping {
 
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step)
-    }
-
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sum_sq: true,
-            ..PerSampleNeeds::NONE
-        }
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
@@ -123,7 +115,7 @@ mod tests {
 
     use super::*;
     use crate::OptimizerInfo;
-    use crate::quantity::testing::{close, two_samples};
+    use crate::quantity::testing::{float_at_zero, close, two_samples};
 
     /// σ² = ((10 − 8)/1, (4 − 2)/1) = (2, 2): 1 − B·mean(4/2, 1/2) = 1 − 2·1.25 = −1.5 (with
     /// ε = 0 to compare exactly).
@@ -134,9 +126,7 @@ mod tests {
             Schedule::every_step(),
             EarlyStoppingSettings { epsilon: 0.0 },
         );
-        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &step);
         assert!(close(v, -1.5, 1e-12), "{v}");
         assert!(
             EarlyStopping::with_settings(

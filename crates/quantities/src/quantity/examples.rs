@@ -94,10 +94,7 @@ impl QuantityType for Examples {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "Examples",
         shape: ValueShape::Examples,
-        needs: Needs {
-            per_sample: true,
-            ..Needs::NOTHING
-        },
+        needs: Needs::per_sample(PerSampleNeeds::SQ_NORMS),
     };
     type Settings = ExamplesSettings;
 
@@ -153,13 +150,6 @@ impl Quantity for Examples {
 
     fn should_compute(&self, step: usize) -> bool {
         self.schedule.is_active(step)
-    }
-
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sq_norms: true,
-            ..PerSampleNeeds::NONE
-        }
     }
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {

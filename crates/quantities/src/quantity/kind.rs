@@ -242,6 +242,34 @@ mod tests {
     }
 
     #[test]
+    fn declared_statistics_are_what_each_quantity_asks_for() {
+        for kind in QuantityKind::ALL {
+            let needs = kind.spec().needs;
+            assert!(!needs.statistics.any() || needs.per_sample, "{kind:?}");
+            let quantity = kind
+                .configure(Schedule::every_step(), serde_json::Value::Null)
+                .unwrap();
+            if needs.statistics.any() {
+                assert_eq!(quantity.per_sample_needs(3), needs.statistics, "{kind:?}");
+            }
+        }
+        // What Cockpit's formulas read.
+        let stats = |kind: QuantityKind| kind.spec().needs.statistics;
+        assert!(stats(QuantityKind::NormTest).sq_norms);
+        assert!(stats(QuantityKind::InnerTest).dots_with_grad);
+        let ortho = stats(QuantityKind::OrthoTest);
+        assert!(ortho.sq_norms && ortho.dots_with_grad);
+        for kind in [
+            QuantityKind::CABS,
+            QuantityKind::EarlyStopping,
+            QuantityKind::MeanGSNR,
+            QuantityKind::TICDiag,
+        ] {
+            assert!(stats(kind).sum_sq, "{kind:?}");
+        }
+    }
+
+    #[test]
     fn names_round_trip_and_unknown_names_are_errors() {
         // Each kind once, under its own name (no count is held: a new quantity is one line).
         let mut names: Vec<&str> = QuantityKind::ALL.iter().map(|k| k.name()).collect();

@@ -55,10 +55,7 @@ impl QuantityType for MeanGSNR {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "MeanGSNR",
         shape: ValueShape::Scalar,
-        needs: Needs {
-            per_sample: true,
-            ..Needs::NOTHING
-        },
+        needs: Needs::per_sample(PerSampleNeeds::SUM_SQ),
     };
     type Settings = MeanGSNRSettings;
 
@@ -83,13 +80,6 @@ impl Quantity for MeanGSNR {
         self.schedule.is_active(step)
     }
 
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sum_sq: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let epsilon = self.epsilon;
         // g² / (Σ_n g_n² / B − g² + ε).
@@ -112,7 +102,7 @@ mod tests {
     use burn::module::ParamId;
 
     use super::*;
-    use crate::quantity::testing::{close, two_samples};
+    use crate::quantity::testing::{float_at_zero, close, two_samples};
 
     /// S = (10/2, 4/2) = (5, 2), S − g² = (1, 1): mean(4/1, 1/1) = 2.5 (ε = 0).
     #[test]
@@ -120,9 +110,7 @@ mod tests {
         let step = two_samples(&[ParamId::new()]);
         let mut q =
             MeanGSNR::with_settings(Schedule::every_step(), MeanGSNRSettings { epsilon: 0.0 });
-        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &step);
         assert!(close(v, 2.5, 1e-12), "{v}");
     }
 }

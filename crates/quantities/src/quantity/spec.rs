@@ -6,6 +6,8 @@
 
 use serde::Deserialize;
 
+use crate::persample::PerSampleNeeds;
+
 /// How a per-parameter list becomes one network-wide number ([`ValueShape::PerParameter`]).
 /// Non-exhaustive: a new quantity may bring the reduction it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,11 @@ impl ValueShape {
 pub struct Needs {
     /// Per-sample gradients or losses ([`StepInfo::with_per_sample`](crate::StepInfo::with_per_sample)).
     pub per_sample: bool,
+    /// The per-sample statistics it reads at each step it computes, where they do not depend
+    /// on the step ([`Quantity::per_sample_needs`](crate::Quantity::per_sample_needs) returns
+    /// them; a quantity whose needs change with the step, Alpha or an adapting histogram,
+    /// says so there instead).
+    pub statistics: PerSampleNeeds,
     /// Hessian-vector products or curvature diagonals
     /// ([`StepInfo::with_curvature`](crate::StepInfo::with_curvature)).
     pub curvature: bool,
@@ -80,11 +87,21 @@ impl Needs {
     /// Nothing beyond the parameters, the mean gradient and the loss.
     pub const NOTHING: Self = Self {
         per_sample: false,
+        statistics: PerSampleNeeds::NONE,
         curvature: false,
         plain_sgd: false,
         next_step: false,
         announced_sgd: false,
     };
+
+    /// Per-sample gradients, read through `statistics` at every step the quantity computes.
+    pub const fn per_sample(statistics: PerSampleNeeds) -> Self {
+        Self {
+            per_sample: true,
+            statistics,
+            ..Self::NOTHING
+        }
+    }
 }
 
 /// The facts of one quantity.

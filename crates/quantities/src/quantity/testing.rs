@@ -177,3 +177,12 @@ pub(crate) fn two_samples(ids: &[ParamId]) -> TinyStep {
         2.0,
     )
 }
+
+/// The float value `quantity` computes at `step` (stored under step 0), or a panic naming what
+/// came instead.
+pub(crate) fn float_at_zero(quantity: &mut dyn crate::Quantity, step: &TinyStep) -> f64 {
+    match quantity.compute(&step.ctx()) {
+        Ok(Some((0, crate::Value::Float(v)))) => v,
+        other => panic!("no float under step 0: {other:?}"),
+    }
+}

@@ -92,10 +92,9 @@ macro_rules! tic_builders {
                 name: $name,
                 shape: ValueShape::Scalar,
                 needs: Needs {
-                    per_sample: true,
-                    curvature: true,
-                    ..Needs::NOTHING
-                },
+            curvature: true,
+            ..Needs::per_sample(PerSampleNeeds::SUM_SQ)
+        },
             };
             type Settings = TicSettings;
 
@@ -178,13 +177,6 @@ macro_rules! tic_quantity {
 
             fn should_compute(&self, step: usize) -> bool {
                 self.schedule.is_active(step)
-            }
-
-            fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-                PerSampleNeeds {
-                    sum_sq: true,
-                    ..PerSampleNeeds::NONE
-                }
             }
 
             fn uses_curvature(&self, step: usize) -> bool {

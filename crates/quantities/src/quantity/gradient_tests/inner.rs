@@ -45,10 +45,7 @@ impl QuantityType for InnerTest {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "InnerTest",
         shape: ValueShape::Scalar,
-        needs: Needs {
-            per_sample: true,
-            ..Needs::NOTHING
-        },
+        needs: Needs::per_sample(PerSampleNeeds::DOTS_WITH_GRAD),
     };
     type Settings = NoSettings;
 
@@ -66,13 +63,6 @@ impl Quantity for InnerTest {
         self.schedule.is_active(step)
     }
 
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            dots_with_grad: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let pi = ctx.sample_grad_dots()?;
@@ -82,10 +72,10 @@ impl Quantity for InnerTest {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch, [centred, g2]) = self.awaiting.take_numbers(host)?;
-        let b = batch as f64;
-        let value = needs_two(batch, || (centred / ((b - 1.0) * b * g2 * g2)).sqrt());
-        Ok(Some((step, Value::Float(value))))
+        self.awaiting.finish_scalar(host, |batch, [centred, g2]| {
+            let b = batch as f64;
+            needs_two(batch, || (centred / ((b - 1.0) * b * g2 * g2)).sqrt())
+        })
     }
 }
 
@@ -94,16 +84,14 @@ mod tests {
     use burn::module::ParamId;
 
     use super::*;
-    use crate::quantity::testing::{close, two_samples};
+    use crate::quantity::testing::{float_at_zero, close, two_samples};
 
     /// π = (4, 6), ‖g‖² = 5: Σ (π_n − 5)² = 2 over (B−1)·B·‖g‖⁴ = 50: √0.04 = 0.2.
     #[test]
     fn worked_example() {
         let step = two_samples(&[ParamId::new()]);
         let mut q = InnerTest::new(Schedule::every_step());
-        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &step);
         assert!(close(v, 0.2, 1e-12), "{v}");
     }
 }

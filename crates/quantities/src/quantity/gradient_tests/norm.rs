@@ -38,10 +38,7 @@ impl QuantityType for NormTest {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "NormTest",
         shape: ValueShape::Scalar,
-        needs: Needs {
-            per_sample: true,
-            ..Needs::NOTHING
-        },
+        needs: Needs::per_sample(PerSampleNeeds::SQ_NORMS),
     };
     type Settings = NoSettings;
 
@@ -59,13 +56,6 @@ impl Quantity for NormTest {
         self.schedule.is_active(step)
     }
 
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sq_norms: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let sum_sq = ctx.sample_sq_norms()?.sum();
@@ -74,10 +64,10 @@ impl Quantity for NormTest {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch, [sum_sq, g2]) = self.awaiting.take_numbers(host)?;
-        let b = batch as f64;
-        let value = needs_two(batch, || ((sum_sq - b * g2) / ((b - 1.0) * b * g2)).sqrt());
-        Ok(Some((step, Value::Float(value))))
+        self.awaiting.finish_scalar(host, |batch, [sum_sq, g2]| {
+            let b = batch as f64;
+            needs_two(batch, || ((sum_sq - b * g2) / ((b - 1.0) * b * g2)).sqrt())
+        })
     }
 }
 
@@ -86,16 +76,14 @@ mod tests {
     use burn::module::ParamId;
 
     use super::*;
-    use crate::quantity::testing::{TinyStep, close, two_samples};
+    use crate::quantity::testing::{float_at_zero, TinyStep, close, two_samples};
 
     /// Σ_n ‖g_n − g‖² = 2 + 2, over (B−1)·B·‖g‖² = 10: √0.4.
     #[test]
     fn worked_example() {
         let step = two_samples(&[ParamId::new()]);
         let mut q = NormTest::new(Schedule::every_step());
-        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &step);
         assert!(close(v, 0.4f64.sqrt(), 1e-12), "{v}");
     }
 
@@ -110,9 +98,7 @@ mod tests {
             Some((0, Value::Float(0.0)))
         );
         let one = TinyStep::new(0, &ids, &[&[0.0]], &[vec![vec![2.0]]], 1.0);
-        let Some((0, Value::Float(v))) = q.compute(&one.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &one);
         assert!(v.is_nan());
     }
 }

@@ -39,10 +39,7 @@ impl QuantityType for OrthoTest {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "OrthoTest",
         shape: ValueShape::Scalar,
-        needs: Needs {
-            per_sample: true,
-            ..Needs::NOTHING
-        },
+        needs: Needs::per_sample(PerSampleNeeds::SQ_NORMS.union(PerSampleNeeds::DOTS_WITH_GRAD)),
     };
     type Settings = NoSettings;
 
@@ -60,14 +57,6 @@ impl Quantity for OrthoTest {
         self.schedule.is_active(step)
     }
 
-    fn per_sample_needs(&self, _step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            sq_norms: true,
-            dots_with_grad: true,
-            ..PerSampleNeeds::NONE
-        }
-    }
-
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let parts = vec![
@@ -79,12 +68,10 @@ impl Quantity for OrthoTest {
     }
 
     fn finish(&mut self, host: &[f64]) -> Result<Option<(usize, Value)>, QuantityError> {
-        let (step, batch, [sum_sq, pi_sq, g2]) = self.awaiting.take_numbers(host)?;
-        let b = batch as f64;
-        let value = needs_two(batch, || {
-            ((sum_sq - pi_sq / g2) / ((b - 1.0) * b * g2)).sqrt()
-        });
-        Ok(Some((step, Value::Float(value))))
+        self.awaiting.finish_scalar(host, |batch, [sum_sq, pi_sq, g2]| {
+            let b = batch as f64;
+            needs_two(batch, || ((sum_sq - pi_sq / g2) / ((b - 1.0) * b * g2)).sqrt())
+        })
     }
 }
 
@@ -93,7 +80,7 @@ mod tests {
     use burn::module::ParamId;
 
     use super::*;
-    use crate::quantity::testing::{close, two_samples};
+    use crate::quantity::testing::{float_at_zero, close, two_samples};
 
     /// g₁ − (4/5)g = (−0.6, 1.2), g₂ − (6/5)g = (0.6, −1.2): Σ ‖·‖² = 3.6 over
     /// (B−1)·B·‖g‖² = 10: √0.36 = 0.6.
@@ -101,9 +88,7 @@ mod tests {
     fn worked_example() {
         let step = two_samples(&[ParamId::new()]);
         let mut q = OrthoTest::new(Schedule::every_step());
-        let Some((0, Value::Float(v))) = q.compute(&step.ctx()).unwrap() else {
-            panic!("no value")
-        };
+        let v = float_at_zero(&mut q, &step);
         assert!(close(v, 0.6, 1e-12), "{v}");
     }
 }

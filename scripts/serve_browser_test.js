@@ -5,8 +5,8 @@
 //   node scripts/serve_browser_test.js COCKPIT_BINARY
 //
 // Writes its own JSON-lines log, starts the server on a free port, and exits non-zero with
-// the reason on the first check that fails. Run by `.ci/run` where Chromium and
-// playwright-core install (skipped with a message elsewhere).
+// the reason on the first check that fails (status 3: Chromium cannot be launched here). Run
+// by `.ci/run` where Chromium and playwright-core install (skipped with a message elsewhere).
 const { chromium } = require("playwright-core");
 const { spawn } = require("child_process");
 const fs = require("fs");
@@ -47,11 +47,19 @@ const line = (s) => {
     server.on("exit", (code) => reject(new Error("the server exited: " + code)));
     setTimeout(() => reject(new Error("no address within 30 s: " + out)), 30000);
   });
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  let browser;
+  try {
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+  } catch (e) {
+    // The machine cannot run a browser at all: not a failure of the page (exit status 3).
+    console.error("cannot launch Chromium here: " + e.message);
+    server.kill("SIGINT");
+    process.exit(3);
+  }
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1200 } });
     const outside = [];

@@ -608,8 +608,16 @@ async fn data(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> R
         .and_then(|q| q.strip_prefix("from="))
         .and_then(|s| s.parse::<usize>().ok())
         .unwrap_or(0);
+    json_of_run(&shared, move |run| series_json(run, from)).await
+}
+
+/// A JSON body computed from the shown run off the server's thread, never cached.
+async fn json_of_run(
+    shared: &Shared,
+    body: impl FnOnce(&Output) -> String + Send + 'static,
+) -> Response {
     let run = shared.run.clone();
-    let json = tokio::task::spawn_blocking(move || series_json(&read(&run), from))
+    let json = tokio::task::spawn_blocking(move || body(&read(&run)))
         .await
         .unwrap_or_else(|_| "{}".to_string());
     (
@@ -668,18 +676,7 @@ fn series_json(output: &Output, from: usize) -> String {
 /// "y_edges", "hist", "individual": [{"hist"} per parameter]}}`, each key absent when the run
 /// has none. Found from the last step backwards (histograms may run on their own schedule).
 async fn hist(State(shared): State<Arc<Shared>>) -> Response {
-    let run = shared.run.clone();
-    let json = tokio::task::spawn_blocking(move || histograms_json(&read(&run)))
-        .await
-        .unwrap_or_else(|_| "{}".to_string());
-    (
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        json,
-    )
-        .into_response()
+    json_of_run(&shared, histograms_json).await
 }
 
 /// [`hist`]'s body.

@@ -193,14 +193,7 @@ pub fn draw_map<DB: DrawingBackend>(
     }
     // The regions' borders, and their names on a white ground at the regions' outer corners.
     if let Some(borders) = borders {
-        let guide = ShapeStyle::from(&INK.mix(0.6)).stroke_width(2);
-        let (v, c) = (borders.variability, borders.confidence);
-        chart
-            .draw_series([
-                PathElement::new([(v, 0.0), (v, 1.0)], guide),
-                PathElement::new([(0.0, c), (v, c)], guide),
-            ])
-            .map_err(draw_err)?;
+        draw_borders(&mut chart, &borders, 2)?;
         let inset = px(8.0) as i32;
         let corners = [
             (
@@ -242,6 +235,28 @@ pub fn draw_map<DB: DrawingBackend>(
     }
     root.present().map_err(draw_err)?;
     Ok(drawn)
+}
+
+/// The regions' borders of `borders` on a map's chart: the variability border from bottom to
+/// top, the confidence border left of it.
+pub(crate) fn draw_borders<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    borders: &MapBorders,
+    width: u32,
+) -> Result<(), PlotError> {
+    let guide = ShapeStyle::from(&INK.mix(0.6)).stroke_width(width);
+    let (v, c) = (borders.variability, borders.confidence);
+    chart
+        .draw_series([
+            PathElement::new([(v, 0.0), (v, 1.0)], guide),
+            PathElement::new([(0.0, c), (v, c)], guide),
+        ])
+        .map_err(draw_err)?;
+    Ok(())
 }
 
 /// Draws the map as a PNG image in memory.

@@ -130,13 +130,5 @@ fn draw_map<DB: DrawingBackend>(
             Circle::new((*x, *y), radius, colour.mix(0.6).filled())
         }))
         .map_err(draw_err)?;
-    let guide = INK.mix(0.6).stroke_width(1);
-    let (v, c) = (borders.variability, borders.confidence);
-    chart
-        .draw_series([
-            PathElement::new([(v, 0.0), (v, 1.0)], guide),
-            PathElement::new([(0.0, c), (v, c)], guide),
-        ])
-        .map_err(draw_err)?;
-    Ok(())
+    crate::map::draw_borders(&mut chart, borders, 1)
 }

@@ -157,6 +157,10 @@ impl Fixture {
             ReplayError::Fixture(message) => {
                 ReplayError::Fixture(format!("{}: {message}", path.display()))
             }
+            ReplayError::NotAFixture { source, .. } => ReplayError::NotAFixture {
+                path: Some(path.to_path_buf()),
+                source,
+            },
             other => other,
         })
     }
@@ -165,10 +169,11 @@ impl Fixture {
     ///
     /// # Errors
     ///
-    /// [`ReplayError::Fixture`] naming what is wrong.
+    /// [`ReplayError::NotAFixture`] for JSON that is not a fixture, [`ReplayError::Fixture`]
+    /// naming what else is wrong.
     pub fn parse(text: &str) -> Result<Self, ReplayError> {
         let fixture: Fixture = serde_json::from_str(text)
-            .map_err(|err| ReplayError::Fixture(format!("not a fixture: {err}")))?;
+            .map_err(|source| ReplayError::NotAFixture { path: None, source })?;
         fixture.validate()?;
         Ok(fixture)
     }

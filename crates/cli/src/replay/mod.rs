@@ -38,6 +38,27 @@ pub enum ReplayError {
     /// The fixture is malformed.
     #[error("malformed fixture: {0}")]
     Fixture(String),
+    /// The fixture is not JSON of a fixture's shape: serde's error as the source.
+    #[error(
+        "malformed fixture{}: not a fixture",
+        path.as_ref().map(|p| format!(" `{}`", p.display())).unwrap_or_default()
+    )]
+    NotAFixture {
+        /// The file, where one was read.
+        path: Option<std::path::PathBuf>,
+        /// What the JSON reader said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A quantity variant of the fixture cannot be built: the Cockpit's error as the source.
+    #[error("malformed fixture: variant `{key}`")]
+    Variant {
+        /// The variant's key.
+        key: String,
+        /// Why it cannot be built.
+        #[source]
+        source: Box<cockpit_quantities::CockpitError>,
+    },
     /// The replay itself failed (recording per-sample gradients, reading parameters back):
     /// what it was doing, and the engine's error as the source.
     #[error("replay failed: {what}")]

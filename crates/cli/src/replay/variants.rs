@@ -40,7 +40,10 @@ pub(crate) fn build(
         let quantity = QuantityConfig::new(class, kwargs)
             .with_key(key.clone())
             .build(&Schedule::every_step())
-            .map_err(|err| ReplayError::Fixture(format!("variant `{key}`: {err}")))?;
+            .map_err(|source| ReplayError::Variant {
+                key: key.clone(),
+                source: Box::new(source),
+            })?;
         built.push(quantity);
     }
     Ok((built, skipped))

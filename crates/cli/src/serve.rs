@@ -488,6 +488,7 @@ async fn page(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> H
     };
     Html(
         template
+            .replace("{{STYLE}}", STYLE)
             .replace("{{SHOW}}", SHOW)
             .replace("{{LOG}}", &escape(&shared.log_name))
             .replace("{{STEP}}", &escape(&step))
@@ -636,9 +637,10 @@ fn series_json(output: &Output, from: usize) -> String {
     use cockpit_quantities::Value;
     use serde_json::{Map, Value as Json};
     let number = |v: f64| serde_json::Number::from_f64(v).map_or(Json::Null, Json::Number);
-    let steps: Vec<usize> = output.steps_from(from).map(|(step, _)| step).collect();
+    let rows: Vec<_> = output.steps_from(from).collect();
+    let steps: Vec<usize> = rows.iter().map(|(step, _)| *step).collect();
     let (mut scalars, mut lists) = (Map::new(), Map::new());
-    for (index, (_, values)) in output.steps_from(from).enumerate() {
+    for (index, (_, values)) in rows.into_iter().enumerate() {
         for (key, value) in values {
             let (table, entry) = match value {
                 Value::Float(v) => (&mut scalars, number(*v)),
@@ -674,7 +676,8 @@ fn series_json(output: &Output, from: usize) -> String {
 /// The latest GradHist1d and GradHist2d of the run (`/hist`), for the page's drawings:
 /// `{"GradHist1d": {"step", "edges", "hist"}, "GradHist2d": {"step", "bins", "x_edges",
 /// "y_edges", "hist", "individual": [{"hist"} per parameter]}}`, each key absent when the run
-/// has none. Found from the last step backwards (histograms may run on their own schedule).
+/// has none; the last value of each kind (`QuantityKind::last`: histograms may run on their
+/// own schedule, and keyed variants count).
 async fn hist(State(shared): State<Arc<Shared>>) -> Response {
     json_of_run(&shared, histograms_json).await
 }
@@ -683,21 +686,14 @@ async fn hist(State(shared): State<Arc<Shared>>) -> Response {
 fn histograms_json(output: &Output) -> String {
     use cockpit_quantities::Value;
     let mut body = serde_json::Map::new();
-    let latest = |key: &str| {
-        output
-            .last_step()
-            .into_iter()
-            .flat_map(|last| (0..=last).rev())
-            .take(100_000)
-            .find_map(|step| output.get(step, key).map(|v| (step, v)))
-    };
-    if let Some((step, Value::Hist1d(h))) = latest("GradHist1d") {
+    use cockpit_quantities::QuantityKind;
+    if let Some((step, Value::Hist1d(h))) = QuantityKind::GradHist1d.last(output) {
         body.insert(
             "GradHist1d".into(),
             serde_json::json!({"step": step, "edges": h.edges, "hist": h.hist}),
         );
     }
-    if let Some((step, Value::Hist2d(h))) = latest("GradHist2d") {
+    if let Some((step, Value::Hist2d(h))) = QuantityKind::GradHist2d.last(output) {
         let individual: Vec<_> = h
             .individual
             .iter()
@@ -809,13 +805,8 @@ const PAGE: &str = r#"<!doctype html>
 <meta charset="utf-8">
 <title>Cockpit: {{LOG}}</title>
 <style>
-  body { font-family: sans-serif; margin: 1em; background: #fafafa; color: #222; }
+{{STYLE}}
   header { display: flex; gap: 2em; align-items: baseline; }
-  h1 { font-size: 1.3em; margin: 0; }
-  #step { font-weight: bold; }
-  #problem { color: #a33; }
-  img { display: block; width: 100%; max-width: 1600px; margin: 0.8em 0; background: #fff; }
-  #verdict { font-size: 1.1em; padding: 0.6em; background: #fff; border-left: 4px solid #37c; }
 </style>
 </head>
 <body>
@@ -833,6 +824,15 @@ const PAGE: &str = r#"<!doctype html>
 </body>
 </html>
 "#;
+
+/// Both pages' common style.
+const STYLE: &str =
+    "  body { font-family: sans-serif; margin: 1em; background: #fafafa; color: #222; }
+  h1 { font-size: 1.3em; margin: 0; }
+  #step { font-weight: bold; }
+  #problem { color: #a33; }
+  img { display: block; width: 100%; max-width: 1600px; margin: 0.8em 0; background: #fff; }
+  #verdict { font-size: 1.1em; padding: 0.6em; background: #fff; border-left: 4px solid #37c; }";
 
 /// Both pages' script: the state of each event shown (the step, the problem, the verdict),
 /// the images reloaded, and the page's own `window.onStep` called once the log has a step.
@@ -866,17 +866,11 @@ const LIVE_PAGE: &str = r##"<!doctype html>
 <title>Cockpit: {{LOG}}</title>
 <link rel="stylesheet" href="/uplot.css">
 <style>
-  body { font-family: sans-serif; margin: 1em; background: #fafafa; color: #222; }
+{{STYLE}}
   header { display: flex; gap: 2em; align-items: baseline; flex-wrap: wrap; }
-  h1 { font-size: 1.3em; margin: 0; }
-  #step { font-weight: bold; }
-  #problem { color: #a33; }
-  #drawings { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.6em; margin: 0.8em 0; }
-  #charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.6em; margin: 0.8em 0; }
+  #charts, #drawings { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.6em; margin: 0.8em 0; }
   .chart { background: #fff; padding: 0.3em; }
   .chart h2 { font-size: 0.95em; margin: 0.2em 0.4em; }
-  img { display: block; width: 100%; max-width: 1600px; margin: 0.8em 0; background: #fff; }
-  #verdict { font-size: 1.1em; padding: 0.6em; background: #fff; border-left: 4px solid #37c; }
   .hint { color: #666; font-size: 0.85em; }
 </style>
 </head>

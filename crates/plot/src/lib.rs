@@ -252,11 +252,8 @@ pub fn plot_file(
     let log = log.as_ref();
     let output = read_any(log).map_err(PlotError::from)?;
     let mut data = checked(&output, options)?;
-    let beside = match log.extension() {
-        Some(e) if e == "jsonl" => log.with_extension("json"),
-        _ => log.to_path_buf(),
-    };
-    let table = cockpit_quantities::examples::table_path(beside);
+    // `run.json` and `run.jsonl` share the stem, so the one table beside both.
+    let table = cockpit_quantities::examples::table_path(log);
     if table.is_file() {
         let rows = cockpit_quantities::examples::read_table(&table)?;
         data = data.with_examples_table(&rows);

@@ -77,13 +77,7 @@ impl StreamTail {
     /// than the [`read_limit`](super::read_limit) (nothing is merged). A bad line is not an
     /// error of the call but [`Tailed::problem`].
     pub fn poll_into(&mut self, output: &mut Output) -> Result<Tailed, LogError> {
-        let io = |source| LogError::Io {
-            action: "read",
-            path: self.path.clone(),
-            source,
-        };
-        let mut file = std::fs::File::open(&self.path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let (mut file, len) = self.open()?;
         let limit = super::read_limit();
         if len > limit {
             return Err(LogError::TooLarge {
@@ -92,7 +86,7 @@ impl StreamTail {
             });
         }
         let mut tailed = Tailed::default();
-        if len < self.offset || !self.same_head(&mut file, len)? {
+        if self.moved_on(&mut file, len)? {
             *output = Output::new();
             self.offset = 0;
             self.lines = 0;
@@ -102,11 +96,12 @@ impl StreamTail {
         if len == self.offset {
             return Ok(tailed);
         }
-        file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
+        file.seek(SeekFrom::Start(self.offset))
+            .map_err(|e| self.io(e))?;
         let mut bytes = Vec::new();
         file.take(len - self.offset)
             .read_to_end(&mut bytes)
-            .map_err(io)?;
+            .map_err(|e| self.io(e))?;
         tailed.bytes = bytes.len() as u64;
         if self.offset == 0 {
             self.head = bytes[..bytes.len().min(HEAD_BYTES)].to_vec();
@@ -154,14 +149,29 @@ impl StreamTail {
         if self.offset == 0 && self.head.is_empty() {
             return Ok(false);
         }
-        let io = |source| LogError::Io {
+        let (mut file, len) = self.open()?;
+        self.moved_on(&mut file, len)
+    }
+
+    /// The file, opened at its start, and its length.
+    fn open(&self) -> Result<(std::fs::File, u64), LogError> {
+        let file = std::fs::File::open(&self.path).map_err(|e| self.io(e))?;
+        let len = file.metadata().map_err(|e| self.io(e))?.len();
+        Ok((file, len))
+    }
+
+    /// Whether the file of length `len` (opened at its start) is not the one read so far:
+    /// shorter than what was read, or beginning with other bytes.
+    fn moved_on(&self, file: &mut std::fs::File, len: u64) -> Result<bool, LogError> {
+        Ok(len < self.offset || !self.same_head(file, len)?)
+    }
+
+    fn io(&self, source: std::io::Error) -> LogError {
+        LogError::Io {
             action: "read",
             path: self.path.clone(),
             source,
-        };
-        let mut file = std::fs::File::open(&self.path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        Ok(len < self.offset || !self.same_head(&mut file, len)?)
+        }
     }
 
     /// Whether the file still begins with the bytes read from it before.
@@ -173,11 +183,7 @@ impl StreamTail {
             return Ok(false);
         }
         let mut head = vec![0; self.head.len()];
-        file.read_exact(&mut head).map_err(|source| LogError::Io {
-            action: "read",
-            path: self.path.clone(),
-            source,
-        })?;
+        file.read_exact(&mut head).map_err(|e| self.io(e))?;
         Ok(head == self.head)
     }
 }

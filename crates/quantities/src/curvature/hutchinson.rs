@@ -46,10 +46,13 @@ pub struct Hutchinson {
 /// of at most `relative` times its magnitude, within `max_probes`.
 ///
 /// Two stages, so that stopping does not bias the reported error: a pilot of `pilot` probes
-/// measures each trace's spread `s_p` and mean `t_p`; the estimate then draws
-/// `m = max_p ⌈pilot · (s_p / (relative·|t_p|))²⌉` fresh probes (at least `pilot`, at most
-/// `max_probes`), and its value and standard error come from those alone. A trace whose pilot
-/// mean is zero with a nonzero spread asks for `max_probes`.
+/// measures each trace's mean `t_p` and its standard error `s_p`; the estimate then draws
+/// `m = max_p ⌈pilot · (s_p / (relative·(|t_p| − s_p)))²⌉` fresh probes (at least `pilot`, at
+/// most `max_probes`), and its value and standard error come from those alone. The magnitude
+/// is taken one pilot standard error below the pilot's mean: a pilot that overestimates a
+/// trace by chance would otherwise size the estimate for a larger value than it meets, and a
+/// trace found near zero ended far above the relative error asked. A trace whose pilot
+/// mean is within one standard error of zero asks for `max_probes`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProbeBudget {
     /// Probes of the pilot, which sizes the estimate (≥ 2).
@@ -83,7 +86,8 @@ impl ProbeBudget {
                 if *error <= 0.0 || !error.is_finite() {
                     return pilot;
                 }
-                let allowed = self.relative * mean.abs();
+                // The magnitude's lower bound: one pilot standard error below its mean.
+                let allowed = self.relative * (mean.abs() - error);
                 if allowed <= 0.0 || !allowed.is_finite() {
                     return self.max_probes;
                 }
@@ -354,14 +358,18 @@ mod tests {
             relative: 0.1,
             max_probes: 200,
         };
-        // Error 0.5 of a trace of 1 wants 10·(0.5/0.1)² = 250 probes: the budget's 200.
+        // Error 0.5 of a trace of 1 (at least 0.5, allowed 0.05) wants 10·10² = 1000
+        // probes: the budget's 200.
         assert_eq!(budget.probes_for(&[1.0, 2.0], &[0.5, 0.0]), 200);
-        // Error 0.1 of a trace of −2 (allowed 0.2) wants ⌈10·0.25⌉ = 3: the pilot's 10.
+        // Error 0.1 of a trace of −2 (at least 1.9, allowed 0.19) wants ⌈10·0.277⌉ = 3: the
+        // pilot's 10.
         assert_eq!(budget.probes_for(&[-2.0], &[0.1]), 10);
-        // Error 0.4 of a trace of 2 (allowed 0.2): 10·4 = 40.
-        assert_eq!(budget.probes_for(&[2.0], &[0.4]), 40);
-        // A zero trace with a spread cannot be had to a relative error: the most.
+        // Error 0.25 of a trace of 2.25 (at least 2, allowed 0.2): ⌈10·1.5625⌉ = 16.
+        assert_eq!(budget.probes_for(&[2.25], &[0.25]), 16);
+        // A trace within one standard error of zero cannot be had to a relative error: the
+        // most, however far its pilot mean happened to land from zero within that error.
         assert_eq!(budget.probes_for(&[0.0], &[0.1]), 200);
+        assert_eq!(budget.probes_for(&[0.09], &[0.1]), 200);
         // No spread: the pilot suffices.
         assert_eq!(budget.probes_for(&[0.0, 3.0], &[0.0, 0.0]), 10);
     }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use burn_cockpit::Output;
 use burn_cockpit::diagnose::Diagnoser;
-use burn_cockpit::log::{JsonLinesWriter, read_stream_prefix};
+use burn_cockpit::log::{JsonLinesWriter, Reader, read_stream_prefix};
 use cockpit_cli::follow::Follower;
 
 #[path = "common/synthetic_log.rs"]
@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let full_read = full[full.len() / 2];
 
     // After: the follower, caught up once, then one look per appended step.
-    let mut follower = Follower::new(&path);
+    let mut follower = Follower::new(&Reader::default(), &path);
     let mut shown = Output::new();
     let start = Instant::now();
     follower.look(&mut shown)?;

@@ -313,6 +313,7 @@ fn watch_redraws_as_the_stream_grows() {
         &WatchOptions {
             interval: std::time::Duration::from_millis(50),
             idle_exit: Some(std::time::Duration::from_millis(2500)),
+            ..WatchOptions::default()
         },
         |event| {
             if let WatchEvent::Drawn { steps, .. } = event {

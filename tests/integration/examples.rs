@@ -207,7 +207,12 @@ fn ids_reach_every_output(backend: &Backend) {
     let table = burn_cockpit::examples::table_path(&log);
     let rows = burn_cockpit::examples::read_table(&table).unwrap();
     assert_eq!(rows.len(), EXAMPLES as usize);
-    let (found, ranked) = cockpit_cli::examples::ranked(&log, std::f64::consts::LN_2).unwrap();
+    let (found, ranked) = cockpit_cli::examples::ranked(
+        &burn_cockpit::log::Reader::default(),
+        &log,
+        std::f64::consts::LN_2,
+    )
+    .unwrap();
     assert_eq!(found, table);
     let worst = visits
         .iter()

@@ -3,8 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use cockpit_quantities::examples::{ExampleStats, Ranked, Suspicion, rank, read_table, table_path};
+use cockpit_quantities::examples::{
+    ExampleStats, Ranked, Suspicion, rank, read_table_with, table_path,
+};
 use cockpit_quantities::log::LogError;
+use cockpit_quantities::log::Reader;
 
 /// The table a path names: the table itself (`….examples.csv`, or any `.csv`), else the
 /// table beside the log it names (`run.json` → `run.examples.csv`).
@@ -26,10 +29,14 @@ pub fn resolve(path: &Path) -> PathBuf {
 ///
 /// # Errors
 ///
-/// As [`read_table`].
-pub fn ranked(path: &Path, learned_loss: f64) -> Result<(PathBuf, Vec<Ranked>), LogError> {
+/// As [`read_table_with`].
+pub fn ranked(
+    reader: &Reader,
+    path: &Path,
+    learned_loss: f64,
+) -> Result<(PathBuf, Vec<Ranked>), LogError> {
     let table = resolve(path);
-    let rows: Vec<ExampleStats> = read_table(&table)?;
+    let rows: Vec<ExampleStats> = read_table_with(reader, &table)?;
     Ok((table, rank(&rows, learned_loss)))
 }
 

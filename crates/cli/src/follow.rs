@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use cockpit_diagnose::Diagnoser;
 use cockpit_quantities::Output;
-use cockpit_quantities::log::{StreamTail, read_any};
+use cockpit_quantities::log::{Reader, StreamTail, read_any_with};
 use cockpit_quantities::persample::ErrorChain;
 
 /// The diagnosis reruns once the run grew by this fraction of its steps (1/64).
@@ -45,6 +45,8 @@ pub struct Follower {
     log: PathBuf,
     /// The stream's tail (`.jsonl` only).
     tail: Option<StreamTail>,
+    /// How a JSON log is read whole.
+    reader: Reader,
     /// A rewritten log being read while it is behind the shown run (which stays on the page
     /// until the new one catches up).
     pending: Option<Output>,
@@ -55,16 +57,17 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// A follower of `log`, nothing read yet.
-    pub fn new(log: impl AsRef<Path>) -> Self {
+    /// A follower of `log`, nothing read yet, reading within `reader`'s limit.
+    pub fn new(reader: &Reader, log: impl AsRef<Path>) -> Self {
         let log = log.as_ref().to_path_buf();
         let tail = log
             .extension()
             .is_some_and(|e| e == "jsonl")
-            .then(|| StreamTail::new(&log));
+            .then(|| StreamTail::with_reader(reader, &log));
         Self {
             log,
             tail,
+            reader: *reader,
             pending: None,
             diagnosed: None,
             undiagnosed: false,
@@ -94,7 +97,7 @@ impl Follower {
                     .map(|e| format!("{}; showing the lines before it", words(&e)));
             }
             None => {
-                let read = read_any(&self.log).map_err(|e| words(&e))?;
+                let read = read_any_with(&self.reader, &self.log).map_err(|e| words(&e))?;
                 self.pending = Some(read);
                 look.changed = true;
             }
@@ -164,7 +167,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.jsonl");
         let mut writer = JsonLinesWriter::create(&path).unwrap();
-        let mut follower = Follower::new(&path);
+        let mut follower = Follower::new(&Reader::default(), &path);
         let mut shown = Output::new();
         let mut reruns = Vec::new();
         for step in 0..400 {
@@ -209,7 +212,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.jsonl");
         let mut writer = JsonLinesWriter::create(&path).unwrap();
-        let mut follower = Follower::new(&path);
+        let mut follower = Follower::new(&Reader::default(), &path);
         let mut shown = Output::new();
         for step in 0..6 {
             writer.append(step, &line(step)).unwrap();

@@ -21,7 +21,7 @@ use cockpit_cli::replay::{Fixture, LossKind, ReplayError, ReplayOptions, replay}
 use cockpit_cli::serve::ServeOptions;
 use cockpit_plot::{PlotError, PlotOptions, Screen, WatchEvent, WatchOptions};
 use cockpit_quantities::Output;
-use cockpit_quantities::log::LogError;
+use cockpit_quantities::log::{LogError, Reader};
 use cockpit_quantities::persample::ErrorChain;
 use cockpit_tensorboard::TensorBoardWriter;
 
@@ -294,15 +294,16 @@ macro_rules! tell {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cockpit_quantities::log::set_read_limit(cli.max_input_bytes);
+    // Every file the command reads is read within this limit.
+    let reader = Reader::with_limit(cli.max_input_bytes);
     let result = match cli.command {
-        Command::Plot(args) => plot(args).map(|()| true),
-        Command::Diagnose(args) => diagnose(args),
-        Command::Replay(args) => replay_command(args).map(|()| true),
+        Command::Plot(args) => plot(args, &reader).map(|()| true),
+        Command::Diagnose(args) => diagnose(args, &reader),
+        Command::Replay(args) => replay_command(args, &reader).map(|()| true),
         Command::Check(args) => check(args).map(|()| true),
-        Command::Export(args) => export(args).map(|()| true),
-        Command::Serve(args) => serve(args).map(|()| true),
-        Command::Examples(args) => examples(args).map(|()| true),
+        Command::Export(args) => export(args, &reader).map(|()| true),
+        Command::Serve(args) => serve(args, &reader).map(|()| true),
+        Command::Examples(args) => examples(args, &reader).map(|()| true),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -354,21 +355,22 @@ fn needs(kind: cockpit_quantities::QuantityKind) -> String {
     }
 }
 
-fn read(log: &Path) -> Result<Output, CliError> {
-    let output = cockpit_quantities::log::read_any(log)?;
+fn read(reader: &Reader, log: &Path) -> Result<Output, CliError> {
+    let output = cockpit_quantities::log::read_any_with(reader, log)?;
     if output.is_empty() {
         return Err(CliError::EmptyLog(log.to_path_buf()));
     }
     Ok(output)
 }
 
-fn serve(args: ServeArgs) -> Result<(), CliError> {
+fn serve(args: ServeArgs, reader: &Reader) -> Result<(), CliError> {
     let options = ServeOptions {
         address: args.bind,
         port: args.port,
         interval: Duration::from_millis(args.interval_ms),
         size: args.size,
         allowed_hosts: args.allow_host,
+        reader: *reader,
         ..ServeOptions::new(args.log)
     };
     cockpit_cli::serve::run(options)?;
@@ -391,8 +393,8 @@ fn names(output: &Output, given: &[String]) -> Result<Vec<String>, CliError> {
     }
 }
 
-fn export(args: ExportArgs) -> Result<(), CliError> {
-    let output = read(&args.log)?;
+fn export(args: ExportArgs, reader: &Reader) -> Result<(), CliError> {
+    let output = read(reader, &args.log)?;
     let names = names(&output, &args.names)?;
     let path = TensorBoardWriter::export(&args.tensorboard, &output, &names, args.replace)?;
     let steps = output.steps().count();
@@ -404,7 +406,7 @@ fn export(args: ExportArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn examples(args: ExamplesArgs) -> Result<(), CliError> {
+fn examples(args: ExamplesArgs, reader: &Reader) -> Result<(), CliError> {
     use cockpit_cli::examples;
     let table = examples::resolve(&args.log);
     if !table.exists() && table != args.log && args.log.is_file() {
@@ -414,7 +416,7 @@ fn examples(args: ExamplesArgs) -> Result<(), CliError> {
             table,
         });
     }
-    let (table, all) = examples::ranked(&args.log, args.learned_loss)?;
+    let (table, all) = examples::ranked(reader, &args.log, args.learned_loss)?;
     let total = all.len();
     if let Some(out) = &args.map {
         let rows: Vec<_> = all.iter().map(|r| r.stats.clone()).collect();
@@ -458,8 +460,8 @@ fn examples(args: ExamplesArgs) -> Result<(), CliError> {
 }
 
 /// `Ok(true)` when nothing is flagged.
-fn diagnose(args: DiagnoseArgs) -> Result<bool, CliError> {
-    let output = read(&args.log)?;
+fn diagnose(args: DiagnoseArgs, reader: &Reader) -> Result<bool, CliError> {
+    let output = read(reader, &args.log)?;
     let diagnosis = Diagnoser::new()
         .with_names(&names(&output, &args.names)?)
         .run(&output);
@@ -471,7 +473,7 @@ fn diagnose(args: DiagnoseArgs) -> Result<bool, CliError> {
     Ok(!diagnosis.is_flagged())
 }
 
-fn plot(args: PlotArgs) -> Result<(), CliError> {
+fn plot(args: PlotArgs, reader: &Reader) -> Result<(), CliError> {
     let options = PlotOptions {
         width: args.size.0,
         height: args.size.1,
@@ -483,7 +485,7 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
         title: args.title,
     };
     if !args.watch {
-        let rendered = cockpit_plot::plot_file(&args.log, &args.out, &options)?;
+        let rendered = cockpit_plot::plot_file_with(reader, &args.log, &args.out, &options)?;
         sayln!("wrote {}", args.out.display());
         if let Some(advice) = rendered.blank_advice() {
             sayln!("{advice}");
@@ -493,6 +495,7 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
     let live = WatchOptions {
         interval: Duration::from_millis(args.interval_ms),
         idle_exit: args.idle_exit,
+        reader: *reader,
     };
     sayln!("watching {} (Ctrl-C to stop)", args.log.display());
     let out = &args.out;
@@ -505,8 +508,8 @@ fn plot(args: PlotArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn replay_command(args: ReplayArgs) -> Result<(), CliError> {
-    let fixture = Fixture::load(&args.fixture)?;
+fn replay_command(args: ReplayArgs, reader: &Reader) -> Result<(), CliError> {
+    let fixture = Fixture::load_with(reader, &args.fixture)?;
     let options = ReplayOptions {
         stream: args.stream,
         variants: args.variants,

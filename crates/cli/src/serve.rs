@@ -40,6 +40,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use cockpit_plot::{PlotOptions, Screen, render_png};
 use cockpit_quantities::Output;
+use cockpit_quantities::log::Reader;
 use cockpit_quantities::persample::ErrorChain;
 use tokio::sync::{OnceCell, Semaphore, oneshot, watch};
 
@@ -70,6 +71,8 @@ pub struct ServeOptions {
     /// Further names the server answers to in the `Host` header (beyond `localhost` and the
     /// loopback addresses, or the bound address), e.g. a machine name behind a tunnel.
     pub allowed_hosts: Vec<String>,
+    /// How the log and the per-example table beside it are read (the largest file taken).
+    pub reader: Reader,
 }
 
 impl ServeOptions {
@@ -82,6 +85,7 @@ impl ServeOptions {
             interval: Duration::from_millis(500),
             size: (1600, 800),
             allowed_hosts: Vec::new(),
+            reader: Reader::default(),
         }
     }
 }
@@ -147,6 +151,8 @@ struct Shared {
     log_name: String,
     /// The per-example table beside the log (`run.examples.csv`), drawn as the data map.
     table: PathBuf,
+    /// How the table is read.
+    reader: Reader,
     /// The map of the table as last drawn, by the table's length and modification time.
     map: Mutex<Option<(TableStamp, Arc<Vec<u8>>)>>,
     /// Turns true at SIGINT or SIGTERM: event streams end.
@@ -185,6 +191,7 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     let run = Arc::new(RwLock::new(Output::new()));
     tokio::spawn(watch_log(
         options.log.clone(),
+        options.reader,
         options.interval,
         run.clone(),
         sender,
@@ -201,6 +208,7 @@ async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         images: Mutex::new(Vec::new()),
         draws: std::sync::atomic::AtomicU64::new(0),
         table: crate::examples::resolve(&options.log),
+        reader: options.reader,
         map: Mutex::new(None),
         log_name: options
             .log
@@ -401,12 +409,13 @@ async fn accept(
 /// the previous run and says why.
 async fn watch_log(
     log: PathBuf,
+    reader: Reader,
     interval: Duration,
     run: Arc<RwLock<Output>>,
     sender: watch::Sender<Snapshot>,
 ) {
     let mut seen: Option<(u64, Option<SystemTime>)> = None;
-    let mut follower = Some(Follower::new(&log));
+    let mut follower = Some(Follower::new(&reader, &log));
     let mut ticker = tokio::time::interval(interval);
     loop {
         ticker.tick().await;
@@ -416,7 +425,9 @@ async fn watch_log(
         if stamp.is_some() && stamp == seen {
             continue;
         }
-        let mut moved = follower.take().unwrap_or_else(|| Follower::new(&log));
+        let mut moved = follower
+            .take()
+            .unwrap_or_else(|| Follower::new(&reader, &log));
         let run = run.clone();
         let looked = tokio::task::spawn_blocking(move || {
             let look = moved.look(&mut write(&run));
@@ -736,9 +747,9 @@ async fn map(State(shared): State<Arc<Shared>>) -> Response {
     if let Some(png) = cached {
         return png_response(png.as_ref().clone());
     }
-    let table = shared.table.clone();
+    let (table, reader) = (shared.table.clone(), shared.reader);
     let drawn = tokio::task::spawn_blocking(move || {
-        let rows = cockpit_quantities::examples::read_table(&table)
+        let rows = cockpit_quantities::examples::read_table_with(&reader, &table)
             .map_err(|err| ErrorChain(&err).to_string())?;
         cockpit_plot::render_map_png(&rows, &cockpit_plot::MapOptions::default())
             .map(|(png, _)| png)

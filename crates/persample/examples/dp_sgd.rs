@@ -19,7 +19,7 @@ use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::{log_softmax, relu};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
-use cockpit_persample::{Linear, PerSampleSource, Recorder, Request, Snapshot};
+use cockpit_persample::{Linear, PerSampleSource, Recorder, Request, Snapshot, Statistic};
 
 const BATCH: usize = 64;
 const CLIP: f64 = 1.0;
@@ -76,14 +76,14 @@ fn clipped_sum(
     let losses = model.losses(x.clone(), y.clone());
     let grads = losses.clone().mean().backward();
     let factors = recorder.finish(&grads)?;
-    let mut request = Request::new();
-    request.sq_norms = true;
+    let request = Request::new().with(Statistic::SqNorm);
     let stats = factors.reduce(&Snapshot::of_params(model), request)?;
     // ‖g_n‖² summed over the parameters.
     let sq: Tensor<1> = stats
-        .sq_norms
+        .get(Statistic::SqNorm)
         .unwrap_or_default()
-        .into_iter()
+        .iter()
+        .cloned()
         .reduce(|a, b| a + b)
         .ok_or("no parameter")?;
     let norms = sq.sqrt();

@@ -4,6 +4,7 @@ use std::fmt::Debug;
 
 use burn::tensor::Tensor;
 
+use crate::statistic::{Direction, PerSampleStats, Statistic, Statistics};
 use crate::{PerSampleError, Snapshot};
 
 /// Per-sample gradient elements of one parameter for some samples, as the engine has them.
@@ -38,116 +39,11 @@ impl Elements {
     }
 }
 
-/// The per-sample statistics one step needs, gathered from every quantity's
-/// [`PerSampleNeeds`] so that a source computes them in one go.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PerSampleNeeds {
-    /// `‖g_{n,p}‖²` per sample and parameter.
-    pub sq_norms: bool,
-    /// `⟨g_{n,p}, ∇_p L⟩` per sample and parameter (dot with the mean gradient).
-    pub dots_with_grad: bool,
-    /// `⟨g_{n,p}, ∇_p L_{t−1}⟩` per sample and parameter: dot with the previous step's mean
-    /// gradient (Alpha's end point on its SGD path, where the step was `−lr·∇L_{t−1}`). The
-    /// Cockpit keeps that gradient from step `t − 1` when a quantity asks for it at `t`.
-    pub dots_with_previous_grad: bool,
-    /// `Σ_n g_{n,p}^{⊙2}` per parameter (elementwise).
-    pub sum_sq: bool,
-    /// `max_{n,j} |g_{n,p,j}|` per parameter.
-    pub abs_max: bool,
-    /// The per-sample gradient elements themselves (histograms), in chunks.
-    pub elements: bool,
-}
-
-impl PerSampleNeeds {
-    /// No per-sample statistic.
-    pub const NONE: Self = Self {
-        sq_norms: false,
-        dots_with_grad: false,
-        dots_with_previous_grad: false,
-        sum_sq: false,
-        abs_max: false,
-        elements: false,
-    };
-
-    /// `‖g_{n,p}‖²` alone.
-    pub const SQ_NORMS: Self = Self {
-        sq_norms: true,
-        ..Self::NONE
-    };
-
-    /// `⟨g_{n,p}, ∇_p L⟩` alone.
-    pub const DOTS_WITH_GRAD: Self = Self {
-        dots_with_grad: true,
-        ..Self::NONE
-    };
-
-    /// `Σ_n g_{n,p}^{⊙2}` alone.
-    pub const SUM_SQ: Self = Self {
-        sum_sq: true,
-        ..Self::NONE
-    };
-
-    /// Whether anything is needed.
-    pub fn any(&self) -> bool {
-        self.sq_norms
-            || self.dots_with_grad
-            || self.dots_with_previous_grad
-            || self.sum_sq
-            || self.abs_max
-            || self.elements
-    }
-
-    /// The union of two needs.
-    pub const fn union(self, other: Self) -> Self {
-        Self {
-            sq_norms: self.sq_norms || other.sq_norms,
-            dots_with_grad: self.dots_with_grad || other.dots_with_grad,
-            dots_with_previous_grad: self.dots_with_previous_grad || other.dots_with_previous_grad,
-            sum_sq: self.sum_sq || other.sum_sq,
-            abs_max: self.abs_max || other.abs_max,
-            elements: self.elements || other.elements,
-        }
-    }
-}
-
-/// Reduced per-sample statistics of one step, one entry per parameter in snapshot order; each
-/// field is filled when it was asked for. `g_{n,p}` is the true per-sample gradient
-/// `∇_p ℓ_n` (not divided by `B`).
-#[derive(Debug, Clone, Default)]
-pub struct PerSampleStats {
-    /// Batch size `B`.
-    pub batch_size: usize,
-    /// `‖g_{n,p}‖²`, `[B]` per parameter.
-    pub sq_norms: Option<Vec<Tensor<1>>>,
-    /// `⟨g_{n,p}, v_p⟩`, `[B]` per parameter, for each requested direction `v` (what a
-    /// source returns for [`Request::directions`]).
-    pub dots: Vec<Vec<Tensor<1>>>,
-    /// `⟨g_{n,p}, ∇_p L⟩`, `[B]` per parameter ([`PerSampleNeeds::dots_with_grad`]; filled by
-    /// the Cockpit from `dots`).
-    pub dots_with_grad: Option<Vec<Tensor<1>>>,
-    /// `⟨g_{n,p}, ∇_p L_{t−1}⟩`, `[B]` per parameter
-    /// ([`PerSampleNeeds::dots_with_previous_grad`]; filled by the Cockpit from `dots`).
-    pub dots_with_previous_grad: Option<Vec<Tensor<1>>>,
-    /// `Σ_n g_{n,p}^{⊙2}`, `[numel]` per parameter (flattened in burn's layout).
-    pub sum_sq: Option<Vec<Tensor<1>>>,
-    /// `max |g_{n,p,j}|`, `[1]` per parameter.
-    pub abs_max: Option<Vec<Tensor<1>>>,
-    /// What the source wants the user to know about how it computed these (e.g. that
-    /// [`PerSample::auto`](crate::PerSample::auto) fell back to single-sample passes, and
-    /// why); the Cockpit turns each distinct note into one warning.
-    pub notes: Vec<String>,
-}
-
-/// What one pass over the per-sample gradients computes.
+/// What one pass over the per-sample gradients computes: statistics, the directions their
+/// projections take, and where the gradient elements go.
 pub struct Request<'a> {
-    /// `‖g_{n,p}‖²`.
-    pub sq_norms: bool,
-    /// Directions `v` (aligned with the parameters) to take `⟨g_{n,p}, v_p⟩` with.
-    pub directions: Vec<&'a Snapshot>,
-    /// `Σ_n g_{n,p}^{⊙2}`.
-    pub sum_sq: bool,
-    /// `max |g_{n,p,j}|`.
-    pub abs_max: bool,
+    statistics: Statistics,
+    directions: Vec<(Direction, &'a Snapshot)>,
     /// Receives the per-sample gradients `(parameter index, elements)`; dense chunks have at
     /// most `chunk_elements` elements, factored chunks ([`Elements::Outer`]) at most
     /// `chunk_elements` factor entries (at least one sample either way).
@@ -159,25 +55,101 @@ pub struct Request<'a> {
 impl std::fmt::Debug for Request<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")
-            .field("sq_norms", &self.sq_norms)
-            .field("directions", &self.directions.len())
-            .field("sum_sq", &self.sum_sq)
-            .field("abs_max", &self.abs_max)
+            .field("statistics", &self.statistics)
             .field("elements", &self.elements.is_some())
+            .field("chunk_elements", &self.chunk_elements)
             .finish()
     }
 }
 
 impl<'a> Request<'a> {
-    /// A request for nothing; set the fields you need.
+    /// A request for nothing; add what you need.
     pub fn new() -> Self {
         Self {
-            sq_norms: false,
+            statistics: Statistics::NONE,
             directions: Vec::new(),
-            sum_sq: false,
-            abs_max: false,
             elements: None,
             chunk_elements: 1 << 22,
+        }
+    }
+
+    /// The request and `statistic`. A projection ([`Statistic::Dot`]) needs its direction:
+    /// ask for it with [`Request::project_on`] (without one the source answers
+    /// [`PerSampleError::Shape`]).
+    pub fn with(mut self, statistic: Statistic) -> Self {
+        self.statistics = self.statistics.with(statistic);
+        self
+    }
+
+    /// The request and every statistic of `statistics` (projections as for
+    /// [`Request::with`]).
+    pub fn with_all(mut self, statistics: Statistics) -> Self {
+        self.statistics = self.statistics.union(statistics);
+        self
+    }
+
+    /// The request and the projections `⟨g_{n,p}, v_p⟩` on `v`, under
+    /// [`Statistic::Dot`]`(direction)` (`v` aligned with the parameters by id).
+    pub fn project_on(mut self, direction: Direction, v: &'a Snapshot) -> Self {
+        self.statistics = self.statistics.with(Statistic::Dot(direction));
+        self.directions.retain(|(d, _)| *d != direction);
+        self.directions.push((direction, v));
+        self
+    }
+
+    /// The statistics asked for.
+    pub fn statistics(&self) -> Statistics {
+        self.statistics
+    }
+
+    /// Whether `statistic` is asked for.
+    pub fn wants(&self, statistic: Statistic) -> bool {
+        self.statistics.contains(statistic)
+    }
+
+    /// Whether nothing is asked for (no statistic, no elements).
+    pub fn is_empty(&self) -> bool {
+        self.statistics.is_empty() && self.elements.is_none()
+    }
+
+    /// The projections asked for and their directions, in [`Statistic::ALL`]'s order.
+    ///
+    /// # Errors
+    ///
+    /// [`PerSampleError::Shape`] if a projection was asked for without its direction.
+    pub fn projections(&self) -> Result<Vec<(Direction, &'a Snapshot)>, PerSampleError> {
+        self.statistics
+            .iter()
+            .filter_map(|s| match s {
+                Statistic::Dot(direction) => Some(direction),
+                _ => None,
+            })
+            .map(|direction| {
+                self.directions
+                    .iter()
+                    .find(|(d, _)| *d == direction)
+                    .copied()
+                    .ok_or_else(|| {
+                        PerSampleError::Shape(format!(
+                            "{} asked for without its direction",
+                            Statistic::Dot(direction).formula()
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// The same request, borrowed (the element sink included): what a source hands each of
+    /// its parts.
+    pub fn reborrow(&mut self) -> Request<'_> {
+        Request {
+            statistics: self.statistics,
+            directions: self.directions.clone(),
+            elements: match self.elements.as_mut() {
+                Some(sink) => Some(&mut **sink),
+                None => None,
+            },
+            chunk_elements: self.chunk_elements,
         }
     }
 }

@@ -5,9 +5,10 @@ use burn::module::ParamId;
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 
-use super::base::{PerSampleSource, PerSampleStats, Request};
+use super::base::{PerSampleSource, Request};
 use super::factors::{Accumulator, Coverage, Recording, chunk_samples, refusal_of};
 use super::recorder::single_sample_pass;
+use super::statistic::PerSampleStats;
 use crate::{PerSampleError, Snapshot};
 
 type SampleGrads = dyn Fn(usize) -> Result<GradientsParams, PerSampleError> + Send + Sync;
@@ -129,7 +130,7 @@ impl PerSampleSource for ExactPerSample {
                 }
             }
         }
-        let mut stats = stats.finish()?;
+        let mut stats = stats.finish(params.len())?;
         stats.notes.push(cost);
         Ok(stats)
     }

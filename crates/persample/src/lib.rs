@@ -52,10 +52,11 @@ pub mod readback;
 mod recorder;
 pub mod reduce;
 mod snapshot;
+mod statistic;
 #[cfg(test)]
 mod testing;
 
-pub use base::{Elements, PerSampleNeeds, PerSampleSource, PerSampleStats, Request};
+pub use base::{Elements, PerSampleSource, Request};
 pub use distributed::{
     BurnCollective, Collective, GroupStats, LocalCollective, ReducedPerSample, all_reduce_stats,
 };
@@ -75,3 +76,4 @@ pub use layers::{
 pub use merged::MergedPerSample;
 pub use recorder::Recorder;
 pub use snapshot::{ParamEntry, Snapshot};
+pub use statistic::{Combine, Direction, PerSampleNeeds, PerSampleStats, Statistic, Statistics};

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Device;
 
-use super::base::{PerSampleSource, PerSampleStats, Request};
+use super::base::{PerSampleSource, Request};
+use super::statistic::{PerSampleStats, combine_parts};
 use crate::{PerSampleError, Snapshot};
 
 /// Per-sample gradients of one batch whose samples are spread over several sources (parts),
@@ -13,7 +14,8 @@ use crate::{PerSampleError, Snapshot};
 /// part reduces its own samples and the results are combined, never the per-sample gradients
 /// themselves.
 ///
-/// The merge, per parameter:
+/// The merge, per parameter, as each statistic's [`Statistic::combine`](crate::Statistic::combine)
+/// says:
 /// - `‖g_n‖²` and `⟨g_n, v⟩` (per sample): the parts' vectors concatenated in part order;
 /// - `Σ_n g_n^{⊙2}`: the parts' sums added;
 /// - `max |g_{n,j}|`: the largest of the parts' maxima;
@@ -87,20 +89,9 @@ impl PerSampleSource for MergedPerSample {
         let mut merged: Option<PerSampleStats> = None;
         let mut device: Option<Device> = self.device.clone();
         for part in &self.parts {
-            let sub = Request {
-                sq_norms: request.sq_norms,
-                directions: request.directions.clone(),
-                sum_sq: request.sum_sq,
-                abs_max: request.abs_max,
-                elements: match request.elements.as_mut() {
-                    Some(sink) => Some(&mut **sink),
-                    None => None,
-                },
-                chunk_elements: request.chunk_elements,
-            };
-            let stats = part.reduce(params, sub)?;
-            let device = device.get_or_insert_with(|| first_device(&stats));
-            let stats = to_device(stats, device);
+            let stats = part.reduce(params, request.reborrow())?;
+            let device = device.get_or_insert_with(|| stats.device().unwrap_or_default());
+            let stats = stats.to_device(device);
             merged = Some(match merged {
                 None => stats,
                 Some(total) => merge(total, stats)?,
@@ -110,89 +101,44 @@ impl PerSampleSource for MergedPerSample {
     }
 }
 
-/// The device of the first tensor in `stats` (the default device if there is none).
-fn first_device(stats: &PerSampleStats) -> Device {
-    let first = stats
-        .sq_norms
-        .iter()
-        .flatten()
-        .chain(stats.dots.iter().flatten())
-        .chain(stats.sum_sq.iter().flatten())
-        .chain(stats.abs_max.iter().flatten())
-        .next();
-    first.map(Tensor::device).unwrap_or_default()
-}
-
-fn to_device(stats: PerSampleStats, device: &Device) -> PerSampleStats {
-    let moved = |v: Vec<Tensor<1>>| -> Vec<Tensor<1>> {
-        v.into_iter().map(|t| t.to_device(device)).collect()
-    };
-    PerSampleStats {
-        batch_size: stats.batch_size,
-        sq_norms: stats.sq_norms.map(moved),
-        dots: stats.dots.into_iter().map(moved).collect(),
-        dots_with_grad: stats.dots_with_grad.map(moved),
-        dots_with_previous_grad: stats.dots_with_previous_grad.map(moved),
-        sum_sq: stats.sum_sq.map(moved),
-        abs_max: stats.abs_max.map(moved),
-        notes: stats.notes,
-    }
-}
-
 /// Merges the statistics of the samples of `a` followed by those of `b`.
-fn merge(a: PerSampleStats, b: PerSampleStats) -> Result<PerSampleStats, PerSampleError> {
-    type Combine = fn(Tensor<1>, Tensor<1>) -> Tensor<1>;
-    let zip = |x: Option<Vec<Tensor<1>>>,
-               y: Option<Vec<Tensor<1>>>,
-               combine: Combine|
-     -> Result<Option<Vec<Tensor<1>>>, PerSampleError> {
-        match (x, y) {
-            (None, None) => Ok(None),
-            (Some(x), Some(y)) if x.len() == y.len() => Ok(Some(
-                x.into_iter().zip(y).map(|(x, y)| combine(x, y)).collect(),
-            )),
-            _ => Err(PerSampleError::Shape(
-                "the parts of a merged batch returned different statistics".into(),
-            )),
-        }
-    };
-    let concat: Combine = |x, y| Tensor::cat(vec![x, y], 0);
-    let add: Combine = |x, y| x + y;
-    let max: Combine = |x, y| x.max_pair(y);
-    if a.dots.len() != b.dots.len() {
+fn merge(a: PerSampleStats, mut b: PerSampleStats) -> Result<PerSampleStats, PerSampleError> {
+    if a.statistics() != b.statistics() {
         return Err(PerSampleError::Shape(
-            "the parts of a merged batch returned different projections".into(),
+            "the parts of a merged batch returned different statistics".into(),
         ));
     }
-    let dots = a
-        .dots
-        .into_iter()
-        .zip(b.dots)
-        .map(|(x, y)| zip(Some(x), Some(y), concat).map(Option::unwrap_or_default))
-        .collect::<Result<_, _>>()?;
-    let mut notes = a.notes;
-    for note in b.notes {
-        if !notes.contains(&note) {
-            notes.push(note);
+    let mut merged = PerSampleStats::new(a.batch_size + b.batch_size);
+    merged.notes = a.notes.clone();
+    for note in std::mem::take(&mut b.notes) {
+        if !merged.notes.contains(&note) {
+            merged.notes.push(note);
         }
     }
-    Ok(PerSampleStats {
-        notes,
-        batch_size: a.batch_size + b.batch_size,
-        sq_norms: zip(a.sq_norms, b.sq_norms, concat)?,
-        dots,
-        dots_with_grad: zip(a.dots_with_grad, b.dots_with_grad, concat)?,
-        dots_with_previous_grad: zip(a.dots_with_previous_grad, b.dots_with_previous_grad, concat)?,
-        sum_sq: zip(a.sum_sq, b.sum_sq, add)?,
-        abs_max: zip(a.abs_max, b.abs_max, max)?,
-    })
+    for (statistic, x) in a.iter() {
+        let y = b.remove(statistic).unwrap_or_default();
+        if x.len() != y.len() {
+            return Err(PerSampleError::Shape(
+                "the parts of a merged batch returned different statistics".into(),
+            ));
+        }
+        let values = x
+            .iter()
+            .cloned()
+            .zip(y)
+            .map(|(x, y)| combine_parts(statistic.combine(), vec![x, y]))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| PerSampleError::Shape("an empty statistic".into()))?;
+        merged.insert(statistic, values);
+    }
+    Ok(merged)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::{linear_source as source, tensor, values64 as values};
-    use crate::{Elements, ParamEntry, Recording};
+    use crate::{Direction, Elements, ParamEntry, Recording, Statistic};
     use burn::module::ParamId;
 
     /// Three samples split 1 + 2 give the statistics of the three together, and the gradient
@@ -225,21 +171,21 @@ mod tests {
                 elements.extend(values(chunk.dense().reshape([-1])));
                 Ok(())
             };
-            let mut request = Request::new();
-            request.sq_norms = true;
-            request.sum_sq = true;
-            request.abs_max = true;
-            request.directions = vec![&direction];
+            let mut request = Request::new()
+                .with(Statistic::SqNorm)
+                .with(Statistic::SumSq)
+                .with(Statistic::AbsMax)
+                .project_on(Direction::Gradient, &direction);
             request.elements = Some(&mut sink);
             let stats = source
                 .reduce(&params, request)
                 .unwrap_or_else(|e| panic!("{e}"));
-            let first = |v: Option<Vec<Tensor<1>>>| values(v.unwrap_or_default().remove(0));
+            let first = |s: Statistic| values(stats.get(s).unwrap_or_default()[0].clone());
             (
-                first(stats.sq_norms),
-                values(stats.dots[0][0].clone()),
-                first(stats.sum_sq),
-                first(stats.abs_max),
+                first(Statistic::SqNorm),
+                first(Statistic::Dot(Direction::Gradient)),
+                first(Statistic::SumSq),
+                first(Statistic::AbsMax),
                 elements,
             )
         };

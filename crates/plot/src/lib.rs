@@ -33,7 +33,7 @@ mod watch;
 use std::path::Path;
 
 use cockpit_quantities::Output;
-use cockpit_quantities::log::{read_any, write_atomic};
+use cockpit_quantities::log::{Reader, read_any_with, write_atomic};
 use image::ImageEncoder;
 use plotters::prelude::*;
 use std::io::Write;
@@ -249,13 +249,27 @@ pub fn plot_file(
     out: impl AsRef<Path>,
     options: &PlotOptions,
 ) -> Result<Rendered, PlotError> {
+    plot_file_with(&Reader::default(), log, out, options)
+}
+
+/// [`plot_file`], reading the log and its table within `reader`'s limit.
+///
+/// # Errors
+///
+/// As [`plot_file`].
+pub fn plot_file_with(
+    reader: &Reader,
+    log: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: &PlotOptions,
+) -> Result<Rendered, PlotError> {
     let log = log.as_ref();
-    let output = read_any(log).map_err(PlotError::from)?;
+    let output = read_any_with(reader, log).map_err(PlotError::from)?;
     let mut data = checked(&output, options)?;
     // `run.json` and `run.jsonl` share the stem, so the one table beside both.
     let table = cockpit_quantities::examples::table_path(log);
     if table.is_file() {
-        let rows = cockpit_quantities::examples::read_table(&table)?;
+        let rows = cockpit_quantities::examples::read_table_with(reader, &table)?;
         data = data.with_examples_table(&rows);
     }
     save_data(&data, out.as_ref(), options)

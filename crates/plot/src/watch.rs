@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use cockpit_quantities::Output;
-use cockpit_quantities::log::{StreamTail, read_any};
+use cockpit_quantities::log::{Reader, StreamTail, read_any_with};
 
 use crate::{PlotError, PlotOptions, Rendered, save};
 
@@ -15,6 +15,8 @@ pub struct WatchOptions {
     pub interval: Duration,
     /// Stop once the log has not changed for this long (`None`: run until interrupted).
     pub idle_exit: Option<Duration>,
+    /// How the log is read (the largest file taken).
+    pub reader: Reader,
 }
 
 impl Default for WatchOptions {
@@ -22,6 +24,7 @@ impl Default for WatchOptions {
         Self {
             interval: Duration::from_millis(500),
             idle_exit: None,
+            reader: Reader::default(),
         }
     }
 }
@@ -65,7 +68,7 @@ pub fn watch(
     let mut tail = log
         .extension()
         .is_some_and(|e| e == "jsonl")
-        .then(|| (StreamTail::new(log), Output::new()));
+        .then(|| (StreamTail::with_reader(&watch.reader, log), Output::new()));
     loop {
         let stamp = std::fs::metadata(log)
             .ok()
@@ -81,10 +84,12 @@ pub fn watch(
                     },
                     Err(err) => Err(PlotError::from(err)),
                 },
-                None => read_any(log).map_err(PlotError::from).and_then(|output| {
-                    let steps = output.steps().count();
-                    save(&output, out, options).map(|r| (steps, r))
-                }),
+                None => read_any_with(&watch.reader, log)
+                    .map_err(PlotError::from)
+                    .and_then(|output| {
+                        let steps = output.steps().count();
+                        save(&output, out, options).map(|r| (steps, r))
+                    }),
             };
             match drawn {
                 Ok((steps, rendered)) => {

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use cockpit_quantities::log::Reader;
+
 use super::ReplayError;
 
 /// A recorded run: model, loss, optimizer, initial parameters and every step's batch, plus the
@@ -149,10 +151,17 @@ impl Fixture {
     /// [`ReplayError::Input`] if unreadable or too large, [`ReplayError::Fixture`] if it is not a valid
     /// fixture (the message names the field or the inconsistency).
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        Self::load_with(&Reader::default(), path)
+    }
+
+    /// [`Fixture::load`] within `reader`'s limit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Fixture::load`].
+    pub fn load_with(reader: &Reader, path: impl AsRef<Path>) -> Result<Self, ReplayError> {
         let path = path.as_ref();
-        let text =
-            cockpit_quantities::log::read_bounded(path, cockpit_quantities::log::read_limit())
-                .map_err(ReplayError::from)?;
+        let text = reader.read_text(path).map_err(ReplayError::from)?;
         Self::parse(&text).map_err(|err| match err {
             ReplayError::Fixture(message) => {
                 ReplayError::Fixture(format!("{}: {message}", path.display()))

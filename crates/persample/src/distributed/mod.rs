@@ -15,9 +15,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use burn::tensor::{Device, Tensor};
+    use burn::tensor::Device;
 
-    use crate::base::{PerSampleSource, PerSampleStats, Request};
+    use crate::base::{PerSampleSource, Request};
+    use crate::statistic::{Direction, PerSampleStats, Statistic};
 
     use crate::{PerSampleError, Snapshot};
 
@@ -39,28 +40,28 @@ mod tests {
     }
 
     fn request(direction: &Snapshot) -> Request<'_> {
-        let mut request = Request::new();
-        request.sq_norms = true;
-        request.sum_sq = true;
-        request.abs_max = true;
-        request.directions = vec![direction];
-        request
+        Request::new()
+            .with(Statistic::SqNorm)
+            .with(Statistic::SumSq)
+            .with(Statistic::AbsMax)
+            .project_on(Direction::Gradient, direction)
     }
 
     /// Flattened statistics: ‖g_n‖², ⟨g_n, v⟩, Σ g², max |g|.
     fn flat(stats: &PerSampleStats) -> [Vec<f64>; 4] {
-        let first = |v: &Option<Vec<Tensor<1>>>| {
+        let first = |s: Statistic| {
             values(
-                v.as_ref()
+                stats
+                    .get(s)
                     .map(|v| v[0].clone())
                     .unwrap_or_else(|| tensor(&[], [0])),
             )
         };
         [
-            first(&stats.sq_norms),
-            values(stats.dots[0][0].clone()),
-            first(&stats.sum_sq),
-            first(&stats.abs_max),
+            first(Statistic::SqNorm),
+            first(Statistic::Dot(Direction::Gradient)),
+            first(Statistic::SumSq),
+            first(Statistic::AbsMax),
         ]
     }
 
@@ -202,24 +203,23 @@ mod tests {
         let mut stats = part
             .reduce(&theta, request(&direction))
             .unwrap_or_else(|err| panic!("{err}"));
-        stats.sum_sq = None;
+        stats.remove(Statistic::SumSq);
         let reduced = ReducedPerSample::new(stats.clone(), Some(Arc::new(part)));
         let mut seen = 0;
         let mut sink = |_: usize, chunk: Elements| -> Result<(), PerSampleError> {
             seen += chunk.dense().dims()[0];
             Ok(())
         };
-        let mut asked = Request::new();
-        asked.sq_norms = true;
-        asked.directions = vec![&direction];
+        let mut asked = Request::new()
+            .with(Statistic::SqNorm)
+            .project_on(Direction::Gradient, &direction);
         asked.elements = Some(&mut sink);
         let got = reduced
             .reduce(&theta, asked)
             .unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(flat_sq(&got), flat_sq(&stats));
         assert_eq!(seen, 2, "both samples' elements streamed");
-        let mut asked = Request::new();
-        asked.sum_sq = true;
+        let asked = Request::new().with(Statistic::SumSq);
         assert!(reduced.reduce(&theta, asked).is_err());
         let no_elements = ReducedPerSample::new(stats, None);
         let mut sink = |_: usize, _: Elements| -> Result<(), PerSampleError> { Ok(()) };
@@ -231,8 +231,7 @@ mod tests {
     fn flat_sq(stats: &PerSampleStats) -> Vec<f64> {
         values(
             stats
-                .sq_norms
-                .as_ref()
+                .get(Statistic::SqNorm)
                 .map(|v| v[0].clone())
                 .unwrap_or_else(|| tensor(&[], [0])),
         )

@@ -5,8 +5,8 @@ use std::fmt::Debug;
 use burn::tensor::{Device, Tensor, TensorCreationOptions, TensorData};
 
 use crate::PerSampleError;
-use crate::base::PerSampleStats;
 use crate::readback::read_values;
+use crate::statistic::{Combine, PerSampleStats};
 
 use super::Collective;
 
@@ -24,12 +24,14 @@ pub struct GroupStats {
 }
 
 /// Per-worker slots of the first all-reduce: batch size, failure flag, and the layout of the
-/// statistics (how many per-sample vectors, sums of squares and maxima), which must agree.
+/// statistics (which statistics, for how many parameters, with or without losses), which
+/// must agree.
 const HEADER: usize = 5;
 
 /// Joins every worker's partial statistics: this worker passes its own shard's `local`
 /// statistics (`None` when it could not compute them: then every worker gets the error) and
-/// per-sample `losses`, and gets the whole batch's, exactly:
+/// per-sample `losses`, and gets the whole batch's, exactly, each statistic as its
+/// [`Statistic::combine`](crate::Statistic::combine) says:
 /// - per-sample vectors (`‖g_n‖²`, `⟨g_n, v⟩`, losses): each worker writes its `b_r` values at
 ///   its offset in a zero vector of length `B`; the sum is their concatenation (adding zeros is
 ///   exact);
@@ -59,30 +61,24 @@ pub fn all_reduce_stats(
     collective: &dyn Collective,
 ) -> Result<GroupStats, PerSampleError> {
     let (rank, world) = (collective.rank(), collective.world_size());
-    let vectors: Vec<Tensor<1>> = local
-        .map(|s| {
-            s.sq_norms
-                .iter()
-                .flatten()
-                .chain(s.dots.iter().flatten())
-                .cloned()
-                .chain(losses.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    let sums: Vec<Tensor<1>> = local.and_then(|s| s.sum_sq.clone()).unwrap_or_default();
-    let maxima: Vec<Tensor<1>> = local.and_then(|s| s.abs_max.clone()).unwrap_or_default();
-    let first = vectors.iter().chain(&sums).chain(&maxima).next();
-    let options = TensorCreationOptions::new(device.clone())
-        .with_dtype(first.map_or_else(|| burn::tensor::DType::F32, Tensor::dtype));
+    let statistics = local.map(PerSampleStats::statistics).unwrap_or_default();
+    let params = local
+        .and_then(|s| s.iter().next().map(|(_, v)| v.len()))
+        .unwrap_or(0);
+    let first = local.and_then(|s| s.iter().flat_map(|(_, v)| v).next());
+    let options = TensorCreationOptions::new(device.clone()).with_dtype(
+        first
+            .or(losses.as_ref())
+            .map_or_else(|| burn::tensor::DType::F32, Tensor::dtype),
+    );
     let b = local.map_or(0, |s| s.batch_size);
     let mut header = vec![0.0; HEADER * world];
     header[HEADER * rank..HEADER * (rank + 1)].copy_from_slice(&[
         b as f64,
         if local.is_some() { 0.0 } else { 1.0 },
-        vectors.len() as f64,
-        sums.len() as f64,
-        maxima.len() as f64,
+        f64::from(statistics.bits()),
+        params as f64,
+        if losses.is_some() { 1.0 } else { 0.0 },
     ]);
     let header = collective.all_reduce_sum(Tensor::from_data(
         TensorData::new(header, [HEADER * world]),
@@ -115,28 +111,33 @@ pub fn all_reduce_stats(
         }
         Tensor::cat(pieces, 0)
     };
+    // Per-sample vectors at this worker's offset in `B` zeros, sums as they are, maxima in
+    // this worker's slot of `R` zeros: the sum over workers is the whole batch's.
+    let pack = |v: &Tensor<1>, combine: Combine| -> Result<Tensor<1>, PerSampleError> {
+        Ok(match combine {
+            Combine::Concatenate if v.dims()[0] != b => {
+                return Err(PerSampleError::Shape(format!(
+                    "a per-sample statistic has {} entries for {b} samples",
+                    v.dims()[0]
+                )));
+            }
+            Combine::Concatenate => padded(v.clone(), offset, total - offset - b),
+            Combine::Add => v.clone().to_device(device),
+            Combine::Max => padded(v.clone().reshape([1]), rank, world - rank - 1),
+        })
+    };
     let mut packed = Vec::new();
-    for v in &vectors {
-        if v.dims()[0] != b {
-            return Err(PerSampleError::Shape(format!(
-                "a per-sample statistic has {} entries for {b} samples",
-                v.dims()[0]
-            )));
+    for (statistic, values) in local.iter().flat_map(|s| s.iter()) {
+        for v in values {
+            packed.push(pack(v, statistic.combine())?);
         }
-        packed.push(padded(v.clone(), offset, total - offset - b));
     }
-    packed.extend(sums.iter().map(|s| s.clone().to_device(device)));
-    packed.extend(
-        maxima
-            .iter()
-            .map(|m| padded(m.clone().reshape([1]), rank, world - rank - 1)),
-    );
+    if let Some(losses) = &losses {
+        packed.push(pack(losses, Combine::Concatenate)?);
+    }
     if packed.is_empty() {
         return Ok(GroupStats {
-            stats: PerSampleStats {
-                batch_size: total,
-                ..PerSampleStats::default()
-            },
+            stats: PerSampleStats::new(total),
             losses: None,
             sizes,
         });
@@ -149,34 +150,21 @@ pub fn all_reduce_stats(
         piece
     };
     let local = local.ok_or_else(|| PerSampleError::Shape("no local statistics".into()))?;
-    let mut vector = || take(total);
-    let sq_norms = local
-        .sq_norms
-        .as_ref()
-        .map(|v| v.iter().map(|_| vector()).collect::<Vec<_>>());
-    let dots = local
-        .dots
-        .iter()
-        .map(|d| d.iter().map(|_| vector()).collect::<Vec<_>>())
-        .collect();
-    let losses = losses.map(|_| vector());
-    let sum_sq = local
-        .sum_sq
-        .as_ref()
-        .map(|v| v.iter().map(|s| take(s.dims()[0])).collect::<Vec<_>>());
-    let abs_max = local
-        .abs_max
-        .as_ref()
-        .map(|v| v.iter().map(|_| take(world).max()).collect::<Vec<_>>());
+    let mut stats = PerSampleStats::new(total);
+    for (statistic, values) in local.iter() {
+        let joined = values
+            .iter()
+            .map(|v| match statistic.combine() {
+                Combine::Concatenate => take(total),
+                Combine::Add => take(v.dims()[0]),
+                Combine::Max => take(world).max(),
+            })
+            .collect();
+        stats.insert(statistic, joined);
+    }
+    let losses = losses.map(|_| take(total));
     Ok(GroupStats {
-        stats: PerSampleStats {
-            batch_size: total,
-            sq_norms,
-            dots,
-            sum_sq,
-            abs_max,
-            ..PerSampleStats::default()
-        },
+        stats,
         losses,
         sizes,
     })

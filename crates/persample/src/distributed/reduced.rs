@@ -3,18 +3,16 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use burn::tensor::Tensor;
-
-use crate::base::{PerSampleSource, PerSampleStats, Request};
+use crate::base::{PerSampleSource, Request};
+use crate::statistic::PerSampleStats;
 use crate::{PerSampleError, Snapshot};
 
 /// A [`PerSampleSource`] whose statistics were reduced beforehand ([`all_reduce_stats`](crate::all_reduce_stats)) and
 /// whose gradient elements (for histograms) come from another source: on a data-parallel
 /// group, the node's workers' own sources, streamed one after another.
 ///
-/// A request must ask for statistics that were reduced: projections are those the workers
-/// computed, in their order (the Cockpit asks for the mean gradient's, then the previous
-/// step's).
+/// A request must ask for statistics that were reduced (projections on the directions the
+/// workers projected on).
 ///
 /// # Cost
 ///
@@ -45,25 +43,20 @@ impl PerSampleSource for ReducedPerSample {
         let missing = |what: &str| {
             PerSampleError::Unsupported(format!("{what} was not reduced for this step"))
         };
-        let wanted = |asked: bool, have: &Option<Vec<Tensor<1>>>, what: &str| match (asked, have) {
-            (false, _) => Ok(None),
-            (true, Some(v)) if v.len() == params.len() => Ok(Some(v.clone())),
-            (true, Some(_)) => Err(PerSampleError::Shape(format!(
-                "{what} was reduced for another parameter set"
-            ))),
-            (true, None) => Err(missing(what)),
-        };
-        if request.directions.len() > self.stats.dots.len() {
-            return Err(missing("a projection"));
+        let mut stats = PerSampleStats::new(self.stats.batch_size);
+        for statistic in request.statistics().iter() {
+            let values = self
+                .stats
+                .get(statistic)
+                .ok_or_else(|| missing(statistic.formula()))?;
+            if values.len() != params.len() {
+                return Err(PerSampleError::Shape(format!(
+                    "{} was reduced for another parameter set",
+                    statistic.formula()
+                )));
+            }
+            stats.insert(statistic, values.to_vec());
         }
-        let stats = PerSampleStats {
-            batch_size: self.stats.batch_size,
-            sq_norms: wanted(request.sq_norms, &self.stats.sq_norms, "‖g_n‖²")?,
-            dots: self.stats.dots[..request.directions.len()].to_vec(),
-            sum_sq: wanted(request.sum_sq, &self.stats.sum_sq, "Σ_n g_n²")?,
-            abs_max: wanted(request.abs_max, &self.stats.abs_max, "max |g|")?,
-            ..PerSampleStats::default()
-        };
         if let Some(sink) = request.elements {
             let source = self
                 .elements

@@ -1,72 +1,45 @@
 //! Collecting per-parameter statistics over sample chunks.
 
+use std::collections::BTreeMap;
+
 use burn::tensor::{Device, Tensor};
 
-use crate::base::{Elements, PerSampleStats, Request};
+use crate::base::{Elements, Request};
 use crate::reduce::{LONG_ROW, kernel_row_dots, kernel_row_sq_sums, sum_dim};
+use crate::statistic::{PerSampleStats, Statistic, Statistics, combine_parts};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
-/// gradients `[b, numel]`, possibly arriving in several sample chunks.
+/// gradients `[b, numel]`, possibly arriving in several sample chunks: each statistic's parts
+/// per parameter, combined at the end as [`Statistic::combine`] says.
 pub(crate) struct Accumulator {
     batch: usize,
-    sq_norms: Vec<Vec<Tensor<1>>>,
-    dots: Vec<Vec<Vec<Tensor<1>>>>,
-    sum_sq: Vec<Option<Tensor<1>>>,
-    abs_max: Vec<Vec<Tensor<1>>>,
-    want: (bool, bool, bool),
+    wanted: Statistics,
+    parts: BTreeMap<Statistic, Vec<Vec<Tensor<1>>>>,
 }
 
 impl Accumulator {
     pub(crate) fn new(batch: usize, request: &Request<'_>) -> Self {
         Self {
             batch,
-            sq_norms: Vec::new(),
-            dots: vec![Vec::new(); request.directions.len()],
-            sum_sq: Vec::new(),
-            abs_max: Vec::new(),
-            want: (request.sq_norms, request.sum_sq, request.abs_max),
+            wanted: request.statistics(),
+            parts: BTreeMap::new(),
         }
     }
 
-    /// Makes room for parameter `index`.
-    pub(crate) fn slot(&mut self, index: usize) {
-        if self.sq_norms.len() <= index {
-            self.sq_norms.resize(index + 1, Vec::new());
-            self.sum_sq.resize(index + 1, None);
-            self.abs_max.resize(index + 1, Vec::new());
-            for d in &mut self.dots {
-                d.resize(index + 1, Vec::new());
-            }
+    /// Adds `part`, `statistic` of parameter `index` over some samples (in sample order).
+    pub(crate) fn push(&mut self, statistic: Statistic, index: usize, part: Tensor<1>) {
+        let per_param = self.parts.entry(statistic).or_default();
+        if per_param.len() <= index {
+            per_param.resize(index + 1, Vec::new());
         }
-    }
-
-    pub(crate) fn push_sq_norms(&mut self, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.sq_norms[index].push(part);
-    }
-
-    pub(crate) fn push_dots(&mut self, direction: usize, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.dots[direction][index].push(part);
-    }
-
-    pub(crate) fn add_sum_sq(&mut self, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.sum_sq[index] = Some(match self.sum_sq[index].take() {
-            Some(acc) => acc + part,
-            None => part,
-        });
-    }
-
-    pub(crate) fn push_abs_max(&mut self, index: usize, part: Tensor<1>) {
-        self.slot(index);
-        self.abs_max[index].push(part);
+        per_param[index].push(part);
     }
 
     /// Statistics of one parameter from per-sample gradients `g` `[b, numel]` of some of the
     /// samples (chunks arrive in sample order); `sq_norms`, the rows' squared norms where the
-    /// caller already has them.
+    /// caller already has them. Every statistic is computable here: a new [`Statistic`]
+    /// gets its formula from the rows in this function.
     pub(crate) fn add_partial(
         &mut self,
         index: usize,
@@ -75,47 +48,45 @@ impl Accumulator {
         sq_norms: Option<Tensor<1>>,
         request: &mut Request<'_>,
     ) -> Result<(), PerSampleError> {
-        self.slot(index);
         let numel = entry.numel();
         let b = g.dims()[0];
-        let (want_sq, want_sum_sq, want_max) = self.want;
         // Rows longer than LONG_ROW: where `cockpit-kernels` runs, their squares and
         // projections spread each row over many cubes; elsewhere (and for short rows) burn's
         // reduction and matrix product.
         let long = numel > LONG_ROW;
-        if want_sq {
-            let sq = sq_norms
-                .or_else(|| {
-                    long.then(|| kernel_row_sq_sums(std::slice::from_ref(&g)))
-                        .flatten()
-                        .map(|s| s.reshape([b]))
-                })
-                .unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b]));
-            self.push_sq_norms(index, sq);
-        }
-        let directions = request
-            .directions
+        let projections = request.projections()?;
+        let directions = projections
             .iter()
-            .map(|direction| Ok(direction_of(direction, entry, &g.device())?.reshape([numel])))
+            .map(|(_, v)| Ok(direction_of(v, entry, &g.device())?.reshape([numel])))
             .collect::<Result<Vec<Tensor<1>>, PerSampleError>>()?;
-        match long.then(|| kernel_row_dots(&g, &directions)).flatten() {
-            Some(dots) => {
-                for k in 0..directions.len() {
-                    self.dots[k][index].push(dots.clone().slice(k..k + 1).reshape([b]));
-                }
-            }
-            None => {
-                for (k, v) in directions.into_iter().enumerate() {
-                    let v = v.reshape([numel, 1]);
-                    self.dots[k][index].push(g.clone().matmul(v).reshape([b]));
-                }
-            }
+        let mut dots = match long.then(|| kernel_row_dots(&g, &directions)).flatten() {
+            Some(dots) => (0..directions.len())
+                .map(|k| dots.clone().slice(k..k + 1).reshape([b]))
+                .collect(),
+            None => directions
+                .into_iter()
+                .map(|v| g.clone().matmul(v.reshape([numel, 1])).reshape([b]))
+                .collect::<Vec<_>>(),
         }
-        if want_sum_sq {
-            self.add_sum_sq(index, sum_dim(g.clone().square(), 0).reshape([numel]));
-        }
-        if want_max {
-            self.push_abs_max(index, g.clone().abs().max());
+        .into_iter();
+        let mut sq_norms = sq_norms;
+        for statistic in self.wanted.iter() {
+            let part = match statistic {
+                Statistic::SqNorm => sq_norms
+                    .take()
+                    .or_else(|| {
+                        long.then(|| kernel_row_sq_sums(std::slice::from_ref(&g)))
+                            .flatten()
+                            .map(|s| s.reshape([b]))
+                    })
+                    .unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b])),
+                Statistic::Dot(_) => dots.next().ok_or_else(|| {
+                    PerSampleError::Shape("a projection without its direction".into())
+                })?,
+                Statistic::SumSq => sum_dim(g.clone().square(), 0).reshape([numel]),
+                Statistic::AbsMax => g.clone().abs().max(),
+            };
+            self.push(statistic, index, part);
         }
         if let Some(sink) = request.elements.as_mut() {
             sink(index, Elements::Dense(g))?;
@@ -123,51 +94,23 @@ impl Accumulator {
         Ok(())
     }
 
-    pub(crate) fn finish(self) -> Result<PerSampleStats, PerSampleError> {
-        let (want_sq, want_sum_sq, want_max) = self.want;
-        let cat = |v: Vec<Vec<Tensor<1>>>| -> Result<Vec<Tensor<1>>, PerSampleError> {
-            v.into_iter()
+    /// The statistics of `params`' parameters (every one must have each statistic asked for).
+    pub(crate) fn finish(mut self, params: usize) -> Result<PerSampleStats, PerSampleError> {
+        let mut stats = PerSampleStats::new(self.batch);
+        for statistic in self.wanted.iter() {
+            let mut per_param = self.parts.remove(&statistic).unwrap_or_default();
+            per_param.resize(params, Vec::new());
+            let values = per_param
+                .into_iter()
                 .map(|parts| {
-                    if parts.is_empty() {
-                        Err(PerSampleError::Shape("a parameter has no statistic".into()))
-                    } else {
-                        Ok(Tensor::cat(parts, 0))
-                    }
-                })
-                .collect()
-        };
-        let sum_sq = if want_sum_sq {
-            Some(
-                self.sum_sq
-                    .into_iter()
-                    .map(|t| {
-                        t.ok_or_else(|| {
-                            PerSampleError::Shape("a parameter has no statistic".into())
-                        })
+                    combine_parts(statistic.combine(), parts).ok_or_else(|| {
+                        PerSampleError::Shape(format!("a parameter has no {}", statistic.formula()))
                     })
-                    .collect::<Result<_, _>>()?,
-            )
-        } else {
-            None
-        };
-        Ok(PerSampleStats {
-            batch_size: self.batch,
-            sq_norms: if want_sq {
-                Some(cat(self.sq_norms)?)
-            } else {
-                None
-            },
-            dots: self.dots.into_iter().map(cat).collect::<Result<_, _>>()?,
-            dots_with_grad: None,
-            dots_with_previous_grad: None,
-            notes: Vec::new(),
-            sum_sq,
-            abs_max: if want_max {
-                Some(cat(self.abs_max)?.into_iter().map(|m| m.max()).collect())
-            } else {
-                None
-            },
-        })
+                })
+                .collect::<Result<_, _>>()?;
+            stats.insert(statistic, values);
+        }
+        Ok(stats)
     }
 }
 

@@ -6,9 +6,10 @@ use burn::tensor::Tensor;
 
 use super::accumulator::{Accumulator, direction_of};
 use super::coverage::{Coverage, Refusal, refusal_of};
-use crate::base::{Elements, PerSampleSource, PerSampleStats, Request};
+use crate::base::{Elements, PerSampleSource, Request};
 use crate::layers::Elementwise;
 use crate::reduce::{kernel_row_sq_sums, max_dim_nonnegative, sum_dim};
+use crate::statistic::{PerSampleStats, Statistic};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,13 +299,12 @@ impl PerSampleSource for Recording {
             )));
         }
         let mut stats = Accumulator::new(self.batch, &request);
-        let row_sq = if request.sq_norms {
+        let row_sq = if request.wants(Statistic::SqNorm) {
             self.single_position_row_sq_sums()
         } else {
             Vec::new()
         };
         for (index, entry) in params.entries().iter().enumerate() {
-            stats.slot(index);
             if let Some(dense) = self.find_dense(entry.id) {
                 let chunk = chunk_samples(request.chunk_elements, entry.numel(), self.batch);
                 for start in (0..self.batch).step_by(chunk) {
@@ -336,14 +336,23 @@ impl PerSampleSource for Recording {
             }
             if (positions > 1 || layer.layout == Layout::OutIn)
                 && request.elements.is_none()
-                && !request.sum_sq
-                && !request.abs_max
+                && request
+                    .statistics()
+                    .iter()
+                    .all(|s| matches!(s, Statistic::SqNorm | Statistic::Dot(_)))
             {
                 // Norms and projections only: no per-sample gradient is formed.
                 factored_sequence_stats(layer, entry, index, &request, &mut stats)?;
                 continue;
             }
-            if positions > 1 || layer.layout == Layout::OutIn {
+            // A statistic without a rank-one formula below is taken from the formed rows.
+            let rank_one = request.statistics().iter().all(|s| {
+                matches!(
+                    s,
+                    Statistic::SqNorm | Statistic::Dot(_) | Statistic::SumSq | Statistic::AbsMax
+                )
+            });
+            if positions > 1 || layer.layout == Layout::OutIn || !rank_one {
                 // Σ_t a_t e_tᵀ per sample (or its transpose), chunk by chunk.
                 let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
                 for start in (0..batch).step_by(chunk) {
@@ -361,29 +370,35 @@ impl PerSampleSource for Recording {
             }
             let a = layer.a.clone().reshape([batch, d_in]);
             let e = layer.e.clone().reshape([batch, d_out]);
-            if request.sq_norms {
-                let sq = match known {
-                    Some((a_sq, e_sq)) => a_sq * e_sq,
-                    None => {
-                        let sq = sum_dim(a.clone().square(), 1) * sum_dim(e.clone().square(), 1);
-                        sq.reshape([batch])
+            let mut projections = request.projections()?.into_iter();
+            for statistic in request.statistics().iter() {
+                let part = match statistic {
+                    Statistic::SqNorm => match known.clone() {
+                        Some((a_sq, e_sq)) => a_sq * e_sq,
+                        None => {
+                            let sq =
+                                sum_dim(a.clone().square(), 1) * sum_dim(e.clone().square(), 1);
+                            sq.reshape([batch])
+                        }
+                    },
+                    Statistic::Dot(_) => {
+                        let (_, direction) = projections.next().ok_or_else(|| {
+                            PerSampleError::Shape("a projection without its direction".into())
+                        })?;
+                        let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
+                        sum_dim(a.clone().matmul(v) * e.clone(), 1).reshape([batch])
                     }
+                    Statistic::SumSq => a
+                        .clone()
+                        .square()
+                        .transpose()
+                        .matmul(e.clone().square())
+                        .reshape([d_in * d_out]),
+                    Statistic::AbsMax => (max_dim_nonnegative(a.clone().abs(), 1)
+                        * max_dim_nonnegative(e.clone().abs(), 1))
+                    .max(),
                 };
-                stats.push_sq_norms(index, sq);
-            }
-            for (k, direction) in request.directions.iter().enumerate() {
-                let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
-                let dots = sum_dim(a.clone().matmul(v) * e.clone(), 1);
-                stats.push_dots(k, index, dots.reshape([batch]));
-            }
-            if request.sum_sq {
-                let sum_sq = a.clone().square().transpose().matmul(e.clone().square());
-                stats.add_sum_sq(index, sum_sq.reshape([d_in * d_out]));
-            }
-            if request.abs_max {
-                let m = max_dim_nonnegative(a.clone().abs(), 1)
-                    * max_dim_nonnegative(e.clone().abs(), 1);
-                stats.push_abs_max(index, m.max());
+                stats.push(statistic, index, part);
             }
             if let Some(sink) = request.elements.as_mut() {
                 // Factored chunks hold `b·(d_in + d_out)` numbers: usually the whole batch.
@@ -396,7 +411,7 @@ impl PerSampleSource for Recording {
                 }
             }
         }
-        stats.finish()
+        stats.finish(params.len())
     }
 }
 
@@ -418,7 +433,7 @@ fn factored_sequence_stats(
     let [batch, positions, d_in] = layer.a.dims();
     let d_out = layer.e.dims()[2];
     let (a, e) = (layer.a.clone(), layer.e.clone());
-    if request.sq_norms {
+    if request.wants(Statistic::SqNorm) {
         let sq = if positions * (d_in + d_out) < d_in * d_out {
             let gram_a = a.clone().matmul(a.clone().swap_dims(1, 2));
             let gram_e = e.clone().matmul(e.clone().swap_dims(1, 2));
@@ -439,12 +454,12 @@ fn factored_sequence_stats(
                 .collect();
             Tensor::cat(parts, 0)
         };
-        stats.push_sq_norms(index, sq);
+        stats.push(Statistic::SqNorm, index, sq);
     }
     let rows = a.reshape([batch * positions, d_in]);
     let e_rows = e.reshape([batch * positions, d_out]);
-    for (k, direction) in request.directions.iter().enumerate() {
-        let v = direction_of(direction, entry, &rows.device())?;
+    for (direction, v) in request.projections()? {
+        let v = direction_of(v, entry, &rows.device())?;
         let v = match layer.layout {
             Layout::InOut => v.reshape([d_in, d_out]),
             Layout::OutIn => v.reshape([d_out, d_in]).transpose(),
@@ -457,7 +472,7 @@ fn factored_sequence_stats(
             (e_rows.clone().matmul(v.transpose()) * rows.clone()).reshape([batch, positions * d_in])
         };
         let dots = sum_dim(products, 1).reshape([batch]);
-        stats.push_dots(k, index, dots);
+        stats.push(Statistic::Dot(direction), index, dots);
     }
     Ok(())
 }
@@ -478,6 +493,7 @@ fn not_covered(entry: &ParamEntry) -> PerSampleError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::statistic::Direction;
     use crate::testing::{tensor, values64 as values};
 
     /// Norms and projections of `Σ_t a_t e_tᵀ` without forming it — Gram route (`T = 2`) and
@@ -540,14 +556,15 @@ mod tests {
                 let expected_dots: Vec<f64> = (0..b)
                     .map(|n| g(n).iter().zip(&v).map(|(x, y)| x * y).sum())
                     .collect();
-                let mut request = Request::new();
-                request.sq_norms = true;
-                request.directions = vec![&direction];
+                let request = Request::new()
+                    .with(Statistic::SqNorm)
+                    .project_on(Direction::Gradient, &direction);
                 let stats = factors
                     .reduce(&params, request)
                     .unwrap_or_else(|err| panic!("{err}"));
-                let sq = values(stats.sq_norms.unwrap_or_default().remove(0));
-                let dots = values(stats.dots[0][0].clone());
+                let first = |s: Statistic| values(stats.get(s).unwrap_or_default()[0].clone());
+                let sq = first(Statistic::SqNorm);
+                let dots = first(Statistic::Dot(Direction::Gradient));
                 let close = |x: &[f64], y: &[f64]| {
                     x.len() == y.len()
                         && x.iter()

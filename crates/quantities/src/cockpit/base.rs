@@ -10,7 +10,7 @@ use super::previous::PreviousGradients;
 use super::report::StepReport;
 use super::update_check::UpdateCheck;
 use crate::log::{JsonLinesWriter, write_log};
-use crate::persample::{Elements, PerSampleNeeds, PerSampleStats, Request};
+use crate::persample::{Direction, Elements, PerSampleNeeds, PerSampleStats, Request, Statistic};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
 use crate::readback::{ReadCount, Readable};
@@ -83,7 +83,7 @@ pub struct Cockpit {
     /// The reads of the latest `track` call.
     reads: ReadCount,
     /// The mean gradients of the last tracked step (one per device), kept while a quantity
-    /// asks for [`PerSampleNeeds::dots_with_previous_grad`] at the next one.
+    /// asks for [`Statistic::Dot`]`(`[`Direction::PreviousGradient`]`)` at the next one.
     previous_grads: PreviousGradients,
     /// The optimizer of steps whose info names none.
     pub(super) optimizer: Option<OptimizerInfo>,
@@ -490,7 +490,10 @@ impl Cockpit {
             self.warn_notes(step, curvature.notes());
         }
         let next = step + 1;
-        if self.per_sample_needs(next).dots_with_previous_grad {
+        if self
+            .per_sample_needs(next)
+            .contains(Statistic::Dot(Direction::PreviousGradient))
+        {
             self.previous_grads.keep(step, grads.clone());
         }
         self.output.merge(computed.clone());
@@ -556,16 +559,19 @@ impl Cockpit {
         grads: &'a Snapshot,
         previous: Option<&'a Snapshot>,
     ) -> Request<'a> {
-        let needs = self.per_sample_needs(step);
-        let mut request = Request::new();
-        request.sq_norms = needs.sq_norms;
-        request.sum_sq = needs.sum_sq;
-        request.abs_max = needs.abs_max;
-        if needs.dots_with_grad {
-            request.directions.push(grads);
+        let needs = self.per_sample_needs(step).statistics;
+        let (gradient, previous_gradient) = (
+            Statistic::Dot(Direction::Gradient),
+            Statistic::Dot(Direction::PreviousGradient),
+        );
+        // Every statistic as asked; the projections with their directions.
+        let mut request =
+            Request::new().with_all(needs.without(gradient).without(previous_gradient));
+        if needs.contains(gradient) {
+            request = request.project_on(Direction::Gradient, grads);
         }
-        if let Some(previous) = previous.filter(|_| needs.dots_with_previous_grad) {
-            request.directions.push(previous);
+        if let Some(previous) = previous.filter(|_| needs.contains(previous_gradient)) {
+            request = request.project_on(Direction::PreviousGradient, previous);
         }
         request
     }
@@ -585,7 +591,6 @@ impl Cockpit {
         }
         let source = info.per_sample().ok_or_else(missing_per_sample)?.clone();
         let previous = self.previous_grads.before(step, &params.device());
-        let with_previous = needs.dots_with_previous_grad && previous.is_some();
         let mut request = self.per_sample_request(step, grads, previous);
         let entries = params.entries();
         let device = params.device();
@@ -618,15 +623,7 @@ impl Cockpit {
         if needs.elements {
             request.elements = Some(&mut sink);
         }
-        let mut stats = source.reduce(params, request)?;
-        let mut dots = std::mem::take(&mut stats.dots).into_iter();
-        if needs.dots_with_grad {
-            stats.dots_with_grad = dots.next();
-        }
-        if with_previous {
-            stats.dots_with_previous_grad = dots.next();
-        }
-        Ok(Some(stats))
+        Ok(Some(source.reduce(params, request)?))
     }
 
     /// Cockpit's `log(...)`: stores the epoch's losses, accuracies and learning rate under

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use burn::module::{Module, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::{Tensor, TensorCreationOptions, TensorData};
-use cockpit_persample::{PerSampleSource, Recorder, Recording, Request};
+use cockpit_persample::{PerSampleSource, Recorder, Recording, Request, Statistic};
 
 use super::base::{CurvatureSource, DiagonalKind, NetworkOutput, OutputLoss};
 use super::finite_difference::{FiniteDifferenceHvp, shifted, step_size};
@@ -831,13 +831,15 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                     if reached.entries().is_empty() {
                         continue;
                     }
-                    let request = Request {
-                        sum_sq: true,
-                        ..Request::new()
-                    };
-                    let sum_sq = recording.reduce(&reached, request)?.sum_sq.ok_or_else(|| {
-                        QuantityError::Shape("the seeded pass returned no sums of squares".into())
-                    })?;
+                    let request = Request::new().with(Statistic::SumSq);
+                    let sum_sq = recording
+                        .reduce(&reached, request)?
+                        .remove(Statistic::SumSq)
+                        .ok_or_else(|| {
+                            QuantityError::Shape(
+                                "the seeded pass returned no sums of squares".into(),
+                            )
+                        })?;
                     for (entry, sq) in reached.entries().iter().zip(sum_sq) {
                         if let Some(index) = params.entries().iter().position(|e| e.id == entry.id)
                         {
@@ -1077,13 +1079,13 @@ impl PassSums {
                 self.curved.push(layer.clone());
             }
         }
-        let request = Request {
-            sum_sq: true,
-            ..Request::new()
-        };
-        let sum_sq = factors.reduce(params, request)?.sum_sq.ok_or_else(|| {
-            QuantityError::Shape("the recorded pass returned no sums of squares".into())
-        })?;
+        let request = Request::new().with(Statistic::SumSq);
+        let sum_sq = factors
+            .reduce(params, request)?
+            .remove(Statistic::SumSq)
+            .ok_or_else(|| {
+                QuantityError::Shape("the recorded pass returned no sums of squares".into())
+            })?;
         if let Some(samples) = self.samples.as_mut() {
             samples.push(sum_sq.iter().map(|t| t.clone().sum()).collect());
         }

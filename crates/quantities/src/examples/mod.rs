@@ -14,4 +14,4 @@ mod table;
 pub use cartography::{MapBorders, Region, coordinates};
 pub use rank::{Ranked, Suspicion, auroc, precision_at, rank, score, suspicion};
 pub use record::{ExampleRecord, ExampleStats, Visit, WorstPosition};
-pub use table::{read_table, table_path, write_table};
+pub use table::{read_table, read_table_with, table_path, write_table};

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::record::{ExampleRecord, ExampleStats};
-use crate::log::{LogError, read_bounded, read_limit, write_atomic};
+use crate::log::{LogError, Reader, write_atomic};
 
 /// Where the per-example table of the log at `log` lies: `run.json` → `run.examples.csv`
 /// (the same folder, the log's stem).
@@ -47,15 +47,29 @@ pub fn write_table(path: impl AsRef<Path>, record: &ExampleRecord) -> Result<(),
     })
 }
 
-/// Reads a table [`write_table`] wrote (at most [`read_limit`] bytes).
+/// Reads a table [`write_table`] wrote (at most
+/// [`DEFAULT_READ_LIMIT`](crate::log::DEFAULT_READ_LIMIT) bytes; [`read_table_with`] for
+/// another limit).
 ///
 /// # Errors
 ///
 /// [`LogError::Io`] or [`LogError::TooLarge`] as any log, [`LogError::Table`] for a file
 /// that is not such a table (a missing column, a value of the wrong type).
 pub fn read_table(path: impl AsRef<Path>) -> Result<Vec<ExampleStats>, LogError> {
+    read_table_with(&Reader::default(), path)
+}
+
+/// [`read_table`] within `reader`'s limit.
+///
+/// # Errors
+///
+/// As [`read_table`].
+pub fn read_table_with(
+    reader: &Reader,
+    path: impl AsRef<Path>,
+) -> Result<Vec<ExampleStats>, LogError> {
     let path = path.as_ref();
-    let text = read_bounded(path, read_limit())?;
+    let text = reader.read_text(path)?;
     csv::Reader::from_reader(text.as_bytes())
         .deserialize()
         .collect::<Result<Vec<ExampleStats>, _>>()

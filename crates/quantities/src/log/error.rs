@@ -41,7 +41,7 @@ pub enum LogError {
     /// beyond the limit was read.
     #[error(
         "`{}` is larger than {limit} bytes, the most a reader takes; raise the limit \
-         (`cockpit --max-input-bytes N`, or `log::set_read_limit`) if it is a real log",
+         (`cockpit --max-input-bytes N`, or `log::Reader::with_limit`) if it is a real log",
         path.display()
     )]
     TooLarge {

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::LogError;
 use super::json::Json;
 use super::json_tricks::{decode_output, encode_output};
+use super::limit::Reader;
 use crate::Output;
 
 /// Writes `output` to `path` in Cockpit's format (what `Cockpit.write` produces; note that
@@ -29,16 +30,25 @@ pub fn write_log(path: impl AsRef<Path>, output: &Output) -> Result<(), LogError
     })
 }
 
-/// Reads a Cockpit log, written by burn-cockpit or by the Python Cockpit.
+/// Reads a Cockpit log, written by burn-cockpit or by the Python Cockpit (within the
+/// [`DEFAULT_READ_LIMIT`](super::DEFAULT_READ_LIMIT); [`read_log_with`] for another).
 ///
 /// # Errors
 ///
-/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the
-/// [`read_limit`](super::read_limit), [`LogError::Parse`] if not JSON, [`LogError::Format`]
-/// if the JSON is not a Cockpit log.
+/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the limit,
+/// [`LogError::Parse`] if not JSON, [`LogError::Format`] if the JSON is not a Cockpit log.
 pub fn read_log(path: impl AsRef<Path>) -> Result<Output, LogError> {
+    read_log_with(&Reader::default(), path)
+}
+
+/// [`read_log`] within `reader`'s limit.
+///
+/// # Errors
+///
+/// As [`read_log`].
+pub fn read_log_with(reader: &Reader, path: impl AsRef<Path>) -> Result<Output, LogError> {
     let path = path.as_ref();
-    let text = super::read_bounded(path, super::read_limit())?;
+    let text = reader.read_text(path)?;
     parse_log(&text).map_err(|err| match err {
         LogError::Parse { line, source, .. } => LogError::Parse {
             path: path.to_path_buf(),

@@ -4,26 +4,56 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::LogError;
 
 /// The default limit on a log or stream file: 1 GiB (a 10 000-step `economy` log is about
 /// 70 MB; logs that keep every parameter value grow faster: raise it with
-/// [`set_read_limit`] or `cockpit --max-input-bytes`).
+/// [`Reader::with_limit`] or `cockpit --max-input-bytes`).
 pub const DEFAULT_READ_LIMIT: u64 = 1 << 30;
 
-static READ_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_READ_LIMIT);
-
-/// Sets the largest file (in bytes) the log readers take in this process (at least 1 KiB).
-pub fn set_read_limit(bytes: u64) {
-    READ_LIMIT.store(bytes.max(1024), Ordering::Relaxed);
+/// How the readers take a file in: the largest file they read. A value handed to each
+/// reader (`read_log_with`, `read_stream_with`, `read_any_with`, `StreamTail::with_reader`,
+/// `examples::read_table_with`), not a setting of the process: two readers in one program
+/// keep their own limits. The readers without `_with` use [`Reader::default`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Reader {
+    limit: u64,
 }
 
-/// The largest file (in bytes) the log readers take ([`DEFAULT_READ_LIMIT`] unless
-/// [`set_read_limit`] changed it).
-pub fn read_limit() -> u64 {
-    READ_LIMIT.load(Ordering::Relaxed)
+impl Reader {
+    /// The smallest limit taken (a smaller one is raised to it).
+    pub const MIN_LIMIT: u64 = 1024;
+
+    /// Files of at most `bytes` bytes (at least [`Reader::MIN_LIMIT`]).
+    pub fn with_limit(bytes: u64) -> Self {
+        Self {
+            limit: bytes.max(Self::MIN_LIMIT),
+        }
+    }
+
+    /// The largest file taken, in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Reads `path` as UTF-8 text within the limit ([`read_bounded`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`read_bounded`].
+    pub fn read_text(&self, path: &Path) -> Result<String, LogError> {
+        read_bounded(path, self.limit)
+    }
+}
+
+/// [`DEFAULT_READ_LIMIT`].
+impl Default for Reader {
+    fn default() -> Self {
+        Self {
+            limit: DEFAULT_READ_LIMIT,
+        }
+    }
 }
 
 /// Reads `path` as UTF-8 text of at most `limit` bytes.

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use super::LogError;
 use super::json::Json;
 use super::json_tricks::{decode_output, encode_output};
+use super::limit::Reader;
 use crate::Output;
 
 /// Appends one JSON line per tracked step to a file.
@@ -80,16 +81,25 @@ impl JsonLinesWriter {
     }
 }
 
-/// Reads a JSON-lines stream back into one output. A last line cut short by a crash is
-/// ignored; any other bad line is an error.
+/// Reads a JSON-lines stream back into one output (within the
+/// [`DEFAULT_READ_LIMIT`](super::DEFAULT_READ_LIMIT); [`read_stream_with`] for another). A
+/// last line cut short by a crash is ignored; any other bad line is an error.
 ///
 /// # Errors
 ///
-/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the
-/// [`read_limit`](super::read_limit), [`LogError::Parse`] / [`LogError::Format`] naming the
-/// line.
+/// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the limit,
+/// [`LogError::Parse`] / [`LogError::Format`] naming the line.
 pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
-    match read_stream_prefix(path)? {
+    read_stream_with(&Reader::default(), path)
+}
+
+/// [`read_stream`] within `reader`'s limit.
+///
+/// # Errors
+///
+/// As [`read_stream`].
+pub fn read_stream_with(reader: &Reader, path: impl AsRef<Path>) -> Result<Output, LogError> {
+    match read_stream_prefix_with(reader, path)? {
         (output, None) => Ok(output),
         (_, Some(err)) => Err(err),
     }
@@ -103,10 +113,22 @@ pub fn read_stream(path: impl AsRef<Path>) -> Result<Output, LogError> {
 /// # Errors
 ///
 /// [`LogError::Io`] if unreadable, [`LogError::TooLarge`] past the
-/// [`read_limit`](super::read_limit).
+/// [`DEFAULT_READ_LIMIT`](super::DEFAULT_READ_LIMIT).
 pub fn read_stream_prefix(path: impl AsRef<Path>) -> Result<(Output, Option<LogError>), LogError> {
+    read_stream_prefix_with(&Reader::default(), path)
+}
+
+/// [`read_stream_prefix`] within `reader`'s limit.
+///
+/// # Errors
+///
+/// As [`read_stream_prefix`], past `reader`'s limit.
+pub fn read_stream_prefix_with(
+    reader: &Reader,
+    path: impl AsRef<Path>,
+) -> Result<(Output, Option<LogError>), LogError> {
     let path = path.as_ref();
-    let text = super::read_bounded(path, super::read_limit())?;
+    let text = reader.read_text(path)?;
     let lines: Vec<&str> = text.lines().collect();
     let mut output = Output::new();
     let last = lines.len();

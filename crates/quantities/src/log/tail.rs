@@ -5,6 +5,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::LogError;
+use super::limit::Reader;
 use super::stream::decode_line;
 use crate::Output;
 
@@ -28,6 +29,8 @@ pub struct StreamTail {
     lines: usize,
     /// The file's first bytes as they were read.
     head: Vec<u8>,
+    /// The largest file taken.
+    reader: Reader,
 }
 
 /// What one [`StreamTail::poll_into`] found.
@@ -48,13 +51,20 @@ pub struct Tailed {
 }
 
 impl StreamTail {
-    /// A tail of the stream at `path`, nothing read yet.
+    /// A tail of the stream at `path`, nothing read yet, within the
+    /// [`DEFAULT_READ_LIMIT`](super::DEFAULT_READ_LIMIT).
     pub fn new(path: impl AsRef<Path>) -> Self {
+        Self::with_reader(&Reader::default(), path)
+    }
+
+    /// [`StreamTail::new`] within `reader`'s limit.
+    pub fn with_reader(reader: &Reader, path: impl AsRef<Path>) -> Self {
         Self {
             path: path.as_ref().to_path_buf(),
             offset: 0,
             lines: 0,
             head: Vec::new(),
+            reader: *reader,
         }
     }
 
@@ -74,11 +84,11 @@ impl StreamTail {
     /// # Errors
     ///
     /// [`LogError::Io`] if the file cannot be read, [`LogError::TooLarge`] if it is larger
-    /// than the [`read_limit`](super::read_limit) (nothing is merged). A bad line is not an
+    /// than its [`Reader`]'s limit (nothing is merged). A bad line is not an
     /// error of the call but [`Tailed::problem`].
     pub fn poll_into(&mut self, output: &mut Output) -> Result<Tailed, LogError> {
         let (mut file, len) = self.open()?;
-        let limit = super::read_limit();
+        let limit = self.reader.limit();
         if len > limit {
             return Err(LogError::TooLarge {
                 path: self.path.clone(),

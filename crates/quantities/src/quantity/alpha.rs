@@ -6,7 +6,7 @@ use burn::tensor::Tensor;
 
 use super::base::{QuantityType, Enqueued, Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
-use crate::persample::{PerSampleNeeds, PerSampleSource, Request};
+use crate::persample::{Direction, PerSampleNeeds, PerSampleSource, Request, Statistic};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// One end of Alpha's step: parameters, loss and its variance, and how the step's
@@ -27,7 +27,7 @@ struct Point {
 enum Path {
     /// Plain SGD: `d = −lr·∇L_s`. At the start point `⟨g_n, ∇L_s⟩` comes from the step's
     /// shared per-sample pass (the dots InnerTest and OrthoTest read), at the end point
-    /// `⟨g_n, ∇L_s⟩` from the next step's pass (`dots_with_previous_grad`).
+    /// `⟨g_n, ∇L_s⟩` from the next step's pass (`Statistic::Dot(Direction::PreviousGradient)`).
     Sgd {
         lr: f64,
         /// `‖∇L_s‖²`, `[1]`: the start step's shared norm (no reductions again at the end).
@@ -122,8 +122,7 @@ impl Alpha {
             Some(lr) => {
                 let stats = ctx.per_sample_stats()?;
                 let dots = stats
-                    .dots_with_grad
-                    .as_deref()
+                    .get(Statistic::Dot(Direction::Gradient))
                     .ok_or(QuantityError::MissingInfo(
                         "per-sample dots with the gradient",
                     ))?;
@@ -168,13 +167,11 @@ impl Alpha {
                 dots,
             } => {
                 let stats = ctx.per_sample_stats()?;
-                let end_dots =
-                    stats
-                        .dots_with_previous_grad
-                        .as_deref()
-                        .ok_or(QuantityError::MissingInfo(
-                            "per-sample dots with the previous gradient",
-                        ))?;
+                let end_dots = stats
+                    .get(Statistic::Dot(Direction::PreviousGradient))
+                    .ok_or(QuantityError::MissingInfo(
+                        "per-sample dots with the previous gradient",
+                    ))?;
                 let end_dots = sum_over_params(end_dots)?;
                 let (bs, be) = (dots.dims()[0], end_dots.dims()[0]);
                 parts.extend([grad_sq_norm.clone(), dots.clone(), end_dots]);
@@ -186,10 +183,13 @@ impl Alpha {
                 let moved = end.params.difference(&start.params)?;
                 let project =
                     |source: &Arc<dyn PerSampleSource>| -> Result<Tensor<1>, QuantityError> {
-                        let mut request = Request::new();
-                        request.directions = vec![&moved];
+                        let request = Request::new().project_on(Direction::Update, &moved);
                         let stats = source.reduce(ctx.params, request)?;
-                        sum_over_params(stats.dots.first().map(Vec::as_slice).unwrap_or_default())
+                        sum_over_params(
+                            stats
+                                .get(Statistic::Dot(Direction::Update))
+                                .unwrap_or_default(),
+                        )
                     };
                 let (ys, ye) = (project(source)?, project(ctx.per_sample_source()?)?);
                 let (bs, be) = (ys.dims()[0], ye.dims()[0]);
@@ -346,13 +346,22 @@ impl Quantity for Alpha {
         let end_on_sgd_path = self.start.as_ref().is_some_and(|start| {
             start.step + 1 == step && matches!(start.path, Some(Path::Sgd { .. }))
         });
-        PerSampleNeeds {
-            // Asked for until a start point shows another optimizer (shared with the
-            // gradient tests, so usually free).
-            dots_with_grad: self.schedule.is_active(step) && self.sgd != Some(false),
-            dots_with_previous_grad: end_on_sgd_path,
-            ..PerSampleNeeds::NONE
-        }
+        // The gradient's projections are asked for until a start point shows another
+        // optimizer (shared with the gradient tests, so usually free).
+        let wanted = [
+            (
+                Statistic::Dot(Direction::Gradient),
+                self.schedule.is_active(step) && self.sgd != Some(false),
+            ),
+            (
+                Statistic::Dot(Direction::PreviousGradient),
+                end_on_sgd_path,
+            ),
+        ];
+        wanted
+            .into_iter()
+            .filter(|(_, asked)| *asked)
+            .fold(PerSampleNeeds::NONE, |needs, (s, _)| needs.with(s))
     }
 
     /// The loss and the per-sample losses, and at an end point the projections: one batch of

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::spec::QuantitySpec;
 use crate::histogram::BinsElements;
-use crate::persample::{PerSampleNeeds, PerSampleSource, PerSampleStats};
+use crate::persample::{Direction, PerSampleNeeds, PerSampleSource, PerSampleStats, Statistic};
 use crate::readback::Readable;
 use crate::{CockpitError, QuantityError, Schedule, Snapshot, StepInfo, Value};
 
@@ -82,7 +82,7 @@ impl StepContext<'_> {
     ///
     /// As [`StepContext::per_sample_stats`]; [`QuantityError::Shape`] without a parameter.
     pub fn sample_sq_norms(&self) -> Result<Tensor<1>, QuantityError> {
-        self.summed_once(&self.sample_sq_norms, |stats| stats.sq_norms.as_deref())
+        self.summed_once(&self.sample_sq_norms, |stats| stats.get(Statistic::SqNorm))
     }
 
     /// Each sample's projection on the mean gradient over every parameter,
@@ -94,7 +94,7 @@ impl StepContext<'_> {
     /// As [`StepContext::sample_sq_norms`].
     pub fn sample_grad_dots(&self) -> Result<Tensor<1>, QuantityError> {
         self.summed_once(&self.sample_grad_dots, |stats| {
-            stats.dots_with_grad.as_deref()
+            stats.get(Statistic::Dot(Direction::Gradient))
         })
     }
 
@@ -272,7 +272,7 @@ pub(crate) fn enqueue_ratio_sums(
 ) -> Result<(Enqueued, usize), QuantityError> {
     let stats = ctx.per_sample_stats()?;
     let b = stats.batch_size as f64;
-    let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
+    let sum_sq = stats.get(Statistic::SumSq).unwrap_or_default();
     let parts = ctx
         .grads
         .entries()
@@ -294,7 +294,11 @@ pub(crate) fn awaited<T>(slot: &mut Option<T>) -> Result<T, QuantityError> {
 /// The per-sample gradients' absolute maxima per parameter at this step (what a histogram's
 /// `GradAbsMax` adaptation reads).
 pub(crate) fn grad_abs_max(ctx: &StepContext<'_>) -> Result<Vec<Tensor<1>>, QuantityError> {
-    Ok(ctx.per_sample_stats()?.abs_max.clone().unwrap_or_default())
+    Ok(ctx
+        .per_sample_stats()?
+        .get(Statistic::AbsMax)
+        .unwrap_or_default()
+        .to_vec())
 }
 
 pub(crate) fn missing_per_sample() -> QuantityError {

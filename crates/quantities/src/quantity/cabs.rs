@@ -2,7 +2,7 @@
 
 use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
-use crate::persample::PerSampleNeeds;
+use crate::persample::{PerSampleNeeds, Statistic};
 use crate::{QuantityError, Schedule, Value};
 
 /// The batch size CABS suggests (Balles et al., 2017, eq. 22), Cockpit's `CABS`:
@@ -43,7 +43,7 @@ impl QuantityType for CABS {
         needs: Needs {
             plain_sgd: true,
             announced_sgd: true,
-            ..Needs::per_sample(PerSampleNeeds::SUM_SQ)
+            ..Needs::per_sample(PerSampleNeeds::of(Statistic::SumSq))
         },
     };
     type Settings = NoSettings;
@@ -65,7 +65,7 @@ impl Quantity for CABS {
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         self.lr = ctx.plain_sgd_lr("CABS")?;
         let stats = ctx.per_sample_stats()?;
-        let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
+        let sum_sq = stats.get(Statistic::SumSq).unwrap_or_default();
         let totals: Vec<_> = sum_sq.iter().map(|s| s.clone().sum()).collect();
         let parts = vec![
             sum_over_params(&totals)?,

@@ -6,7 +6,7 @@ use super::base::{QuantityType,
     Awaiting, Enqueued, Quantity, StepContext, check_epsilon, enqueue_ratio_sums, needs_two,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
-use crate::persample::PerSampleNeeds;
+use crate::persample::{PerSampleNeeds, Statistic};
 use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// The evidence-based early-stopping criterion (Mahsereci et al., 2017, eq. 7), Cockpit's
@@ -62,7 +62,7 @@ impl QuantityType for EarlyStopping {
         needs: Needs {
             plain_sgd: true,
             announced_sgd: true,
-            ..Needs::per_sample(PerSampleNeeds::SUM_SQ)
+            ..Needs::per_sample(PerSampleNeeds::of(Statistic::SumSq))
         },
     };
     type Settings = EarlyStoppingSettings;

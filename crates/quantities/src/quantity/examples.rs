@@ -7,7 +7,7 @@ use super::base::{QuantityType,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::examples::{ExampleRecord, Visit, WorstPosition};
-use crate::persample::PerSampleNeeds;
+use crate::persample::{PerSampleNeeds, Statistic};
 use crate::readback::Readable;
 use crate::{CockpitError, ExampleShare, ExampleShares, QuantityError, Schedule, Value};
 
@@ -94,7 +94,7 @@ impl QuantityType for Examples {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "Examples",
         shape: ValueShape::Examples,
-        needs: Needs::per_sample(PerSampleNeeds::SQ_NORMS),
+        needs: Needs::per_sample(PerSampleNeeds::of(Statistic::SqNorm)),
     };
     type Settings = ExamplesSettings;
 

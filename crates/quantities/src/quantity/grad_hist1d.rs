@@ -11,7 +11,7 @@ use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
 use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
-use crate::persample::{Elements, PerSampleNeeds};
+use crate::persample::{Elements, PerSampleNeeds, Statistic};
 use crate::readback::{Readable, read_into};
 use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Value};
 
@@ -212,13 +212,11 @@ impl Quantity for GradHist1d {
     }
 
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
-        PerSampleNeeds {
-            elements: true,
-            abs_max: self
-                .adapt
-                .as_ref()
-                .is_some_and(|a| a.needs_grad_abs_max(step)),
-            ..PerSampleNeeds::NONE
+        match &self.adapt {
+            Some(a) if a.needs_grad_abs_max(step) => {
+                PerSampleNeeds::ELEMENTS.with(Statistic::AbsMax)
+            }
+            _ => PerSampleNeeds::ELEMENTS,
         }
     }
 

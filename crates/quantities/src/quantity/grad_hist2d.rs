@@ -15,7 +15,7 @@ use crate::histogram::{
     Axis, MAX_BINS_2D, Rule, add_into, check_axis, count_in_parallel, device_matmul_tn,
     outer_histogram2d,
 };
-use crate::persample::{Elements, PerSampleNeeds};
+use crate::persample::{Elements, PerSampleNeeds, Statistic};
 use crate::readback::{Readable, read_into};
 use crate::{CockpitError, Histogram2d, ParamEntry, QuantityError, Schedule, Value};
 
@@ -257,10 +257,10 @@ impl Quantity for GradHist2d {
     fn per_sample_needs(&self, step: usize) -> PerSampleNeeds {
         let grad_max =
             |a: &Option<BinAdaptation>| a.as_ref().is_some_and(|a| a.needs_grad_abs_max(step));
-        PerSampleNeeds {
-            elements: true,
-            abs_max: grad_max(&self.adapt.0) || grad_max(&self.adapt.1),
-            ..PerSampleNeeds::NONE
+        if grad_max(&self.adapt.0) || grad_max(&self.adapt.1) {
+            PerSampleNeeds::ELEMENTS.with(Statistic::AbsMax)
+        } else {
+            PerSampleNeeds::ELEMENTS
         }
     }
 

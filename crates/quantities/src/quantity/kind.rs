@@ -223,6 +223,7 @@ impl<'de> serde::Deserialize<'de> for QuantityKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::persample::{Direction, Statistic};
 
     #[test]
     fn lists_reduce_as_cockpit_instruments_draw_them() {
@@ -255,17 +256,18 @@ mod tests {
         }
         // What Cockpit's formulas read.
         let stats = |kind: QuantityKind| kind.spec().needs.statistics;
-        assert!(stats(QuantityKind::NormTest).sq_norms);
-        assert!(stats(QuantityKind::InnerTest).dots_with_grad);
+        let gradient = Statistic::Dot(Direction::Gradient);
+        assert!(stats(QuantityKind::NormTest).contains(Statistic::SqNorm));
+        assert!(stats(QuantityKind::InnerTest).contains(gradient));
         let ortho = stats(QuantityKind::OrthoTest);
-        assert!(ortho.sq_norms && ortho.dots_with_grad);
+        assert!(ortho.contains(Statistic::SqNorm) && ortho.contains(gradient));
         for kind in [
             QuantityKind::CABS,
             QuantityKind::EarlyStopping,
             QuantityKind::MeanGSNR,
             QuantityKind::TICDiag,
         ] {
-            assert!(stats(kind).sum_sq, "{kind:?}");
+            assert!(stats(kind).contains(Statistic::SumSq), "{kind:?}");
         }
     }
 

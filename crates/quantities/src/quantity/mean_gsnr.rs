@@ -4,7 +4,7 @@ use serde::Deserialize;
 
 use super::base::{QuantityType, Awaiting, Enqueued, enqueue_ratio_sums, Quantity, StepContext, check_epsilon};
 use super::spec::{Needs, QuantitySpec, ValueShape};
-use crate::persample::PerSampleNeeds;
+use crate::persample::{PerSampleNeeds, Statistic};
 use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// The mean gradient signal-to-noise ratio (Liu et al., 2020), Cockpit's `MeanGSNR`:
@@ -55,7 +55,7 @@ impl QuantityType for MeanGSNR {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "MeanGSNR",
         shape: ValueShape::Scalar,
-        needs: Needs::per_sample(PerSampleNeeds::SUM_SQ),
+        needs: Needs::per_sample(PerSampleNeeds::of(Statistic::SumSq)),
     };
     type Settings = MeanGSNRSettings;
 

@@ -7,7 +7,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use super::base::StepContext;
 use crate::curvature::{CurvatureSource, DiagonalKind};
-use crate::persample::PerSampleStats;
+use crate::persample::{Direction, PerSampleStats, Statistic};
 use crate::{ParamEntry, QuantityError, Snapshot, StepInfo};
 
 pub(crate) fn device() -> Device {
@@ -65,31 +65,34 @@ impl TinyStep {
             (0..params.len()).map(|p| tensor(&f(p))).collect()
         };
         let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
-        let stats = PerSampleStats {
-            batch_size: b,
-            sq_norms: Some(per_param(&|p| {
-                per_sample.iter().map(|g| dot(&g[p], &g[p])).collect()
-            })),
-            dots: Vec::new(),
-            notes: Vec::new(),
-            dots_with_grad: Some(per_param(&|p| {
-                per_sample.iter().map(|g| dot(&g[p], &mean[p])).collect()
-            })),
-            dots_with_previous_grad: None,
-            sum_sq: Some(per_param(&|p| {
-                (0..params[p].len())
-                    .map(|j| per_sample.iter().map(|g| g[p][j] * g[p][j]).sum())
-                    .collect()
-            })),
-            abs_max: Some(per_param(&|p| {
-                vec![
-                    per_sample
-                        .iter()
-                        .flat_map(|g| g[p].iter().map(|v| v.abs()))
-                        .fold(0.0, f64::max),
-                ]
-            })),
-        };
+        let stats = PerSampleStats::new(b)
+            .with(
+                Statistic::SqNorm,
+                per_param(&|p| per_sample.iter().map(|g| dot(&g[p], &g[p])).collect()),
+            )
+            .with(
+                Statistic::Dot(Direction::Gradient),
+                per_param(&|p| per_sample.iter().map(|g| dot(&g[p], &mean[p])).collect()),
+            )
+            .with(
+                Statistic::SumSq,
+                per_param(&|p| {
+                    (0..params[p].len())
+                        .map(|j| per_sample.iter().map(|g| g[p][j] * g[p][j]).sum())
+                        .collect()
+                }),
+            )
+            .with(
+                Statistic::AbsMax,
+                per_param(&|p| {
+                    vec![
+                        per_sample
+                            .iter()
+                            .flat_map(|g| g[p].iter().map(|v| v.abs()))
+                            .fold(0.0, f64::max),
+                    ]
+                }),
+            );
         let mean_refs: Vec<&[f64]> = mean.iter().map(Vec::as_slice).collect();
         Self {
             step,

@@ -9,7 +9,7 @@ use super::base::{QuantityType,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::curvature::DiagonalKind;
-use crate::persample::PerSampleNeeds;
+use crate::persample::{PerSampleNeeds, Statistic};
 use crate::{CockpitError, QuantityError, Schedule, Value};
 
 /// Takeuchi's information criterion with a diagonal curvature (Thomas et al., 2019),
@@ -93,7 +93,7 @@ macro_rules! tic_builders {
                 shape: ValueShape::Scalar,
                 needs: Needs {
             curvature: true,
-            ..Needs::per_sample(PerSampleNeeds::SUM_SQ)
+            ..Needs::per_sample(PerSampleNeeds::of(Statistic::SumSq))
         },
             };
             type Settings = TicSettings;
@@ -122,7 +122,7 @@ fn tic_parts(
 ) -> Result<Vec<Tensor<1>>, QuantityError> {
     let stats = ctx.per_sample_stats()?;
     let b = stats.batch_size as f64;
-    let sum_sq = stats.sum_sq.as_deref().unwrap_or_default();
+    let sum_sq = stats.get(Statistic::SumSq).unwrap_or_default();
     let diagonal = ctx.curvature()?.diagonal(ctx.params, curvature)?;
     let mut ratio: Vec<Tensor<1>> = Vec::new();
     let mut second: Vec<Tensor<1>> = Vec::new();

@@ -138,13 +138,8 @@ fn own_stats(
         .cockpit()
         .per_sample_request(step, grads, previous.as_ref());
     drop(state);
-    let wanted =
-        request.sq_norms || request.sum_sq || request.abs_max || !request.directions.is_empty();
-    match (factors, wanted) {
-        (factors, false) => Ok(PerSampleStats {
-            batch_size: factors.map_or(0, |f| f.batch_size()),
-            ..PerSampleStats::default()
-        }),
+    match (factors, !request.is_empty()) {
+        (factors, false) => Ok(PerSampleStats::new(factors.map_or(0, |f| f.batch_size()))),
         (Some(f), true) => f.reduce(params, request),
         (None, true) => Err(PerSampleError::MissingInfo(
             "per-sample gradients recorded on this worker",

@@ -1,6 +1,6 @@
 //! InnerTest.
 
-use crate::persample::PerSampleNeeds;
+use crate::persample::{Direction, PerSampleNeeds, Statistic};
 use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, needs_two,
 };
@@ -45,7 +45,7 @@ impl QuantityType for InnerTest {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "InnerTest",
         shape: ValueShape::Scalar,
-        needs: Needs::per_sample(PerSampleNeeds::DOTS_WITH_GRAD),
+        needs: Needs::per_sample(PerSampleNeeds::of(Statistic::Dot(Direction::Gradient))),
     };
     type Settings = NoSettings;
 

@@ -1,6 +1,6 @@
 //! NormTest.
 
-use crate::persample::PerSampleNeeds;
+use crate::persample::{PerSampleNeeds, Statistic};
 use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, needs_two,
 };
@@ -38,7 +38,7 @@ impl QuantityType for NormTest {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "NormTest",
         shape: ValueShape::Scalar,
-        needs: Needs::per_sample(PerSampleNeeds::SQ_NORMS),
+        needs: Needs::per_sample(PerSampleNeeds::of(Statistic::SqNorm)),
     };
     type Settings = NoSettings;
 

@@ -1,6 +1,6 @@
 //! OrthoTest.
 
-use crate::persample::PerSampleNeeds;
+use crate::persample::{Direction, PerSampleNeeds, Statistic};
 use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, needs_two,
 };
@@ -39,7 +39,7 @@ impl QuantityType for OrthoTest {
     const SPEC: QuantitySpec = QuantitySpec {
         name: "OrthoTest",
         shape: ValueShape::Scalar,
-        needs: Needs::per_sample(PerSampleNeeds::SQ_NORMS.union(PerSampleNeeds::DOTS_WITH_GRAD)),
+        needs: Needs::per_sample(PerSampleNeeds::of(Statistic::SqNorm).with(Statistic::Dot(Direction::Gradient))),
     };
     type Settings = NoSettings;
 

@@ -32,7 +32,7 @@ use model::tensor;
 #[non_exhaustive]
 pub enum ReplayError {
     /// The fixture file could not be read: unreadable, not UTF-8, or larger than the readers
-    /// take ([`read_limit`](cockpit_quantities::log::read_limit)).
+    /// take ([`Reader::limit`](cockpit_quantities::log::Reader::limit)).
     #[error(transparent)]
     Input(#[from] cockpit_quantities::log::LogError),
     /// The fixture is malformed.

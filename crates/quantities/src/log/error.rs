@@ -37,7 +37,7 @@ pub enum LogError {
         #[source]
         source: serde_json::Error,
     },
-    /// The file is larger than the readers take ([`read_limit`](super::read_limit)); nothing
+    /// The file is larger than the readers take ([`Reader::limit`](super::Reader::limit)); nothing
     /// beyond the limit was read.
     #[error(
         "`{}` is larger than {limit} bytes, the most a reader takes; raise the limit \

@@ -42,7 +42,8 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 use burn_cockpit::curvature::{OutputLoss, ProbeBudget, RecordedCurvature};
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{ExactPerSample, Recorder, launches};
+use burn_cockpit::persample::launches::LaunchLedger;
+use burn_cockpit::persample::{ExactPerSample, Recorder};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, Snapshot, StepInfo,
     Value, backend,
@@ -722,8 +723,8 @@ fn timed<T: Task>(
     };
     HEAP.reset_peak_usage();
     let before = HEAP.current_usage();
-    launches::observe();
-    let launched = launches::launches();
+    let ledger = LaunchLedger::start();
+    let launched = ledger.as_ref().map(LaunchLedger::launches);
     let start = Instant::now();
     let (mut reads, mut values) = (Vec::new(), Vec::new());
     for s in 0..steps {
@@ -739,7 +740,9 @@ fn timed<T: Task>(
     // Flush the last step's work (one read of the parameters, alike in every run) before the
     // launches are counted.
     burn_cockpit::readback::read_values(Snapshot::of_params(&model).flatten().sum())?;
-    let kernels = launches::launches()
+    let kernels = ledger
+        .as_ref()
+        .map(LaunchLedger::launches)
         .zip(launched)
         .map(|(after, before)| (after - before) as f64 / steps as f64);
     Ok((seconds, peak, (median(reads), median(values)), kernels))

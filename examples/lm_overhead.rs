@@ -32,7 +32,7 @@ use burn::optim::{AdamConfig, GradientsParams, SgdConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::backend;
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::launches;
+use burn_cockpit::persample::launches::LaunchLedger;
 use burn_cockpit::prelude::*;
 use clap::{Parser, ValueEnum};
 
@@ -224,14 +224,14 @@ fn run(
         args.vocabulary as usize,
     );
     let cross_entropy = CrossEntropyLossConfig::new().init(device);
-    launches::observe();
+    let ledger = LaunchLedger::start();
     let (mut launched, mut start) = (None, Instant::now());
     let mut reads = Vec::new();
     let warm_up = 1;
     let steps = args.steps as usize;
     for step in 0..warm_up + steps {
         if step == warm_up {
-            launched = launches::launches();
+            launched = ledger.as_ref().map(LaunchLedger::launches);
             start = Instant::now();
         }
         let (inputs, targets) = data[step % data.len()].clone();
@@ -263,7 +263,9 @@ fn run(
     // Wait for the device: read one parameter's sum.
     let _ = model.head.weight.val().sum().into_scalar::<f32>();
     let seconds = start.elapsed().as_secs_f64() / steps as f64;
-    let kernels = launches::launches()
+    let kernels = ledger
+        .as_ref()
+        .map(LaunchLedger::launches)
         .zip(launched)
         .map(|(after, before)| (after - before) as f64 / steps as f64);
     if let Some(cockpit) = &cockpit {

@@ -48,7 +48,8 @@ use burn_cockpit::curvature::{
     MlpCurvature, MlpLayer, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid, launches};
+use burn_cockpit::persample::launches::LaunchLedger;
+use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid};
 use burn_cockpit::{
     Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
     StepInfo, backend,
@@ -378,9 +379,15 @@ struct Run {
     by_kernel: std::collections::HashMap<&'static str, f64>,
 }
 
-/// Launches so far by kernel name.
-fn launched_by_kernel() -> std::collections::HashMap<&'static str, u64> {
-    launches::by_kernel().into_iter().collect()
+/// Launches so far by kernel name (empty without a ledger).
+fn launched_by_kernel(
+    ledger: Option<&LaunchLedger>,
+) -> std::collections::HashMap<&'static str, u64> {
+    ledger
+        .map(LaunchLedger::by_kernel)
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
 }
 
 /// Runs `steps` training steps, tracking with `cockpit` if given.
@@ -398,7 +405,7 @@ fn run<M: Net>(
     let mut reads = Vec::new();
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
-    launches::observe();
+    let ledger = LaunchLedger::start();
     // One warm-up step (the first tracked step compiles its kernels on a GPU) outside the
     // timing and the counts.
     let warm_up = 1;
@@ -409,8 +416,8 @@ fn run<M: Net>(
             let _ = per_sample_loss(&model, data[0].0.clone(), data[0].1.clone())
                 .sum()
                 .into_scalar::<f32>();
-            launched = launches::launches();
-            named = launched_by_kernel();
+            launched = ledger.as_ref().map(LaunchLedger::launches);
+            named = launched_by_kernel(ledger.as_ref());
             start = Instant::now();
         }
         let (x, y) = &data[step % data.len()];
@@ -485,10 +492,12 @@ fn run<M: Net>(
         .sum()
         .into_scalar::<f32>();
     let seconds = start.elapsed().as_secs_f64() / steps as f64;
-    let kernels = launches::launches()
+    let kernels = ledger
+        .as_ref()
+        .map(LaunchLedger::launches)
         .zip(launched)
         .map(|(after, before)| (after - before) as f64 / steps as f64);
-    let by_kernel = launched_by_kernel()
+    let by_kernel = launched_by_kernel(ledger.as_ref())
         .into_iter()
         .map(|(name, after)| {
             let before = named.get(name).copied().unwrap_or(0);

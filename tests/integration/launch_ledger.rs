@@ -1,5 +1,5 @@
 //! What a GPU pays besides reads: the kernels a tracked step launches, counted on wgpu
-//! (lavapipe) through the launch ledger (`persample::launches`).
+//! (lavapipe) through the launch ledger (`persample::launches::LaunchLedger`).
 //!
 //! With the histograms counted on the device, the kernels `economy` adds to a plain training
 //! step are bounded by the model — at most `8·P + 28` for `P` parameter tensors — and the
@@ -22,7 +22,8 @@ use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, GgnPasses, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
-use burn_cockpit::persample::{Conv2d, Linear, Recorder, launches};
+use burn_cockpit::persample::launches::LaunchLedger;
+use burn_cockpit::persample::{Conv2d, Linear, Recorder};
 use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, Schedule, StepInfo};
 
 /// Kernels per parameter tensor and per step that `economy` may add (see the module doc):
@@ -98,7 +99,12 @@ impl Net for Cnn {
 
 /// Kernels per step of `steps` SGD steps of `M` at batch `batch`, tracking `economy` (device
 /// histograms) when `tracked`, after two steps of warm-up.
-fn kernels_per_step<M: Net>(device: &Device, batch: usize, tracked: bool) -> u64 {
+fn kernels_per_step<M: Net>(
+    ledger: &LaunchLedger,
+    device: &Device,
+    batch: usize,
+    tracked: bool,
+) -> u64 {
     let device = device.clone().autodiff();
     let mut model = M::new(&device);
     let mut optim = SgdConfig::new().init();
@@ -109,7 +115,7 @@ fn kernels_per_step<M: Net>(device: &Device, batch: usize, tracked: bool) -> u64
     let mut before = 0;
     for step in 0..warm_up + steps {
         if step == warm_up {
-            before = launches::launches().unwrap();
+            before = ledger.launches();
         }
         let x: Vec<f32> = (0..batch * M::FEATURES)
             .map(|i| (((i + step) * 31 % 17) as f32 - 8.0) / 8.0)
@@ -142,20 +148,20 @@ fn kernels_per_step<M: Net>(device: &Device, batch: usize, tracked: bool) -> u64
             .sum()
             .into_scalar::<f32>();
     }
-    (launches::launches().unwrap() - before) / steps as u64
+    (ledger.launches() - before) / steps as u64
 }
 
 /// Runs in a process of its own (see the module doc): prints the counts and holds the bound.
 #[test]
 #[ignore = "run by economy_launches_are_bounded_by_the_model in a process of its own"]
 fn measure_launches() {
-    assert!(launches::observe(), "the launch ledger is built with wgpu");
+    let ledger = LaunchLedger::start().expect("the launch ledger is built with wgpu");
     let device = Device::wgpu(burn::tensor::DeviceKind::DefaultDevice);
-    fn measure<M: Net>(device: &Device, name: &str) {
+    fn measure<M: Net>(ledger: &LaunchLedger, device: &Device, name: &str) {
         let mut added = Vec::new();
         for batch in [32, 128] {
-            let plain = kernels_per_step::<M>(device, batch, false);
-            let tracked = kernels_per_step::<M>(device, batch, true);
+            let plain = kernels_per_step::<M>(ledger, device, batch, false);
+            let tracked = kernels_per_step::<M>(ledger, device, batch, true);
             println!(
                 "kernels_per_step {name} B {batch}: plain {plain}, economy {tracked}, added {}",
                 tracked - plain
@@ -171,12 +177,12 @@ fn measure_launches() {
             assert!(added <= bound, "{name}: {added} added kernels > {bound}");
         }
     }
-    measure::<Mlp>(&device, "mlp");
-    measure::<Cnn>(&device, "cnn");
+    measure::<Mlp>(&ledger, &device, "mlp");
+    measure::<Cnn>(&ledger, &device, "cnn");
     // The exact GGN as one widened pass launches as many kernels for 4 outputs as for 8;
     // separate passes launch one pass's kernels per output.
-    let widened = [4, 8].map(|c| ggn_kernels(&device, c, GgnPasses::Widened));
-    let separate = [4, 8].map(|c| ggn_kernels(&device, c, GgnPasses::Separate));
+    let widened = [4, 8].map(|c| ggn_kernels(&ledger, &device, c, GgnPasses::Widened));
+    let separate = [4, 8].map(|c| ggn_kernels(&ledger, &device, c, GgnPasses::Separate));
     println!("kernels diag_ggn_exact C 4/8: widened {widened:?}, separate {separate:?}");
     assert!(
         widened[0].abs_diff(widened[1]) <= SHAPE_SLACK,
@@ -207,7 +213,7 @@ impl Head {
 
 /// Kernels of one `diag_ggn_exact` (and the read of its sum) on a 16-16-`classes` MLP at
 /// B 16, after one warm-up computation.
-fn ggn_kernels(device: &Device, classes: usize, passes: GgnPasses) -> u64 {
+fn ggn_kernels(ledger: &LaunchLedger, device: &Device, classes: usize, passes: GgnPasses) -> u64 {
     let device = device.clone().autodiff();
     let model = Head {
         hidden: LinearConfig::new(16, 16).init(&device).into(),
@@ -237,9 +243,9 @@ fn ggn_kernels(device: &Device, classes: usize, passes: GgnPasses) -> u64 {
         let _ = Tensor::cat(diagonal, 0).sum().into_scalar::<f32>();
     };
     once();
-    let before = launches::launches().unwrap();
+    let before = ledger.launches();
     once();
-    launches::launches().unwrap() - before
+    ledger.launches() - before
 }
 
 #[test]

@@ -120,19 +120,17 @@ pub fn supports(device: &Device, dtype: DType) -> bool {
     dtype == DType::F32 && enabled() && is_cube(device)
 }
 
-/// Whether the kernels are on (read once per process).
+/// Whether the kernels are on: the environment as it is at the call (no process-wide cache;
+/// reading one variable costs far less than the launch it decides).
 fn enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| {
-        std::env::var(DISABLE_VARIABLE)
-            .map(|v| {
-                !matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "off" | "0" | "false"
-                )
-            })
-            .unwrap_or(true)
-    })
+    std::env::var(DISABLE_VARIABLE)
+        .map(|v| {
+            !matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "off" | "0" | "false"
+            )
+        })
+        .unwrap_or(true)
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

@@ -150,6 +150,97 @@ mod tests {
         }
     }
 
+    /// A statistic added as a newcomer adds one (`Statistic::SumCubes`: a variant, its
+    /// formula from formed rows, and this test that reads it) reaches every source unchanged:
+    /// the fast path forms the rows of a rank-one layer for it, a merged batch and the
+    /// data-parallel all-reduce combine it by its rule, and reduced statistics answer it.
+    #[test]
+    fn a_new_statistic_reaches_every_source() {
+        let id = ParamId::new();
+        let a = [1.0, -2.0, 0.5, 3.0, -1.5, 0.25, 2.0, 1.0];
+        let e = [
+            0.1, 0.2, -0.3, 1.0, -1.0, 2.0, 0.0, 0.5, -0.25, 4.0, -3.0, 0.5,
+        ];
+        let theta = params(id, &[0.0; 6]);
+        // Brute force from the outer products a_n e_nᵀ.
+        let g = |n: usize| -> Vec<f64> {
+            (0..2)
+                .flat_map(|i| (0..3).map(move |o| a[2 * n + i] * e[3 * n + o]))
+                .collect()
+        };
+        let expected: Vec<f64> = (0..4)
+            .map(|n| g(n).iter().map(|x| x.powi(3)).sum())
+            .collect();
+        let cubes = |stats: &PerSampleStats| {
+            values(
+                stats
+                    .get(Statistic::SumCubes)
+                    .map(|v| v[0].clone())
+                    .unwrap_or_else(|| tensor(&[], [0])),
+            )
+        };
+        let close = |got: &[f64]| {
+            got.len() == expected.len()
+                && got
+                    .iter()
+                    .zip(&expected)
+                    .all(|(x, y)| (x - y).abs() <= 1e-6 * (1.0 + y.abs()))
+        };
+        let asked = || {
+            Request::new()
+                .with(Statistic::SumCubes)
+                .with(Statistic::SqNorm)
+        };
+        // The fast path, whole and in two parts.
+        let whole = source(id, &a, &e)
+            .reduce(&theta, asked())
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert!(close(&cubes(&whole)), "{:?} {expected:?}", cubes(&whole));
+        let parts = || {
+            vec![
+                Arc::new(source(id, &a[..2], &e[..3])) as Arc<dyn PerSampleSource>,
+                Arc::new(source(id, &a[2..], &e[3..])),
+            ]
+        };
+        let merged = crate::MergedPerSample::new(parts())
+            .unwrap_or_else(|err| panic!("{err}"))
+            .reduce(&theta, asked())
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert!(close(&cubes(&merged)), "{:?}", cubes(&merged));
+        // Two workers, one sample and three.
+        let group = LocalCollective::group(2, WAIT);
+        let joined: Vec<PerSampleStats> = std::thread::scope(|s| {
+            let handles: Vec<_> = group
+                .into_iter()
+                .zip([(0, 1), (1, 4)])
+                .map(|(collective, (lo, hi))| {
+                    let theta = &theta;
+                    s.spawn(move || {
+                        let local = source(id, &a[2 * lo..2 * hi], &e[3 * lo..3 * hi])
+                            .reduce(theta, asked())?;
+                        all_reduce_stats(Some(&local), None, &Device::default(), &collective)
+                            .map(|group| group.stats)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| panic!("worker panicked"))
+                        .unwrap_or_else(|err| panic!("{err}"))
+                })
+                .collect()
+        });
+        for stats in &joined {
+            assert!(close(&cubes(stats)), "{:?}", cubes(stats));
+        }
+        let reduced = ReducedPerSample::new(joined[0].clone(), None)
+            .reduce(&theta, Request::new().with(Statistic::SumCubes))
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert!(close(&cubes(&reduced)), "{:?}", cubes(&reduced));
+    }
+
     /// A worker without statistics makes the step fail on every worker, which all return.
     #[test]
     fn a_worker_without_statistics_fails_the_step_everywhere() {

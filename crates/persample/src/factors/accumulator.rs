@@ -85,6 +85,8 @@ impl Accumulator {
                 })?,
                 Statistic::SumSq => sum_dim(g.clone().square(), 0).reshape([numel]),
                 Statistic::AbsMax => g.clone().abs().max(),
+                #[cfg(test)]
+                Statistic::SumCubes => sum_dim(g.clone().powi_scalar(3), 1).reshape([b]),
             };
             self.push(statistic, index, part);
         }

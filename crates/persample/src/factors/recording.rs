@@ -397,6 +397,14 @@ impl PerSampleSource for Recording {
                     Statistic::AbsMax => (max_dim_nonnegative(a.clone().abs(), 1)
                         * max_dim_nonnegative(e.clone().abs(), 1))
                     .max(),
+                    // Not reached: a statistic without a rank-one formula forms the rows above.
+                    #[allow(unreachable_patterns)]
+                    other => {
+                        return Err(PerSampleError::Shape(format!(
+                            "no rank-one formula for {}",
+                            other.formula()
+                        )));
+                    }
                 };
                 stats.push(statistic, index, part);
             }

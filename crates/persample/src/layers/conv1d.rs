@@ -6,6 +6,7 @@ use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
 use super::conv::{Unfolding, same_padding, tap_conv, unfold_2d};
+use super::mirror::mirrors_burn;
 use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv1d` with per-sample statistics: identical parameters, names, record and
@@ -40,39 +41,21 @@ pub struct Conv1d {
     pub padding: PaddingConfig1d,
 }
 
-impl From<burn::nn::conv::Conv1d> for Conv1d {
-    fn from(layer: burn::nn::conv::Conv1d) -> Self {
-        Self {
-            weight: layer.weight,
-            bias: layer.bias,
-            stride: layer.stride,
-            kernel_size: layer.kernel_size,
-            dilation: layer.dilation,
-            groups: layer.groups,
-            padding: layer.padding,
-        }
+mirrors_burn!(
+    Conv1d,
+    burn::nn::conv::Conv1d,
+    burn::nn::conv::Conv1dConfig {
+        weight: value,
+        bias: value,
+        stride: value,
+        kernel_size: value,
+        dilation: value,
+        groups: value,
+        padding: value,
     }
-}
+);
 
 impl Conv1d {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::conv::Conv1dConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::conv::Conv1d {
-        burn::nn::conv::Conv1d {
-            weight: self.weight.clone(),
-            bias: self.bias.clone(),
-            stride: self.stride,
-            kernel_size: self.kernel_size,
-            dilation: self.dilation,
-            groups: self.groups,
-            padding: self.padding.clone(),
-        }
-    }
-
     /// The padding burn applies at each end of an input of `length` positions.
     fn padding_pair(&self, length: usize) -> (usize, usize) {
         match self.padding {

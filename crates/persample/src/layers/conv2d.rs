@@ -6,6 +6,7 @@ use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
 use super::conv::{Unfolding, padding_2d, tap_conv, unfold_2d};
+use super::mirror::mirrors_burn;
 use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv2d` with per-sample statistics: identical parameters, names and
@@ -45,39 +46,21 @@ pub struct Conv2d {
     pub padding: PaddingConfig2d,
 }
 
-impl From<burn::nn::conv::Conv2d> for Conv2d {
-    fn from(layer: burn::nn::conv::Conv2d) -> Self {
-        Self {
-            weight: layer.weight,
-            bias: layer.bias,
-            stride: layer.stride,
-            kernel_size: layer.kernel_size,
-            dilation: layer.dilation,
-            groups: layer.groups,
-            padding: layer.padding,
-        }
+mirrors_burn!(
+    Conv2d,
+    burn::nn::conv::Conv2d,
+    burn::nn::conv::Conv2dConfig {
+        weight: value,
+        bias: value,
+        stride: value,
+        kernel_size: value,
+        dilation: value,
+        groups: value,
+        padding: value,
     }
-}
+);
 
 impl Conv2d {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::conv::Conv2dConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::conv::Conv2d {
-        burn::nn::conv::Conv2d {
-            weight: self.weight.clone(),
-            bias: self.bias.clone(),
-            stride: self.stride,
-            kernel_size: self.kernel_size,
-            dilation: self.dilation,
-            groups: self.groups,
-            padding: self.padding.clone(),
-        }
-    }
-
     /// The forward pass, `[B, C_in, H, W] → [B, C_out, H', W']`.
     pub fn forward(&self, input: Tensor<4>) -> Tensor<4> {
         let output = self.as_burn().forward(input.clone());

@@ -3,10 +3,11 @@
 use burn::module::{Module, Param};
 use burn::nn::PaddingConfig3d;
 use burn::nn::conv::Conv3dConfig;
+use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
-use burn::tensor::{Device, Tensor};
 
 use super::conv::{Unfolding, same_padding, tap_conv, unfold_3d};
+use super::mirror::mirrors_burn;
 use crate::recorder::is_recording;
 
 /// `burn::nn::conv::Conv3d` with per-sample statistics: identical parameters, names and
@@ -42,39 +43,21 @@ pub struct Conv3d {
     pub padding: PaddingConfig3d,
 }
 
-impl From<burn::nn::conv::Conv3d> for Conv3d {
-    fn from(layer: burn::nn::conv::Conv3d) -> Self {
-        Self {
-            weight: layer.weight,
-            bias: layer.bias,
-            stride: layer.stride,
-            kernel_size: layer.kernel_size,
-            dilation: layer.dilation,
-            groups: layer.groups,
-            padding: layer.padding,
-        }
+mirrors_burn!(
+    Conv3d,
+    burn::nn::conv::Conv3d,
+    Conv3dConfig {
+        weight: value,
+        bias: value,
+        stride: value,
+        kernel_size: value,
+        dilation: value,
+        groups: value,
+        padding: value,
     }
-}
+);
 
 impl Conv3d {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &Conv3dConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::conv::Conv3d {
-        burn::nn::conv::Conv3d {
-            weight: self.weight.clone(),
-            bias: self.bias.clone(),
-            stride: self.stride,
-            kernel_size: self.kernel_size,
-            dilation: self.dilation,
-            groups: self.groups,
-            padding: self.padding.clone(),
-        }
-    }
-
     /// The padding burn applies on both sides of each dimension of an input of `size`.
     fn padding(&self, size: [usize; 3]) -> [usize; 3] {
         match self.padding {

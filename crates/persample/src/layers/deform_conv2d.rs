@@ -5,9 +5,10 @@ use burn::nn::PaddingConfig2d;
 use burn::nn::conv::DeformConv2dConfig;
 use burn::tensor::module::deform_conv2d;
 use burn::tensor::ops::DeformConvOptions;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 
 use super::conv::{padding_2d, tap_conv};
+use super::mirror::mirrors_burn;
 use crate::recorder::{is_recording, mark_curved};
 
 /// `burn::nn::conv::DeformConv2d` with per-sample statistics: identical parameters, names and
@@ -46,41 +47,22 @@ pub struct DeformConv2d {
     pub padding: PaddingConfig2d,
 }
 
-impl From<burn::nn::conv::DeformConv2d> for DeformConv2d {
-    fn from(layer: burn::nn::conv::DeformConv2d) -> Self {
-        Self {
-            weight: layer.weight,
-            bias: layer.bias,
-            stride: layer.stride,
-            kernel_size: layer.kernel_size,
-            dilation: layer.dilation,
-            weight_groups: layer.weight_groups,
-            offset_groups: layer.offset_groups,
-            padding: layer.padding,
-        }
+mirrors_burn!(
+    DeformConv2d,
+    burn::nn::conv::DeformConv2d,
+    DeformConv2dConfig {
+        weight: value,
+        bias: value,
+        stride: value,
+        kernel_size: value,
+        dilation: value,
+        weight_groups: value,
+        offset_groups: value,
+        padding: value,
     }
-}
+);
 
 impl DeformConv2d {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &DeformConv2dConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::conv::DeformConv2d {
-        burn::nn::conv::DeformConv2d {
-            weight: self.weight.clone(),
-            bias: self.bias.clone(),
-            stride: self.stride,
-            kernel_size: self.kernel_size,
-            dilation: self.dilation,
-            weight_groups: self.weight_groups,
-            offset_groups: self.offset_groups,
-            padding: self.padding.clone(),
-        }
-    }
-
     /// The forward pass: input `[B, C_in, H, W]`, offsets `[B, 2·offset_groups·K, H', W']`,
     /// optional mask `[B, offset_groups·K, H', W']`; output `[B, C_out, H', W']`.
     pub fn forward(

@@ -4,6 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::module::embedding;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
+use super::mirror::mirrors_burn;
 use crate::factors::Layout;
 use crate::recorder::{is_recording, tap};
 
@@ -26,27 +27,13 @@ pub struct Embedding {
     pub weight: Param<Tensor<2>>,
 }
 
-impl From<burn::nn::Embedding> for Embedding {
-    fn from(layer: burn::nn::Embedding) -> Self {
-        Self {
-            weight: layer.weight,
-        }
-    }
-}
+mirrors_burn!(
+    Embedding,
+    burn::nn::Embedding,
+    burn::nn::EmbeddingConfig { weight: value }
+);
 
 impl Embedding {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::EmbeddingConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters.
-    pub fn as_burn(&self) -> burn::nn::Embedding {
-        burn::nn::Embedding {
-            weight: self.weight.clone(),
-        }
-    }
-
     /// The lookup `[B, T]` indices → `[B, T, d_model]`.
     pub fn forward(&self, indices: Tensor<2, Int>) -> Tensor<3> {
         let output = embedding(self.weight.val(), indices.clone());

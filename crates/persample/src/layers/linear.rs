@@ -4,6 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::module::linear;
 
+use super::mirror::mirrors_burn;
 use crate::factors::Layout;
 use crate::recorder::{is_recording, tap};
 
@@ -26,29 +27,16 @@ pub struct Linear {
     pub bias: Option<Param<Tensor<1>>>,
 }
 
-impl From<burn::nn::Linear> for Linear {
-    fn from(layer: burn::nn::Linear) -> Self {
-        Self {
-            weight: layer.weight,
-            bias: layer.bias,
-        }
+mirrors_burn!(
+    Linear,
+    burn::nn::Linear,
+    burn::nn::LinearConfig {
+        weight: value,
+        bias: value,
     }
-}
+);
 
 impl Linear {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::LinearConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters.
-    pub fn as_burn(&self) -> burn::nn::Linear {
-        burn::nn::Linear {
-            weight: self.weight.clone(),
-            bias: self.bias.clone(),
-        }
-    }
-
     /// The forward pass, `[..., d_input] → [..., d_output]`; the first dimension is the batch.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let weight = self.weight.val();

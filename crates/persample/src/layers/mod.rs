@@ -15,6 +15,7 @@ mod conv_transpose3d;
 mod deform_conv2d;
 mod embedding;
 mod linear;
+mod mirror;
 mod norm;
 mod prelu;
 mod rnn;

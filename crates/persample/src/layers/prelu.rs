@@ -4,6 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 use burn::tensor::activation::prelu;
 
+use super::mirror::mirrors_burn;
 use super::norm::record_channels;
 
 /// `burn::nn::PRelu` with per-sample statistics: identical parameter (`alpha`, `[1]` or
@@ -23,29 +24,16 @@ pub struct PRelu {
     pub alpha_value: f64,
 }
 
-impl From<burn::nn::PRelu> for PRelu {
-    fn from(layer: burn::nn::PRelu) -> Self {
-        Self {
-            alpha: layer.alpha,
-            alpha_value: layer.alpha_value,
-        }
+mirrors_burn!(
+    PRelu,
+    burn::nn::PRelu,
+    burn::nn::PReluConfig {
+        alpha: value,
+        alpha_value: value,
     }
-}
+);
 
 impl PRelu {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::PReluConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters.
-    pub fn as_burn(&self) -> burn::nn::PRelu {
-        burn::nn::PRelu {
-            alpha: self.alpha.clone(),
-            alpha_value: self.alpha_value,
-        }
-    }
-
     /// The forward pass; `α` with several entries runs along axis 1.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let output = prelu(input.clone(), self.alpha.val());

@@ -6,9 +6,11 @@ use burn::tensor::Tensor;
 use crate::recorder::{in_single_sample_pass, is_recording, refuse};
 
 use super::record_channels;
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::BatchNorm` with per-sample statistics where they are defined: identical
-/// parameters, running statistics, names, record and forward pass.
+/// parameters, running statistics, names, record and forward pass. `as_burn()` shares the
+/// running statistics with the layer it returns (burn's forward pass updates them).
 ///
 /// # Which per-sample gradients
 ///
@@ -47,19 +49,19 @@ pub struct BatchNorm {
     pub epsilon: f64,
 }
 
-impl From<burn::nn::BatchNorm> for BatchNorm {
-    fn from(layer: burn::nn::BatchNorm) -> Self {
-        Self {
-            gamma: layer.gamma,
-            beta: layer.beta,
-            training: layer.training,
-            running_mean: layer.running_mean,
-            running_var: layer.running_var,
-            momentum: layer.momentum,
-            epsilon: layer.epsilon,
-        }
+mirrors_burn!(
+    BatchNorm,
+    burn::nn::BatchNorm,
+    burn::nn::BatchNormConfig {
+        gamma: value,
+        beta: value,
+        training: value,
+        running_mean: value,
+        running_var: value,
+        momentum: value,
+        epsilon: value,
     }
-}
+);
 
 /// Why training-mode BatchNorm refuses per-sample statistics.
 const BATCH_STATISTICS: &str = "BatchNorm in training mode: its batch statistics couple \
@@ -68,25 +70,6 @@ const BATCH_STATISTICS: &str = "BatchNorm in training mode: its batch statistics
     flag off), or GroupNorm / LayerNorm";
 
 impl BatchNorm {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::BatchNormConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and the same running statistics (shared: burn's
-    /// forward pass updates them).
-    pub fn as_burn(&self) -> burn::nn::BatchNorm {
-        burn::nn::BatchNorm {
-            gamma: self.gamma.clone(),
-            beta: self.beta.clone(),
-            training: self.training.clone(),
-            running_mean: self.running_mean.clone(),
-            running_var: self.running_var.clone(),
-            momentum: self.momentum,
-            epsilon: self.epsilon,
-        }
-    }
-
     /// The forward pass on `[B, C, ...]`, as burn's (batch statistics on an autodiff device
     /// with the training flag on, running statistics otherwise).
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {

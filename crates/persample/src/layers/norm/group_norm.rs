@@ -4,6 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 use super::group_norm;
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::GroupNorm` with per-sample statistics: identical parameters (`gamma`, `beta`
 /// `[num_channels]` when affine), names, record and forward pass; while a
@@ -30,37 +31,20 @@ pub struct GroupNorm {
     pub affine: bool,
 }
 
-impl From<burn::nn::GroupNorm> for GroupNorm {
-    fn from(layer: burn::nn::GroupNorm) -> Self {
-        Self {
-            gamma: layer.gamma,
-            beta: layer.beta,
-            num_groups: layer.num_groups,
-            num_channels: layer.num_channels,
-            epsilon: layer.epsilon,
-            affine: layer.affine,
-        }
+mirrors_burn!(
+    GroupNorm,
+    burn::nn::GroupNorm,
+    burn::nn::GroupNormConfig {
+        gamma: value,
+        beta: value,
+        num_groups: value,
+        num_channels: value,
+        epsilon: value,
+        affine: value,
     }
-}
+);
 
 impl GroupNorm {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::GroupNormConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::GroupNorm {
-        burn::nn::GroupNorm {
-            gamma: self.gamma.clone(),
-            beta: self.beta.clone(),
-            num_groups: self.num_groups,
-            num_channels: self.num_channels,
-            epsilon: self.epsilon,
-            affine: self.affine,
-        }
-    }
-
     /// The forward pass over `[B, num_channels, ...]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         group_norm(

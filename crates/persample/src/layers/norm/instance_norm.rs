@@ -4,6 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::Tensor;
 
 use super::group_norm;
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::InstanceNorm` with per-sample statistics (group normalisation with one group per
 /// channel; see [`GroupNorm`](crate::GroupNorm)).
@@ -21,35 +22,19 @@ pub struct InstanceNorm {
     pub affine: bool,
 }
 
-impl From<burn::nn::InstanceNorm> for InstanceNorm {
-    fn from(layer: burn::nn::InstanceNorm) -> Self {
-        Self {
-            gamma: layer.gamma,
-            beta: layer.beta,
-            num_channels: layer.num_channels,
-            epsilon: layer.epsilon,
-            affine: layer.affine,
-        }
+mirrors_burn!(
+    InstanceNorm,
+    burn::nn::InstanceNorm,
+    burn::nn::InstanceNormConfig {
+        gamma: value,
+        beta: value,
+        num_channels: value,
+        epsilon: value,
+        affine: value,
     }
-}
+);
 
 impl InstanceNorm {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &burn::nn::InstanceNormConfig, device: &burn::tensor::Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::InstanceNorm {
-        burn::nn::InstanceNorm {
-            gamma: self.gamma.clone(),
-            beta: self.beta.clone(),
-            num_channels: self.num_channels,
-            epsilon: self.epsilon,
-            affine: self.affine,
-        }
-    }
-
     /// The forward pass over `[B, num_channels, ...]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         group_norm(

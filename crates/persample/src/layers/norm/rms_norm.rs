@@ -2,9 +2,10 @@
 
 use burn::module::{Module, Param};
 use burn::nn::RmsNormConfig;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::record;
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::RmsNorm` with per-sample statistics: identical parameter (`gamma` `[d_model]`),
 /// name, record and forward pass; while a [`Recorder`](crate::Recorder) is active it taps
@@ -21,29 +22,16 @@ pub struct RmsNorm {
     pub epsilon: f64,
 }
 
-impl From<burn::nn::RmsNorm> for RmsNorm {
-    fn from(layer: burn::nn::RmsNorm) -> Self {
-        Self {
-            gamma: layer.gamma,
-            epsilon: layer.epsilon,
-        }
+mirrors_burn!(
+    RmsNorm,
+    burn::nn::RmsNorm,
+    RmsNormConfig {
+        gamma: value,
+        epsilon: value,
     }
-}
+);
 
 impl RmsNorm {
-    /// The layer `config` describes, initialised like burn's (`γ = 1`).
-    pub fn new(config: &RmsNormConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and ε.
-    pub fn as_burn(&self) -> burn::nn::RmsNorm {
-        burn::nn::RmsNorm {
-            gamma: self.gamma.clone(),
-            epsilon: self.epsilon,
-        }
-    }
-
     /// The forward pass, normalising over the last dimension (as burn: the mean square in
     /// `f32`).
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {

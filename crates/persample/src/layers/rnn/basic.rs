@@ -3,9 +3,10 @@
 use burn::module::Module;
 use burn::nn::activation::Activation;
 use burn::nn::{RnnConfig, RnnState};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::{GateController, unroll};
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::Rnn` with per-sample statistics: `h_t = act(W x_t + U h_{t−1} + b)` through one
 /// [`GateController`]; same config, names, record and forward pass (batch-first or not,
@@ -32,37 +33,20 @@ pub struct Rnn {
     pub hidden_activation: Activation,
 }
 
-impl From<burn::nn::Rnn> for Rnn {
-    fn from(rnn: burn::nn::Rnn) -> Self {
-        Self {
-            gate: rnn.gate.into(),
-            d_hidden: rnn.d_hidden,
-            batch_first: rnn.batch_first,
-            reverse: rnn.reverse,
-            clip: rnn.clip,
-            hidden_activation: rnn.hidden_activation,
-        }
+mirrors_burn!(
+    Rnn,
+    burn::nn::Rnn,
+    RnnConfig {
+        gate: layer,
+        d_hidden: value,
+        batch_first: value,
+        reverse: value,
+        clip: value,
+        hidden_activation: value,
     }
-}
+);
 
 impl Rnn {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &RnnConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::Rnn {
-        burn::nn::Rnn {
-            gate: self.gate.as_burn(),
-            d_hidden: self.d_hidden,
-            batch_first: self.batch_first,
-            reverse: self.reverse,
-            clip: self.clip,
-            hidden_activation: self.hidden_activation.clone(),
-        }
-    }
-
     /// The hidden states of every step `[B, T, d_hidden]` (`[T, B, d_hidden]` unless
     /// batch-first) and the final state, as burn's `Rnn::forward`.
     pub fn forward(

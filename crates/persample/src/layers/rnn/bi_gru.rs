@@ -2,9 +2,10 @@
 
 use burn::module::Module;
 use burn::nn::BiGruConfig;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::{Gru, direction_state, join_directions};
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::BiGru` with per-sample statistics: two [`Gru`]s, one over the sequence and one
 /// backwards, their hidden states concatenated; same config, names (`forward.*`,
@@ -25,33 +26,18 @@ pub struct BiGru {
     pub batch_first: bool,
 }
 
-impl From<burn::nn::BiGru> for BiGru {
-    fn from(gru: burn::nn::BiGru) -> Self {
-        Self {
-            forward: gru.forward.into(),
-            reverse: gru.reverse.into(),
-            d_hidden: gru.d_hidden,
-            batch_first: gru.batch_first,
-        }
+mirrors_burn!(
+    BiGru,
+    burn::nn::BiGru,
+    BiGruConfig {
+        forward: layer,
+        reverse: layer,
+        d_hidden: value,
+        batch_first: value,
     }
-}
+);
 
 impl BiGru {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &BiGruConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::BiGru {
-        burn::nn::BiGru {
-            forward: self.forward.as_burn(),
-            reverse: self.reverse.as_burn(),
-            d_hidden: self.d_hidden,
-            batch_first: self.batch_first,
-        }
-    }
-
     /// Both directions' hidden states `[B, T, 2·d_hidden]` (`[T, B, ·]` unless batch-first)
     /// and final hidden states `[2, B, d_hidden]` (forward first), as burn's
     /// `BiGru::forward`.

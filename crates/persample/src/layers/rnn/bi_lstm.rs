@@ -2,9 +2,10 @@
 
 use burn::module::Module;
 use burn::nn::{BiLstmConfig, LstmState};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::{Lstm, direction_state, join_directions};
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::BiLstm` with per-sample statistics: two [`Lstm`]s, one over the sequence and
 /// one backwards, their hidden states concatenated; same config, names (`forward.*`,
@@ -25,33 +26,18 @@ pub struct BiLstm {
     pub batch_first: bool,
 }
 
-impl From<burn::nn::BiLstm> for BiLstm {
-    fn from(lstm: burn::nn::BiLstm) -> Self {
-        Self {
-            forward: lstm.forward.into(),
-            reverse: lstm.reverse.into(),
-            d_hidden: lstm.d_hidden,
-            batch_first: lstm.batch_first,
-        }
+mirrors_burn!(
+    BiLstm,
+    burn::nn::BiLstm,
+    BiLstmConfig {
+        forward: layer,
+        reverse: layer,
+        d_hidden: value,
+        batch_first: value,
     }
-}
+);
 
 impl BiLstm {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &BiLstmConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::BiLstm {
-        burn::nn::BiLstm {
-            forward: self.forward.as_burn(),
-            reverse: self.reverse.as_burn(),
-            d_hidden: self.d_hidden,
-            batch_first: self.batch_first,
-        }
-    }
-
     /// Both directions' hidden states `[B, T, 2·d_hidden]` (`[T, B, ·]` unless batch-first)
     /// and final states `[2, B, d_hidden]` (forward first), as burn's `BiLstm::forward`.
     pub fn forward(

@@ -2,9 +2,10 @@
 
 use burn::module::Module;
 use burn::nn::{BiRnnConfig, RnnState};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::{Rnn, direction_state, join_directions};
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::BiRnn` with per-sample statistics: two [`Rnn`]s, one over the sequence and one
 /// backwards, their hidden states concatenated; same config, names (`forward.*`,
@@ -25,33 +26,18 @@ pub struct BiRnn {
     pub batch_first: bool,
 }
 
-impl From<burn::nn::BiRnn> for BiRnn {
-    fn from(rnn: burn::nn::BiRnn) -> Self {
-        Self {
-            forward: rnn.forward.into(),
-            reverse: rnn.reverse.into(),
-            d_hidden: rnn.d_hidden,
-            batch_first: rnn.batch_first,
-        }
+mirrors_burn!(
+    BiRnn,
+    burn::nn::BiRnn,
+    BiRnnConfig {
+        forward: layer,
+        reverse: layer,
+        d_hidden: value,
+        batch_first: value,
     }
-}
+);
 
 impl BiRnn {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &BiRnnConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::BiRnn {
-        burn::nn::BiRnn {
-            forward: self.forward.as_burn(),
-            reverse: self.reverse.as_burn(),
-            d_hidden: self.d_hidden,
-            batch_first: self.batch_first,
-        }
-    }
-
     /// Both directions' hidden states `[B, T, 2·d_hidden]` (`[T, B, ·]` unless batch-first)
     /// and final hidden states `[2, B, d_hidden]` (forward first), as burn's
     /// `BiRnn::forward`.

@@ -3,9 +3,10 @@
 use burn::module::Module;
 use burn::nn::GruConfig;
 use burn::nn::activation::Activation;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::{GateController, unroll};
+use crate::layers::mirror::mirrors_burn;
 
 /// `burn::nn::Gru` with per-sample statistics: the update, reset and new gates are
 /// [`GateController`]s; same config, names, record and forward pass (`reset_after` or not,
@@ -34,41 +35,22 @@ pub struct Gru {
     pub clip: Option<f64>,
 }
 
-impl From<burn::nn::Gru> for Gru {
-    fn from(gru: burn::nn::Gru) -> Self {
-        Self {
-            update_gate: gru.update_gate.into(),
-            reset_gate: gru.reset_gate.into(),
-            new_gate: gru.new_gate.into(),
-            d_hidden: gru.d_hidden,
-            reset_after: gru.reset_after,
-            gate_activation: gru.gate_activation,
-            hidden_activation: gru.hidden_activation,
-            clip: gru.clip,
-        }
+mirrors_burn!(
+    Gru,
+    burn::nn::Gru,
+    GruConfig {
+        update_gate: layer,
+        reset_gate: layer,
+        new_gate: layer,
+        d_hidden: value,
+        reset_after: value,
+        gate_activation: value,
+        hidden_activation: value,
+        clip: value,
     }
-}
+);
 
 impl Gru {
-    /// The layer `config` describes, initialised as burn initialises it.
-    pub fn new(config: &GruConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's layer with these parameters and settings.
-    pub fn as_burn(&self) -> burn::nn::Gru {
-        burn::nn::Gru {
-            update_gate: self.update_gate.as_burn(),
-            reset_gate: self.reset_gate.as_burn(),
-            new_gate: self.new_gate.as_burn(),
-            d_hidden: self.d_hidden,
-            reset_after: self.reset_after,
-            gate_activation: self.gate_activation.clone(),
-            hidden_activation: self.hidden_activation.clone(),
-            clip: self.clip,
-        }
-    }
-
     /// The hidden states of every step `[B, T, d_hidden]` from inputs `[B, T, d_input]`, as
     /// burn's `Gru::forward`.
     pub fn forward(&self, input: Tensor<3>, state: Option<Tensor<2>>) -> Tensor<3> {

@@ -5,9 +5,10 @@ use burn::nn::Dropout;
 use burn::nn::activation::Gelu;
 use burn::nn::attention::{MhaOutput, MultiHeadAttentionConfig};
 use burn::tensor::activation::{quiet_softmax, softmax};
-use burn::tensor::{Bool, Device, Tensor};
+use burn::tensor::{Bool, Tensor};
 
 use super::super::Linear;
+use crate::layers::mirror::mirrors_burn;
 use crate::recorder::mark_curved;
 
 /// `burn::nn::attention::MultiHeadAttention` with per-sample statistics: its four projections
@@ -84,47 +85,25 @@ impl MhaInput {
     }
 }
 
-impl From<burn::nn::attention::MultiHeadAttention> for MultiHeadAttention {
-    fn from(layer: burn::nn::attention::MultiHeadAttention) -> Self {
-        Self {
-            query: layer.query.into(),
-            key: layer.key.into(),
-            value: layer.value.into(),
-            output: layer.output.into(),
-            dropout: layer.dropout,
-            activation: layer.activation,
-            d_model: layer.d_model,
-            n_heads: layer.n_heads,
-            d_k: layer.d_k,
-            min_float: layer.min_float,
-            quiet_softmax: layer.quiet_softmax,
-        }
+mirrors_burn!(
+    MultiHeadAttention,
+    burn::nn::attention::MultiHeadAttention,
+    MultiHeadAttentionConfig {
+        query: layer,
+        key: layer,
+        value: layer,
+        output: layer,
+        dropout: value,
+        activation: value,
+        d_model: value,
+        n_heads: value,
+        d_k: value,
+        min_float: value,
+        quiet_softmax: value,
     }
-}
+);
 
 impl MultiHeadAttention {
-    /// The block `config` describes, initialised as burn initialises it.
-    pub fn new(config: &MultiHeadAttentionConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's block with these parameters.
-    pub fn as_burn(&self) -> burn::nn::attention::MultiHeadAttention {
-        burn::nn::attention::MultiHeadAttention {
-            query: self.query.as_burn(),
-            key: self.key.as_burn(),
-            value: self.value.as_burn(),
-            output: self.output.as_burn(),
-            dropout: self.dropout.clone(),
-            activation: self.activation.clone(),
-            d_model: self.d_model,
-            n_heads: self.n_heads,
-            d_k: self.d_k,
-            min_float: self.min_float,
-            quiet_softmax: self.quiet_softmax,
-        }
-    }
-
     /// Scaled dot-product attention over `n_heads` heads, as burn computes it: the context
     /// `[B, T₁, d_model]` and the attention weights `[B, n_heads, T₁, T₂]`.
     pub fn forward(&self, input: MhaInput) -> MhaOutput {

@@ -41,19 +41,25 @@ mod tests {
             .with_layer_norm_eps(1e-3)
     }
 
+    /// A padding mask over 3 sequences of 5 positions: the last position of the second and
+    /// third is padding.
+    fn padding_mask(device: &Device) -> Tensor<2, Bool> {
+        Tensor::from_data(
+            TensorData::new(
+                (0..15).map(|i| i % 5 == 4 && i >= 5).collect::<Vec<_>>(),
+                [3, 5],
+            ),
+            device,
+        )
+    }
+
     /// The drop-in encoder computes what burn's does — post-norm and pre-norm, with a padding
     /// mask, outside a recording and inside one — and its attention weights are burn's.
     #[test]
     fn forward_passes_equal_burns() {
         let device = Device::default().autodiff();
         let x = Tensor::<3>::random([3, 5, 8], Distribution::Normal(0.0, 1.0), &device);
-        let pad = Tensor::<2, Bool>::from_data(
-            TensorData::new(
-                (0..15).map(|i| i % 5 == 4 && i >= 5).collect::<Vec<_>>(),
-                [3, 5],
-            ),
-            &device,
-        );
+        let pad = padding_mask(&device);
         for norm_first in [false, true] {
             let burn_encoder = config(norm_first).init(&device);
             let ours = TransformerEncoder::from_burn(burn_encoder.clone(), 1e-3);
@@ -163,13 +169,7 @@ mod tests {
         let target = Tensor::<3>::random([3, 4, 8], Distribution::Normal(0.0, 1.0), &device);
         let memory = Tensor::<3>::random([3, 5, 8], Distribution::Normal(0.0, 1.0), &device);
         let causal = generate_autoregressive_mask(3, 4, &device);
-        let pad = Tensor::<2, Bool>::from_data(
-            TensorData::new(
-                (0..15).map(|i| i % 5 == 4 && i >= 5).collect::<Vec<_>>(),
-                [3, 5],
-            ),
-            &device,
-        );
+        let pad = padding_mask(&device);
         for norm_first in [false, true] {
             let config = TransformerDecoderConfig::new(8, 12, 2, 2)
                 .with_dropout(0.0)

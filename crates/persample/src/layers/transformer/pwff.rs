@@ -4,9 +4,10 @@ use burn::module::Module;
 use burn::nn::Dropout;
 use burn::nn::activation::Activation;
 use burn::nn::transformer::PositionWiseFeedForwardConfig;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
 use super::super::{Elementwise, Linear, elementwise};
+use crate::layers::mirror::mirrors_burn;
 use crate::recorder::mark_curved;
 
 /// `burn::nn::transformer::PositionWiseFeedForward` with per-sample statistics: two per-sample
@@ -28,33 +29,18 @@ pub struct PositionWiseFeedForward {
     pub activation: Activation,
 }
 
-impl From<burn::nn::transformer::PositionWiseFeedForward> for PositionWiseFeedForward {
-    fn from(layer: burn::nn::transformer::PositionWiseFeedForward) -> Self {
-        Self {
-            linear_inner: layer.linear_inner.into(),
-            linear_outer: layer.linear_outer.into(),
-            dropout: layer.dropout,
-            activation: layer.activation,
-        }
+mirrors_burn!(
+    PositionWiseFeedForward,
+    burn::nn::transformer::PositionWiseFeedForward,
+    PositionWiseFeedForwardConfig {
+        linear_inner: layer,
+        linear_outer: layer,
+        dropout: value,
+        activation: value,
     }
-}
+);
 
 impl PositionWiseFeedForward {
-    /// The block `config` describes, initialised as burn initialises it.
-    pub fn new(config: &PositionWiseFeedForwardConfig, device: &Device) -> Self {
-        config.init(device).into()
-    }
-
-    /// burn's block with these parameters.
-    pub fn as_burn(&self) -> burn::nn::transformer::PositionWiseFeedForward {
-        burn::nn::transformer::PositionWiseFeedForward {
-            linear_inner: self.linear_inner.as_burn(),
-            linear_outer: self.linear_outer.as_burn(),
-            dropout: self.dropout.clone(),
-            activation: self.activation.clone(),
-        }
-    }
-
     /// `linear_outer(dropout(activation(linear_inner(x))))` on `[..., d_model]`. An activation
     /// [`Elementwise`] knows (GELU by default) is recorded as the activation drop-ins record
     /// it; another curved one marks the block curved.

@@ -13,6 +13,7 @@ use burn::tensor::{Device, Tensor};
 
 /// A direction per-sample gradients are projected on: `⟨g_{n,p}, v_p⟩`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Direction {
     /// The step's mean gradient `∇L` (the gradient tests, Alpha's start).
     Gradient,
@@ -27,6 +28,7 @@ pub enum Direction {
 /// One per-sample statistic, per parameter `p` (`g_{n,p}` is the true per-sample gradient
 /// `∇_p ℓ_n`, not divided by `B`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Statistic {
     /// `‖g_{n,p}‖²`, `[B]` per parameter.
     SqNorm,

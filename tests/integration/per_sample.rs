@@ -676,6 +676,127 @@ fn text_model_fast_path_equals_exact_fallback(backend: &Backend) {
     );
 }
 
+/// Rows longer than `persample::reduce::LONG_ROW` (4 096) in every factored formula, so that
+/// on a CubeCL device each goes through the kernels that spread a row over many cubes: a
+/// Linear on 70 positions of 150 features (the Gram route of `‖g_n‖²`, rows of 70² values;
+/// projections over 70·150), a Linear 150 → 70 on the same positions (`g_n` formed in chunks,
+/// rows of 10 500; projections over 70·70), a one-position head of 4 100 outputs (`‖e_n‖²` and
+/// `⟨a_n V, e_n⟩` over 4 100) and a readout from those 4 100.
+#[derive(Module, Debug)]
+struct LongRows {
+    wide: Linear,
+    narrow: Linear,
+    head: Linear,
+    readout: Linear,
+}
+
+impl LongRows {
+    const POSITIONS: usize = 70;
+    const FEATURES: usize = 150;
+
+    fn new(device: &Device) -> Self {
+        Self {
+            wide: LinearConfig::new(Self::FEATURES, Self::FEATURES)
+                .init(device)
+                .into(),
+            narrow: LinearConfig::new(Self::FEATURES, 70).init(device).into(),
+            head: LinearConfig::new(70, 4100).init(device).into(),
+            readout: LinearConfig::new(4100, 3).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<3>) -> Tensor<2> {
+        let h = self.narrow.forward(self.wide.forward(x).tanh()).tanh();
+        let pooled = h.mean_dim(1).squeeze_dim::<2>(1);
+        self.readout.forward(self.head.forward(pooled).tanh())
+    }
+}
+
+/// The long rows' norms and projections through the kernels (where they run) equal
+/// single-sample backward passes for all nine quantities over three steps.
+fn long_rows_fast_path_equals_exact_fallback(backend: &Backend) {
+    let device = backend.device.clone().autodiff();
+    let batch = 4;
+    let (t, f) = (LongRows::POSITIONS, LongRows::FEATURES);
+    let dev = device.clone();
+    let dtype = backend.dtype;
+    fast_path_against_single_sample_passes(
+        backend,
+        LongRows::new(&device),
+        batch,
+        move |model: &LongRows, step, samples| {
+            let x: Vec<f32> = (samples.start * t * f..samples.end * t * f)
+                .map(|i| (((i * 37 + step * 11) % 29) as f32 / 29.0 - 0.5) * 2.0)
+                .collect();
+            let x = Tensor::<3>::from_data(TensorData::new(x, [samples.len(), t, f]), &dev);
+            model.forward(x.cast(dtype))
+        },
+    );
+}
+
+/// The factored formulas on their own (norms and projections only, so no layer forms its
+/// per-sample gradients for histograms): each parameter's `‖g_n‖²` and `⟨g_n, ∇L⟩` from the
+/// recording of [`LongRows`] (every row of their reductions longer than 4 096 values) equal
+/// those of single-sample passes.
+fn long_rows_norms_and_projections_equal_single_sample_passes(backend: &Backend) {
+    use burn_cockpit::persample::{Direction, Request, Statistic};
+    let device = backend.device.clone().autodiff();
+    let model = LongRows::new(&device).map(&mut common::ToDType(backend.dtype));
+    let (batch, t, f) = (4, LongRows::POSITIONS, LongRows::FEATURES);
+    let x: Vec<f32> = (0..batch * t * f)
+        .map(|i| (((i * 37) % 29) as f32 / 29.0 - 0.5) * 2.0)
+        .collect();
+    let x = Tensor::<3>::from_data(TensorData::new(x, [batch, t, f]), &device).cast(backend.dtype);
+    let (_, y) = data(&device, batch, 1, 0);
+    let y = y.cast(backend.dtype);
+    let recorder = Recorder::start();
+    let loss = ce(model.forward(x.clone()), y.clone()).mean();
+    let grads = loss.backward();
+    let factors = recorder.finish(&grads).unwrap();
+    let grads = GradientsParams::from_grads(grads, &model);
+    let params = burn_cockpit::Snapshot::of_params(&model);
+    let mean = burn_cockpit::Snapshot::of_grads(&model, &grads).unwrap();
+    let frozen = model.clone();
+    let single = ExactPerSample::new(batch, move |n| {
+        let loss = ce(
+            frozen.forward(x.clone().slice(n..n + 1)),
+            y.clone().slice(n..n + 1),
+        )
+        .mean();
+        Ok(GradientsParams::from_grads(loss.backward(), &frozen))
+    });
+    let request = || {
+        Request::new()
+            .with(Statistic::SqNorm)
+            .project_on(Direction::Gradient, &mean)
+    };
+    let fast = factors.reduce(&params, request()).unwrap();
+    let exact = single.reduce(&params, request()).unwrap();
+    let host = |t: &Tensor<1>| -> Vec<f64> {
+        t.clone()
+            .cast(burn::tensor::DType::F64)
+            .into_data()
+            .try_to_vec::<f64>()
+            .unwrap()
+    };
+    let rel = if backend.dtype == burn::tensor::DType::F64 {
+        1e-9
+    } else {
+        1e-4
+    };
+    for statistic in [Statistic::SqNorm, Statistic::Dot(Direction::Gradient)] {
+        let (ours, oracle) = (fast.get(statistic).unwrap(), exact.get(statistic).unwrap());
+        for ((ours, oracle), entry) in ours.iter().zip(oracle).zip(params.entries()) {
+            common::assert_max_close(
+                &format!("{statistic:?} of {}", entry.name),
+                &host(ours),
+                &host(oracle),
+                rel,
+            );
+        }
+    }
+}
+
 /// Channels-first drop-ins on inputs `[B, 4, 5]`: Conv1d (kernel 3, `Same` padding), Conv1d
 /// (dilation 2, explicit padding 2), GroupNorm (2 groups of 2 channels), PRelu per channel,
 /// InstanceNorm, a Linear, PRelu with one α, a Linear head.
@@ -1629,6 +1750,8 @@ on_every_backend!(
     alpha_sgd_path_equals_general_path,
     split_batches_merge_into_the_whole_batch,
     text_model_fast_path_equals_exact_fallback,
+    long_rows_fast_path_equals_exact_fallback,
+    long_rows_norms_and_projections_equal_single_sample_passes,
     channel_model_fast_path_equals_exact_fallback,
     conv_fast_path_equals_single_sample_passes,
     conv_settings_fast_path_equals_single_sample_passes,

@@ -87,6 +87,46 @@ pub(crate) fn kernel_row_dots(_x: &Tensor<2>, _directions: &[Tensor<1>]) -> Opti
     None
 }
 
+/// Each row's `Σ_k x_{n,k}·y_{n,k}` of `x` and `y` `[B, d]`, `[B]`: a projection kept in
+/// factored form (`Σ_k (A_n V)_k·(E_n)_k`) or a Gram product. Rows longer than [`LONG_ROW`]
+/// go through `cockpit-kernels` where it runs (the product and the sum in one launch, each row
+/// spread over many cubes: no unit walks the row alone); elsewhere, and for shorter rows, the
+/// product and [`sum_dim`].
+pub(crate) fn row_products(x: Tensor<2>, y: Tensor<2>) -> Tensor<1> {
+    let [rows, d] = x.dims();
+    if d > LONG_ROW
+        && let Some(sums) = kernel_row_products(&x, &y)
+    {
+        return sums.reshape([rows]);
+    }
+    sum_dim(x * y, 1).reshape([rows])
+}
+
+/// Each row's `Σ_k x_{n,k}²` of `x` `[B, d]`, `[B]`, as [`row_products`] takes its rows.
+pub(crate) fn row_squares(x: Tensor<2>) -> Tensor<1> {
+    let [rows, d] = x.dims();
+    if d > LONG_ROW
+        && let Some(sums) = kernel_row_sq_sums(std::slice::from_ref(&x))
+    {
+        return sums.reshape([rows]);
+    }
+    sum_dim(x.square(), 1).reshape([rows])
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn kernel_row_products(x: &Tensor<2>, y: &Tensor<2>) -> Option<Tensor<2>> {
+    cockpit_kernels::row_sums(
+        cockpit_kernels::Summand::Product,
+        std::slice::from_ref(x),
+        std::slice::from_ref(y),
+    )
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn kernel_row_products(_x: &Tensor<2>, _y: &Tensor<2>) -> Option<Tensor<2>> {
+    None
+}
+
 /// The environment variable that sets where long reductions run in stages:
 /// `BURN_COCKPIT_STAGED_REDUCTIONS=always` stages them on every device (for comparing the two
 /// in one build, or should another driver lose values as lavapipe does), `never` on none;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use burn::tensor::{Device, Tensor};
 
 use crate::base::{Elements, Request};
-use crate::reduce::{LONG_ROW, kernel_row_dots, kernel_row_sq_sums, sum_dim};
+use crate::reduce::{LONG_ROW, kernel_row_dots, row_squares, sum_dim};
 use crate::statistic::{PerSampleStats, Statistic, Statistics, combine_parts};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
@@ -72,14 +72,7 @@ impl Accumulator {
         let mut sq_norms = sq_norms;
         for statistic in self.wanted.iter() {
             let part = match statistic {
-                Statistic::SqNorm => sq_norms
-                    .take()
-                    .or_else(|| {
-                        long.then(|| kernel_row_sq_sums(std::slice::from_ref(&g)))
-                            .flatten()
-                            .map(|s| s.reshape([b]))
-                    })
-                    .unwrap_or_else(|| sum_dim(g.clone().square(), 1).reshape([b])),
+                Statistic::SqNorm => sq_norms.take().unwrap_or_else(|| row_squares(g.clone())),
                 Statistic::Dot(_) => dots.next().ok_or_else(|| {
                     PerSampleError::Shape("a projection without its direction".into())
                 })?,

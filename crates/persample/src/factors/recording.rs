@@ -8,7 +8,7 @@ use super::accumulator::{Accumulator, direction_of};
 use super::coverage::{Coverage, Refusal, refusal_of};
 use crate::base::{Elements, PerSampleSource, Request};
 use crate::layers::Elementwise;
-use crate::reduce::{kernel_row_sq_sums, max_dim_nonnegative, sum_dim};
+use crate::reduce::{kernel_row_sq_sums, max_dim_nonnegative, row_products, row_squares, sum_dim};
 use crate::statistic::{PerSampleStats, Statistic};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
@@ -375,18 +375,14 @@ impl PerSampleSource for Recording {
                 let part = match statistic {
                     Statistic::SqNorm => match known.clone() {
                         Some((a_sq, e_sq)) => a_sq * e_sq,
-                        None => {
-                            let sq =
-                                sum_dim(a.clone().square(), 1) * sum_dim(e.clone().square(), 1);
-                            sq.reshape([batch])
-                        }
+                        None => row_squares(a.clone()) * row_squares(e.clone()),
                     },
                     Statistic::Dot(_) => {
                         let (_, direction) = projections.next().ok_or_else(|| {
                             PerSampleError::Shape("a projection without its direction".into())
                         })?;
                         let v = direction_of(direction, entry, &a.device())?.reshape([d_in, d_out]);
-                        sum_dim(a.clone().matmul(v) * e.clone(), 1).reshape([batch])
+                        row_products(a.clone().matmul(v), e.clone())
                     }
                     Statistic::SumSq => a
                         .clone()
@@ -445,7 +441,10 @@ fn factored_sequence_stats(
         let sq = if positions * (d_in + d_out) < d_in * d_out {
             let gram_a = a.clone().matmul(a.clone().swap_dims(1, 2));
             let gram_e = e.clone().matmul(e.clone().swap_dims(1, 2));
-            sum_dim(sum_dim(gram_a * gram_e, 2), 1).reshape([batch])
+            row_products(
+                gram_a.reshape([batch, positions * positions]),
+                gram_e.reshape([batch, positions * positions]),
+            )
         } else {
             let chunk = chunk_samples(request.chunk_elements, d_in * d_out, batch);
             let parts: Vec<Tensor<1>> = (0..batch)
@@ -457,7 +456,7 @@ fn factored_sequence_stats(
                         .slice(start..end)
                         .swap_dims(1, 2)
                         .matmul(e.clone().slice(start..end));
-                    sum_dim(sum_dim(g.square(), 2), 1).reshape([end - start])
+                    row_squares(g.reshape([end - start, d_in * d_out]))
                 })
                 .collect();
             Tensor::cat(parts, 0)
@@ -474,12 +473,22 @@ fn factored_sequence_stats(
         };
         // The product through the narrower side: `(A V)·E` keeps `[B·T, d_out]` values,
         // `A·(E Vᵀ)` keeps `[B·T, d_in]` (a vocabulary head's `d_out` is 30× its `d_in`).
-        let products = if d_out <= d_in {
-            (rows.clone().matmul(v) * e_rows.clone()).reshape([batch, positions * d_out])
+        // The product and its sum over each sample's `T·d` values in one row reduction
+        // (spread over many cubes where the row is long).
+        let dots = if d_out <= d_in {
+            row_products(
+                rows.clone().matmul(v).reshape([batch, positions * d_out]),
+                e_rows.clone().reshape([batch, positions * d_out]),
+            )
         } else {
-            (e_rows.clone().matmul(v.transpose()) * rows.clone()).reshape([batch, positions * d_in])
+            row_products(
+                e_rows
+                    .clone()
+                    .matmul(v.transpose())
+                    .reshape([batch, positions * d_in]),
+                rows.clone().reshape([batch, positions * d_in]),
+            )
         };
-        let dots = sum_dim(products, 1).reshape([batch]);
         stats.push(Statistic::Dot(direction), index, dots);
     }
     Ok(())

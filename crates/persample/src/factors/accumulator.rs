@@ -6,7 +6,7 @@ use burn::tensor::{Device, Tensor};
 
 use crate::base::{Elements, Request};
 use crate::reduce::{LONG_ROW, kernel_row_dots, row_squares, sum_dim};
-use crate::statistic::{PerSampleStats, Statistic, Statistics, combine_parts};
+use crate::statistic::{Combine, PerSampleStats, Statistic, Statistics, combine_parts};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
 /// Collects per-parameter statistics, from factored formulas or from materialised per-sample
@@ -28,12 +28,25 @@ impl Accumulator {
     }
 
     /// Adds `part`, `statistic` of parameter `index` over some samples (in sample order).
+    /// Sums and maxima over samples are folded as they arrive, so a parameter holds one
+    /// running tensor (its `[numel]` sums of squares once, not once per chunk); per-sample
+    /// values are kept in order and concatenated by [`Accumulator::finish`].
     pub(crate) fn push(&mut self, statistic: Statistic, index: usize, part: Tensor<1>) {
         let per_param = self.parts.entry(statistic).or_default();
         if per_param.len() <= index {
             per_param.resize(index + 1, Vec::new());
         }
-        per_param[index].push(part);
+        let parts = &mut per_param[index];
+        let combine = statistic.combine();
+        match parts.pop() {
+            Some(running) if combine != Combine::Concatenate => {
+                parts.extend(combine_parts(combine, vec![running, part]));
+            }
+            last => {
+                parts.extend(last);
+                parts.push(part);
+            }
+        }
     }
 
     /// Statistics of one parameter from per-sample gradients `g` `[b, numel]` of some of the
@@ -45,7 +58,7 @@ impl Accumulator {
         index: usize,
         entry: &ParamEntry,
         g: Tensor<2>,
-        sq_norms: Option<Tensor<1>>,
+        mut sq_norms: Option<Tensor<1>>,
         request: &mut Request<'_>,
     ) -> Result<(), PerSampleError> {
         let numel = entry.numel();
@@ -69,7 +82,6 @@ impl Accumulator {
                 .collect::<Vec<_>>(),
         }
         .into_iter();
-        let mut sq_norms = sq_norms;
         for statistic in self.wanted.iter() {
             let part = match statistic {
                 Statistic::SqNorm => sq_norms.take().unwrap_or_else(|| row_squares(g.clone())),

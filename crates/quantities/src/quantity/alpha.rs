@@ -346,22 +346,16 @@ impl Quantity for Alpha {
         let end_on_sgd_path = self.start.as_ref().is_some_and(|start| {
             start.step + 1 == step && matches!(start.path, Some(Path::Sgd { .. }))
         });
-        // The gradient's projections are asked for until a start point shows another
-        // optimizer (shared with the gradient tests, so usually free).
-        let wanted = [
-            (
-                Statistic::Dot(Direction::Gradient),
-                self.schedule.is_active(step) && self.sgd != Some(false),
-            ),
-            (
-                Statistic::Dot(Direction::PreviousGradient),
-                end_on_sgd_path,
-            ),
-        ];
-        wanted
-            .into_iter()
-            .filter(|(_, asked)| *asked)
-            .fold(PerSampleNeeds::NONE, |needs, (s, _)| needs.with(s))
+        let mut needs = PerSampleNeeds::NONE;
+        // Asked for until a start point shows another optimizer (shared with the gradient
+        // tests, so usually free).
+        if self.schedule.is_active(step) && self.sgd != Some(false) {
+            needs = needs.with(Statistic::Dot(Direction::Gradient));
+        }
+        if end_on_sgd_path {
+            needs = needs.with(Statistic::Dot(Direction::PreviousGradient));
+        }
+        needs
     }
 
     /// The loss and the per-sample losses, and at an end point the projections: one batch of

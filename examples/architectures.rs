@@ -42,11 +42,12 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{DType, Device, Distribution, Int, Tensor, TensorData};
 use burn_cockpit::curvature::{OutputLoss, ProbeBudget, RecordedCurvature};
 use burn_cockpit::histogram::HistogramEngine;
+use burn_cockpit::persample::Snapshot;
 use burn_cockpit::persample::launches::LaunchLedger;
 use burn_cockpit::persample::{ExactPerSample, Recorder};
+use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::{
-    Cockpit, Configuration, OptimizerInfo, Output, QuantityKind, Schedule, Snapshot, StepInfo,
-    Value, backend,
+    Cockpit, Configuration, OptimizerInfo, Output, Schedule, StepInfo, Value, backend,
 };
 
 #[path = "common/architectures.rs"]
@@ -739,7 +740,7 @@ fn timed<T: Task>(
     let peak = HEAP.peak_usage().saturating_sub(before) as f64;
     // Flush the last step's work (one read of the parameters, alike in every run) before the
     // launches are counted.
-    burn_cockpit::readback::read_values(Snapshot::of_params(&model).flatten().sum())?;
+    burn_cockpit::persample::readback::read_values(Snapshot::of_params(&model).flatten().sum())?;
     let kernels = ledger
         .as_ref()
         .map(LaunchLedger::launches)

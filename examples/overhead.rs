@@ -48,11 +48,12 @@ use burn_cockpit::curvature::{
     MlpCurvature, MlpLayer, OutputLoss, RecordedCurvature,
 };
 use burn_cockpit::histogram::HistogramEngine;
+use burn_cockpit::persample::Snapshot;
 use burn_cockpit::persample::launches::LaunchLedger;
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid};
+use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::{
-    Cockpit, Configuration, OptimizerInfo, QuantityError, QuantityKind, Schedule, Snapshot,
-    StepInfo, backend,
+    Cockpit, Configuration, OptimizerInfo, QuantityError, Schedule, StepInfo, backend,
 };
 
 #[path = "common/architectures.rs"]

@@ -34,12 +34,7 @@ pub use cockpit_quantities::{
     ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OnBatch,
     OptimizerInfo, Output, QuantityConfig, QuantityError, Schedule, StepForward, StepInfo,
     StepOptions, StepReport, Stepped, Value, curvature, examples, histogram, log, persample,
-    quantity, readback, sink,
-};
-// Types whose home is a module (`quantity`, `persample`): one page each, there.
-#[doc(no_inline)]
-pub use cockpit_quantities::{
-    ParamEntry, Quantity, QuantityKind, QuantityType, Reduction, Snapshot, StepContext,
+    quantity, sink,
 };
 /// Cockpit's values as TensorBoard event files, a sink (the `cockpit-tensorboard` crate).
 pub use cockpit_tensorboard as tensorboard;
@@ -57,8 +52,9 @@ pub mod prelude {
     pub use crate::curvature::OutputLoss;
     pub use crate::persample::loss;
     pub use crate::plot::PlotOptions;
+    pub use crate::quantity::QuantityKind;
     pub use crate::{
-        Cockpit, Configuration, EpochLog, OnBatch, OptimizerInfo, QuantityKind, Schedule, StepInfo,
-        StepOptions, StepReport,
+        Cockpit, Configuration, EpochLog, OnBatch, OptimizerInfo, Schedule, StepInfo, StepOptions,
+        StepReport,
     };
 }

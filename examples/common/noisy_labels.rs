@@ -10,7 +10,8 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::curvature::OutputLoss;
 use burn_cockpit::examples::{ExampleStats, MapBorders, Region, auroc, precision_at, score};
 use burn_cockpit::persample::Linear;
-use burn_cockpit::{Cockpit, QuantityKind, Schedule};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, Schedule};
 
 /// The problem and the run.
 #[derive(Debug, Clone, Copy)]

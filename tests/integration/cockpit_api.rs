@@ -12,10 +12,10 @@ use burn::tensor::{Device, Tensor, TensorData};
 use std::sync::{Arc, Mutex};
 
 use burn_cockpit::log::{LogError, read_log, read_stream};
+use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::sink::{Origin, Record, Sink, SinkError};
 use burn_cockpit::{
-    Cockpit, CockpitError, EpochLog, OptimizerInfo, QuantityError, QuantityKind, Schedule,
-    StepInfo, Value,
+    Cockpit, CockpitError, EpochLog, OptimizerInfo, QuantityError, Schedule, StepInfo, Value,
 };
 
 #[derive(Module, Debug)]

@@ -224,9 +224,9 @@ pub fn assert_matches_fixture(
     fixture: &Fixture,
     run: &cockpit_cli::replay::ReplayRun,
     backend: &Backend,
-    kinds: &[burn_cockpit::QuantityKind],
+    kinds: &[burn_cockpit::quantity::QuantityKind],
 ) -> usize {
-    use burn_cockpit::QuantityKind;
+    use burn_cockpit::quantity::QuantityKind;
     let name = fixture.name.as_deref().unwrap_or("fixture");
     let mut compared = 0;
     for &kind in kinds {
@@ -299,8 +299,11 @@ impl burn::module::ModuleMapper for Moved {
 }
 
 /// `model` with its parameters set to `values` (matched by id; tracked by autodiff).
-pub fn with_params<M: burn::module::Module>(model: &M, values: &burn_cockpit::Snapshot) -> M {
-    struct Set<'a>(&'a burn_cockpit::Snapshot);
+pub fn with_params<M: burn::module::Module>(
+    model: &M,
+    values: &burn_cockpit::persample::Snapshot,
+) -> M {
+    struct Set<'a>(&'a burn_cockpit::persample::Snapshot);
     impl burn::module::ModuleMapper for Set<'_> {
         fn map_float<const D: usize>(
             &mut self,
@@ -323,16 +326,16 @@ pub fn with_params<M: burn::module::Module>(model: &M, values: &burn_cockpit::Sn
 }
 
 /// Every quantity that reads per-sample gradients.
-pub const PER_SAMPLE: [burn_cockpit::QuantityKind; 9] = [
-    burn_cockpit::QuantityKind::Alpha,
-    burn_cockpit::QuantityKind::CABS,
-    burn_cockpit::QuantityKind::EarlyStopping,
-    burn_cockpit::QuantityKind::GradHist1d,
-    burn_cockpit::QuantityKind::GradHist2d,
-    burn_cockpit::QuantityKind::InnerTest,
-    burn_cockpit::QuantityKind::MeanGSNR,
-    burn_cockpit::QuantityKind::NormTest,
-    burn_cockpit::QuantityKind::OrthoTest,
+pub const PER_SAMPLE: [burn_cockpit::quantity::QuantityKind; 9] = [
+    burn_cockpit::quantity::QuantityKind::Alpha,
+    burn_cockpit::quantity::QuantityKind::CABS,
+    burn_cockpit::quantity::QuantityKind::EarlyStopping,
+    burn_cockpit::quantity::QuantityKind::GradHist1d,
+    burn_cockpit::quantity::QuantityKind::GradHist2d,
+    burn_cockpit::quantity::QuantityKind::InnerTest,
+    burn_cockpit::quantity::QuantityKind::MeanGSNR,
+    burn_cockpit::quantity::QuantityKind::NormTest,
+    burn_cockpit::quantity::QuantityKind::OrthoTest,
 ];
 
 /// The number `key` of a Cockpit's output at `step`.

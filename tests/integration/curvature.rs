@@ -11,11 +11,13 @@ use burn::module::Module;
 use burn::nn::LinearConfig;
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_cockpit::Value;
 use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, FiniteDifferenceHvp, lanczos, power_iteration,
 };
-use burn_cockpit::readback::read_values;
-use burn_cockpit::{ParamEntry, QuantityKind, Snapshot, Value};
+use burn_cockpit::persample::readback::read_values;
+use burn_cockpit::persample::{ParamEntry, Snapshot};
+use burn_cockpit::quantity::QuantityKind;
 use cockpit_cli::replay::{FixtureNet, LossKind, ReplayOptions, per_sample_loss, replay};
 
 /// The fixture's net at its initial parameters, with the batch of `step`, in float64 on flex.

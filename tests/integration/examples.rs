@@ -14,7 +14,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::curvature::OutputLoss;
 use burn_cockpit::persample::{Linear, loss};
-use burn_cockpit::{Cockpit, QuantityKind, Schedule, Value};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, Schedule, Value};
 
 #[derive(Module, Debug)]
 struct Net {

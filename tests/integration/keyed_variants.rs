@@ -14,7 +14,8 @@ use burn_cockpit::curvature::OutputLoss;
 use burn_cockpit::diagnose::Diagnoser;
 use burn_cockpit::persample::Linear;
 use burn_cockpit::plot::DashboardData;
-use burn_cockpit::{CockpitConfig, Output, QuantityKind, Value};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{CockpitConfig, Output, Value};
 
 #[derive(Module, Debug)]
 struct Net {

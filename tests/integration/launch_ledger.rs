@@ -228,7 +228,7 @@ fn ggn_kernels(ledger: &LaunchLedger, device: &Device, classes: usize, passes: G
         .map(|i| f32::from(u8::from((i / classes) % classes == i % classes)))
         .collect();
     let y = Tensor::<2>::from_data(TensorData::new(onehot, [batch, classes]), &device);
-    let params = burn_cockpit::Snapshot::of_params(&model);
+    let params = burn_cockpit::persample::Snapshot::of_params(&model);
     let once = || {
         let (x, wide) = (x.clone(), x.clone());
         let source = RecordedCurvature::new(
@@ -294,7 +294,7 @@ fn large_layers_count_in_pieces_that_fit_the_device() {
     let grads = GradientsParams::from_grads(raw, &layer);
     let counts = |engine| {
         let mut cockpit = Cockpit::from_kinds(
-            [burn_cockpit::QuantityKind::GradHist1d],
+            [burn_cockpit::quantity::QuantityKind::GradHist1d],
             &Schedule::every_step(),
         )
         .unwrap()

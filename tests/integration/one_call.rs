@@ -12,9 +12,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn_cockpit::curvature::{GgnPasses, OutputLoss};
 use burn_cockpit::persample::{Linear, Recorder};
-use burn_cockpit::{
-    Cockpit, OnBatch, OptimizerInfo, QuantityKind, Schedule, StepInfo, StepOptions, Value,
-};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, OnBatch, OptimizerInfo, Schedule, StepInfo, StepOptions, Value};
 
 /// Built from the drop-ins.
 #[derive(Module, Debug)]

@@ -22,7 +22,8 @@ use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::{
     ExactPerSample, Linear, MergedPerSample, PerSample, PerSampleSource, Recorder,
 };
-use burn_cockpit::{Cockpit, OptimizerInfo, QuantityError, QuantityKind, Schedule, StepInfo};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, OptimizerInfo, QuantityError, Schedule, StepInfo};
 
 #[derive(Module, Debug)]
 struct Mlp {
@@ -216,7 +217,7 @@ where
         let grads = loss.backward();
         let factors = recorder.finish(&grads).unwrap();
         let grads = GradientsParams::from_grads(grads, &model);
-        let coverage = factors.coverage(&burn_cockpit::Snapshot::of_params(&model));
+        let coverage = factors.coverage(&burn_cockpit::persample::Snapshot::of_params(&model));
         assert!(coverage.is_complete(), "{coverage}");
         let (frozen, f) = (model.clone(), logits.clone());
         let single = ExactPerSample::new(batch, move |n| {
@@ -754,8 +755,8 @@ fn long_rows_norms_and_projections_equal_single_sample_passes(backend: &Backend)
     let grads = loss.backward();
     let factors = recorder.finish(&grads).unwrap();
     let grads = GradientsParams::from_grads(grads, &model);
-    let params = burn_cockpit::Snapshot::of_params(&model);
-    let mean = burn_cockpit::Snapshot::of_grads(&model, &grads).unwrap();
+    let params = burn_cockpit::persample::Snapshot::of_params(&model);
+    let mean = burn_cockpit::persample::Snapshot::of_grads(&model, &grads).unwrap();
     let frozen = model.clone();
     let single = ExactPerSample::new(batch, move |n| {
         let loss = ce(
@@ -1252,7 +1253,7 @@ fn training_mode_batch_norm_is_refused_by_name(backend: &Backend) {
     let grads = loss.backward();
     let factors = recorder.finish(&grads).unwrap();
     let grads = GradientsParams::from_grads(grads, &model);
-    let params = burn_cockpit::Snapshot::of_params(&model);
+    let params = burn_cockpit::persample::Snapshot::of_params(&model);
     let coverage = factors.coverage(&params);
     assert!(!coverage.is_complete());
     assert_eq!(coverage.uncovered.len(), params.len(), "{coverage}");
@@ -1427,7 +1428,7 @@ fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
     let grads = loss.backward();
     let factors = recorder.finish(&grads).unwrap();
     // The coverage report names the plain burn layers' parameters as the ones that fall back.
-    let coverage = factors.coverage(&burn_cockpit::Snapshot::of_params(&model));
+    let coverage = factors.coverage(&burn_cockpit::persample::Snapshot::of_params(&model));
     assert!(!coverage.is_complete());
     let mut covered = coverage.covered.clone();
     covered.sort();
@@ -1471,11 +1472,11 @@ fn mixed_model_matches_a_brute_force_per_sample_loop(backend: &Backend) {
     // Brute force: each sample's gradient from its own backward pass, flattened on the host.
     let flat = |gp: &GradientsParams| -> Vec<f64> {
         let mut v = Vec::new();
-        for entry in burn_cockpit::Snapshot::of_grads(&model, gp)
+        for entry in burn_cockpit::persample::Snapshot::of_grads(&model, gp)
             .unwrap()
             .entries()
         {
-            v.extend(burn_cockpit::readback::read_values(entry.value.clone()).unwrap());
+            v.extend(burn_cockpit::persample::readback::read_values(entry.value.clone()).unwrap());
         }
         v
     };
@@ -1683,11 +1684,11 @@ fn instrumented_layers_train_identically(backend: &Backend) {
         );
         if let Some(recorder) = recorder {
             let factors = recorder.finish(&gb).unwrap();
-            let params = burn_cockpit::Snapshot::from_entries(
-                burn_cockpit::Snapshot::of_params(&conv_ours)
+            let params = burn_cockpit::persample::Snapshot::from_entries(
+                burn_cockpit::persample::Snapshot::of_params(&conv_ours)
                     .entries()
                     .iter()
-                    .chain(burn_cockpit::Snapshot::of_params(&ours).entries())
+                    .chain(burn_cockpit::persample::Snapshot::of_params(&ours).entries())
                     .cloned()
                     .collect(),
             );

@@ -14,10 +14,12 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::relu;
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_cockpit::curvature::{CurvatureSource, DiagonalKind, OutputLoss, RecordedCurvature};
+use burn_cockpit::persample::Snapshot;
 use burn_cockpit::persample::{
     Conv2d, Embedding, Linear, TransformerEncoder, TransformerEncoderInput,
 };
-use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, Snapshot};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, Schedule};
 
 use crate::common::{self, Backend, ToDType};
 

@@ -17,15 +17,17 @@ use burn::nn::LinearConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
+use burn_cockpit::QuantityError;
 use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, FiniteDifferenceHvp, Hutchinson, lanczos, power_iteration,
 };
 use burn_cockpit::histogram::HistogramEngine;
+use burn_cockpit::persample::Snapshot;
+use burn_cockpit::persample::readback::ReadCount;
+use burn_cockpit::persample::readback::reads_on_this_thread;
 use burn_cockpit::persample::{Linear, Recorder};
-use burn_cockpit::readback::ReadCount;
-use burn_cockpit::readback::reads_on_this_thread;
-use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, QuantityKind, Schedule, StepInfo};
-use burn_cockpit::{QuantityError, Snapshot};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, Schedule, StepInfo};
 
 /// Calls that read a tensor back to the host (burn 0.22's `Tensor` and `Transaction` API).
 const READS: [&str; 8] = [

@@ -21,11 +21,11 @@ use burn::nn::{LayerNormConfig, LstmConfig, PaddingConfig2d};
 use burn::optim::GradientsParams;
 use burn::tensor::activation::relu;
 use burn::tensor::{DType, Device, Tensor, TensorData};
-use burn_cockpit::Snapshot;
 use burn_cockpit::curvature::{
     CurvatureSource, DiagonalKind, FiniteDifferenceHvp, GgnPasses, HessianDiagonal,
     LinearityVerdicts, OutputLoss, ProbeBudget, RecordedCurvature, WIDENED_ROWS,
 };
+use burn_cockpit::persample::Snapshot;
 use burn_cockpit::persample::{
     Conv2d, Conv3d, ConvTranspose2d, Elementwise, LayerNorm, Linear, Lstm, MhaInput,
     MultiHeadAttention, Sigmoid, elementwise,

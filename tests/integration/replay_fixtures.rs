@@ -7,7 +7,8 @@
 use crate::common;
 
 use crate::common::{Backend, FIXTURES, assert_matches_fixture, close, load};
-use burn_cockpit::{QuantityKind, Value};
+use burn_cockpit::Value;
+use burn_cockpit::quantity::QuantityKind;
 use cockpit_cli::replay::{ReplayOptions, replay};
 
 /// Every quantity on the backend's device and float type; in float32, without HessMaxEV

@@ -18,7 +18,8 @@ use burn_cockpit::persample::{
     BatchNorm, Conv2d, Embedding, ExactPerSample, Linear, PerSample, PerSampleError,
     PerSampleSource, Recorder, Request,
 };
-use burn_cockpit::{Cockpit, CockpitError, OptimizerInfo, QuantityKind, Schedule, StepInfo};
+use burn_cockpit::quantity::QuantityKind;
+use burn_cockpit::{Cockpit, CockpitError, OptimizerInfo, Schedule, StepInfo};
 
 const PER_SAMPLE: [QuantityKind; 5] = [
     QuantityKind::NormTest,
@@ -95,7 +96,7 @@ impl TwoNorms {
                 );
             }
         }
-        for entry in burn_cockpit::Snapshot::of_params(self).entries() {
+        for entry in burn_cockpit::persample::Snapshot::of_params(self).entries() {
             values.extend(
                 entry
                     .value
@@ -137,7 +138,7 @@ fn exact_fallback_refuses_coupled_samples_and_never_changes_the_model(backend: &
     let model = TwoNorms::new(&device, true);
     let (loss, grads, exact) = step(&model, &device);
     let before = model.state();
-    let params = burn_cockpit::Snapshot::of_params(&model);
+    let params = burn_cockpit::persample::Snapshot::of_params(&model);
     let refused = exact.reduce(&params, Request::new()).unwrap_err();
     let PerSampleError::SamplesCoupled { layer, .. } = &refused else {
         panic!("expected SamplesCoupled, got {refused:?}");
@@ -266,7 +267,7 @@ fn broadcast_lookup_is_named_and_falls_back(backend: &Backend) {
     let model = Broadcast::new(&device);
     let targets = [0, 1, 2, 1];
     let (losses, loss, factors, grads) = recorded_step(&model, &targets);
-    let params = burn_cockpit::Snapshot::of_params(&model);
+    let params = burn_cockpit::persample::Snapshot::of_params(&model);
     let coverage = factors.coverage(&params);
     let report = coverage.to_string();
     assert!(report.contains("fast path: 3 of 4"), "{report}");
@@ -334,7 +335,7 @@ fn no_drop_in_gives_a_coverage_report(backend: &Backend) {
     let raw = loss.backward();
     let factors = recorder.finish(&raw).unwrap();
     let grads = GradientsParams::from_grads(raw, &model);
-    let params = burn_cockpit::Snapshot::of_params(&model);
+    let params = burn_cockpit::persample::Snapshot::of_params(&model);
     assert!(
         factors
             .coverage(&params)

@@ -13,10 +13,11 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 use burn_cockpit::log::read_log;
 use burn_cockpit::persample::{Linear, Recorder};
+use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::tensorboard::{Event, HistogramProto, Image, Payload, TensorBoardWriter, What};
 use burn_cockpit::{
-    Cockpit, Configuration, Histogram1d, Histogram2d, OptimizerInfo, Output, QuantityKind,
-    Schedule, StepInfo, Value,
+    Cockpit, Configuration, Histogram1d, Histogram2d, OptimizerInfo, Output, Schedule, StepInfo,
+    Value,
 };
 use prost::Message;
 

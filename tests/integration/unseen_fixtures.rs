@@ -8,7 +8,7 @@
 use crate::common;
 
 use crate::common::{Backend, assert_matches_fixture};
-use burn_cockpit::QuantityKind;
+use burn_cockpit::quantity::QuantityKind;
 use cockpit_cli::replay::{Fixture, ReplayOptions, replay};
 use serde_json::{Value as Json, json};
 

@@ -143,7 +143,7 @@ type Column<DB> = (&'static str, RGBColor, [(&'static str, Instrument<DB>); 3]);
 /// # Errors
 ///
 /// [`PlotError::Size`] below 600×300 pixels, [`PlotError::Draw`] if the backend fails.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     root: &Area<DB>,
     data: &DashboardData,
     screen: Screen,
@@ -313,7 +313,7 @@ pub fn draw<DB: DrawingBackend>(
 }
 
 /// The drawing in progress: where it goes, what it draws, and what has been drawn.
-struct Page<'a, DB: DrawingBackend> {
+struct Page<'a, DB: crate::Canvas> {
     root: &'a Area<DB>,
     scale: Scale,
     data: &'a DashboardData,
@@ -321,7 +321,7 @@ struct Page<'a, DB: DrawingBackend> {
     rendered: Rendered,
 }
 
-impl<DB: DrawingBackend> Page<'_, DB> {
+impl<DB: crate::Canvas> Page<'_, DB> {
     fn area(&self, r: Rect) -> Area<DB> {
         self.root.clone().shrink((r.x, r.y), (r.w, r.h))
     }

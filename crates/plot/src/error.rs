@@ -38,31 +38,36 @@ pub enum PlotError {
         /// How long it was waited for.
         waited: std::time::Duration,
     },
-    /// Drawing failed: the drawing backend's message (plotters' error is generic over a
-    /// backend whose error type need not be `'static`, so its words are kept, not the value).
-    #[error("drawing failed: {0}")]
-    Draw(String),
+    /// The embedded font does not parse (a broken build: the font is part of the binary).
+    #[error("the embedded DejaVu Sans font does not parse")]
+    Font,
+    /// Drawing failed: plotters' error (the drawing backend's) as the source.
+    #[error("drawing failed")]
+    Draw(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The image could not be written.
-    #[error("cannot write `{}`: {reason}", path.display())]
+    #[error("cannot write `{}`{}", path.display(), io_hint(source))]
     Write {
         /// The output file.
         path: PathBuf,
-        /// The file system's error in words ("the disk is full").
-        reason: String,
         /// The file system's error.
         #[source]
         source: std::io::Error,
     },
 }
 
-/// Maps any plotters error into [`PlotError::Draw`]: its message and its sources' messages.
-pub(crate) fn draw_err<E: std::error::Error>(err: E) -> PlotError {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
+/// Maps any plotters error into [`PlotError::Draw`], kept whole as the source.
+pub(crate) fn draw_err<E: std::error::Error + Send + Sync + 'static>(err: E) -> PlotError {
+    PlotError::Draw(Box::new(err))
+}
+
+/// What a file system error means for the image, where the operating system's words do not say
+/// it plainly (the error itself follows as the source).
+pub(crate) fn io_hint(err: &std::io::Error) -> &'static str {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => ": its folder does not exist",
+        std::io::ErrorKind::PermissionDenied => ": permission denied",
+        std::io::ErrorKind::StorageFull => ": the disk is full",
+        std::io::ErrorKind::ReadOnlyFilesystem => ": the file system is read-only",
+        _ => "",
     }
-    PlotError::Draw(message)
 }

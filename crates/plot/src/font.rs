@@ -11,14 +11,15 @@ static DEJAVU_SANS: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 /// Registers the font as plotters' `sans-serif` (once per process).
 pub(crate) fn register() -> Result<(), PlotError> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-    DONE.get_or_init(|| {
-        for style in [FontStyle::Normal, FontStyle::Bold] {
-            register_font("sans-serif", style, DEJAVU_SANS)
-                .map_err(|_| "the embedded DejaVu Sans font does not parse".to_string())?;
-        }
+    static PARSED: OnceLock<bool> = OnceLock::new();
+    let parsed = PARSED.get_or_init(|| {
+        [FontStyle::Normal, FontStyle::Bold]
+            .into_iter()
+            .all(|style| register_font("sans-serif", style, DEJAVU_SANS).is_ok())
+    });
+    if *parsed {
         Ok(())
-    })
-    .clone()
-    .map_err(PlotError::Draw)
+    } else {
+        Err(PlotError::Font)
+    }
 }

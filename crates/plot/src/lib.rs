@@ -41,6 +41,13 @@ use std::io::Write;
 pub use dashboard::{Header, Panel, Rect, Rendered, Screen};
 pub use data::{DashboardData, ExamplesMap, Series};
 pub use error::PlotError;
+
+/// A plotters drawing backend the dashboard draws on (every backend whose error is an owned
+/// value, as plotters' bitmap and SVG backends' are): its errors then travel whole as
+/// [`PlotError::Draw`]'s source.
+pub trait Canvas: plotters::prelude::DrawingBackend<ErrorType: 'static> {}
+
+impl<T: plotters::prelude::DrawingBackend<ErrorType: 'static>> Canvas for T {}
 pub use map::{DrawnMap, MapColour, MapOptions, draw_map, render_map_png, save_map};
 pub use watch::{WatchEvent, WatchOptions, watch};
 
@@ -201,7 +208,6 @@ fn save_data(
 ) -> Result<Rendered, PlotError> {
     let write_err = |err: std::io::Error| PlotError::Write {
         path: path.to_path_buf(),
-        reason: io_reason(&err),
         source: err,
     };
     match path
@@ -221,17 +227,6 @@ fn save_data(
             Ok(rendered)
         }
         _ => Err(PlotError::Format(path.to_path_buf())),
-    }
-}
-
-/// An I/O error as a sentence: the operating system's words, without Rust's debug wrapping.
-fn io_reason(err: &std::io::Error) -> String {
-    match err.kind() {
-        std::io::ErrorKind::NotFound => "its folder does not exist".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::StorageFull => "the disk is full".into(),
-        std::io::ErrorKind::ReadOnlyFilesystem => "the file system is read-only".into(),
-        _ => err.to_string(),
     }
 }
 

@@ -100,7 +100,7 @@ fn class(stats: &ExampleStats, colour: MapColour) -> usize {
 /// # Errors
 ///
 /// [`PlotError::Size`] below 600×300 pixels, [`PlotError::Draw`] if the backend fails.
-pub fn draw_map<DB: DrawingBackend>(
+pub fn draw_map<DB: crate::Canvas>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     rows: &[ExampleStats],
     colour: MapColour,
@@ -239,7 +239,7 @@ pub fn draw_map<DB: DrawingBackend>(
 
 /// The regions' borders of `borders` on a map's chart: the variability border from bottom to
 /// top, the confidence border left of it.
-pub(crate) fn draw_borders<DB: DrawingBackend>(
+pub(crate) fn draw_borders<DB: crate::Canvas>(
     chart: &mut ChartContext<
         '_,
         DB,
@@ -308,7 +308,6 @@ pub fn save_map(
     let (png, drawn) = render_map_png(rows, options)?;
     write_atomic(path, |file| file.write_all(&png)).map_err(|err| PlotError::Write {
         path: path.to_path_buf(),
-        reason: crate::io_reason(&err),
         source: err,
     })?;
     Ok(drawn)

@@ -15,7 +15,7 @@ const BINS: usize = 30;
 /// The unit parabola `y = x²` on `[−1.5, 1.5]` with lines at α = −1, 0, 1, and histograms of
 /// all α (grey) and of the last 10 % (blue), scaled to the panel; values beyond ±1.5 count in
 /// the edge bins and are marked with an arrow and their number. Needs two values.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

@@ -167,7 +167,7 @@ pub fn label_count(pixels: u32, scale: Scale) -> usize {
 /// A chart's title, centred at the top of `area` as plotters draws a caption, with a row for
 /// its legend below it: returns the area below both, for the chart (built with a margin of
 /// `scale.px(6.0)` and no caption). [`legend_above`] fills the row.
-pub(crate) fn titled<DB: DrawingBackend>(
+pub(crate) fn titled<DB: crate::Canvas>(
     area: &Area<DB>,
     title: &str,
     scale: Scale,
@@ -195,7 +195,7 @@ pub(crate) fn titled<DB: DrawingBackend>(
 /// in the row [`titled`] leaves above the plotting area `plot` (a chart's `plotting_area()`,
 /// built with a margin of `scale.px(6.0)`). Each entry is a short bar of its colour and its
 /// text.
-pub(crate) fn legend_above<DB: DrawingBackend, X, Y>(
+pub(crate) fn legend_above<DB: crate::Canvas, X, Y>(
     area: &Area<DB>,
     plot: &DrawingArea<DB, Cartesian2d<X, Y>>,
     scale: Scale,
@@ -315,7 +315,7 @@ fn ema_line(
 pub(crate) type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// The primary axes, points and moving average of [`scatter_ema`].
-pub(crate) fn primary<DB: DrawingBackend>(
+pub(crate) fn primary<DB: crate::Canvas>(
     chart: &mut Chart<'_, DB>,
     scale: Scale,
     main: Plot<'_>,
@@ -375,7 +375,7 @@ pub(crate) fn inside(
 /// Cockpit's most common instrument: the values as points coloured by iteration plus their
 /// exponential moving average, optionally a second series on a twin axis. Returns `false`
 /// (drawing nothing) when the main series is empty.
-pub fn scatter_ema<DB: DrawingBackend>(
+pub fn scatter_ema<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     title: &str,
@@ -455,7 +455,7 @@ macro_rules! scatter_gauge {
         /// # Errors
         ///
         /// [`PlotError::Draw`](crate::PlotError::Draw) if the backend fails.
-        pub fn draw<DB: plotters::prelude::DrawingBackend>(
+        pub fn draw<DB: crate::Canvas>(
             area: &$crate::instrument::base::Area<DB>,
             scale: $crate::instrument::base::Scale,
             data: &$crate::data::DashboardData,

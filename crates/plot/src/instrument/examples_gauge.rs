@@ -19,7 +19,7 @@ const LISTED: usize = 10;
 /// # Errors
 ///
 /// [`PlotError::Draw`] if the backend fails.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,
@@ -92,7 +92,7 @@ pub fn draw<DB: DrawingBackend>(
 
 /// The data map in the examples view: each example at its variability (x) and confidence
 /// (y), coloured by its region (easy green, ambiguous orange, hard red), the run's borders.
-fn draw_map<DB: DrawingBackend>(
+fn draw_map<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     map: &crate::data::ExamplesMap,

@@ -30,7 +30,7 @@ pub fn symlog(x: f64) -> f64 {
 /// horizontal band ±(last InnerTest) and a vertical band ±(last OrthoTest) — a test is passed
 /// while the gradient's noise stays inside its shape. Right: the three tests' histories on
 /// log axes.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,
@@ -110,7 +110,7 @@ pub fn draw<DB: DrawingBackend>(
 /// The three tests' histories in one chart on a log axis, each in its colour in the centre
 /// drawing (norm blue, inner orange, ortho green): points and their moving average, a legend
 /// above. One chart rather than three stacked keeps its plot as tall as the centre's.
-fn histories_chart<DB: DrawingBackend>(
+fn histories_chart<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

@@ -14,7 +14,7 @@ const FLOOR: f64 = -0.3;
 
 /// Bars of the last GradHist1d on a log count axis (matplotlib's `log=True`: a bar reaches
 /// `log10(count)`, empty bins draw nothing), ticked at the powers of ten.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

@@ -10,7 +10,7 @@ use crate::error::draw_err;
 use crate::style::{INK, ORANGE, PANEL, viridis};
 
 /// The last GradHist2d (see [`draw_histogram`]).
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,
@@ -28,7 +28,7 @@ pub fn draw<DB: DrawingBackend>(
 
 /// A heatmap of `log10(count + 1)`: parameter values along x, gradient elements along y, with
 /// log marginals — parameters on top, gradients on the right — and zero lines.
-pub fn draw_histogram<DB: DrawingBackend>(
+pub fn draw_histogram<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     title: &str,

@@ -12,7 +12,7 @@ use crate::style::{BLUE, PANEL};
 
 /// The learning rate `log()` recorded, as a line; the legend above the plot shows the last
 /// value.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

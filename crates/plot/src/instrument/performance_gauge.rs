@@ -18,7 +18,7 @@ const VALID: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 /// The mini-batch loss as points coloured by iteration with its moving average, and — as the
 /// Python plotter draws them — the training and validation accuracies as two labelled lines
 /// on a twin axis.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

@@ -4,7 +4,6 @@
 //! list ([`SECONDARY_QUANTITIES`](crate::dashboard::SECONDARY_QUANTITIES)).
 
 use cockpit_quantities::QuantityKind;
-use plotters::prelude::DrawingBackend;
 
 use super::base::{Area, Plot, Scale, scatter_ema};
 use crate::PlotError;
@@ -15,7 +14,7 @@ use crate::data::DashboardData;
 /// # Errors
 ///
 /// [`PlotError::Draw`] if the backend fails.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

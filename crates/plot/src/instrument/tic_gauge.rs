@@ -3,10 +3,9 @@
 use super::base::{Area, Plot, Scale, scatter_ema};
 use crate::PlotError;
 use crate::data::DashboardData;
-use plotters::prelude::DrawingBackend;
 
 /// Draws the instrument; `false` when its data is missing.
-pub fn draw<DB: DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

@@ -9,7 +9,7 @@ use crate::instrument::base::{Area, Plot, Scale, scatter_ema};
 /// # Errors
 ///
 /// [`PlotError::Draw`](crate::PlotError::Draw) if the backend fails.
-pub fn draw<DB: plotters::prelude::DrawingBackend>(
+pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
     data: &DashboardData,

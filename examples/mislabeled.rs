@@ -70,7 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bar =
             ProgressBar::new(setup.epochs as u64).with_message(format!("noise {noise}: epochs"));
         let start = std::time::Instant::now();
-        let (cockpit, outcome) = noisy_labels::run(&setup, &data, &device, |_| bar.inc(1))?;
+        let (mut cockpit, outcome) = noisy_labels::run(&setup, &data, &device, |_| bar.inc(1))?;
         bar.finish_and_clear();
         let seconds = start.elapsed().as_secs_f64();
         let optimizer = if args.adam { "adam" } else { "sgd" };

@@ -32,9 +32,9 @@ pub use cockpit_plot as plot;
 pub use cockpit_quantities::{
     Cockpit, CockpitConfig, CockpitError, ConfigFileError, Configuration, EpochLog, Estimate,
     ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OnBatch,
-    OptimizerInfo, Output, QuantityConfig, QuantityError, Schedule, StepForward, StepInfo,
-    StepOptions, StepReport, Stepped, Value, curvature, examples, histogram, log, persample,
-    quantity, sink,
+    OptimizerInfo, Output, QuantityConfig, QuantityError, ReadTiming, Schedule, StepForward,
+    StepInfo, StepOptions, StepReport, Stepped, Value, curvature, examples, histogram, log,
+    persample, quantity, sink,
 };
 /// Cockpit's values as TensorBoard event files, a sink (the `cockpit-tensorboard` crate).
 pub use cockpit_tensorboard as tensorboard;

@@ -310,7 +310,7 @@ fn the_record_finds_flipped_labels() {
         ..Setup::default()
     };
     let data = data(&setup);
-    let (cockpit, outcome) = run(&setup, &data, &Device::flex().autodiff(), |_| {}).unwrap();
+    let (mut cockpit, outcome) = run(&setup, &data, &Device::flex().autodiff(), |_| {}).unwrap();
     assert_eq!(outcome.flipped, 160);
     assert_eq!(cockpit.examples().unwrap().len(), 800);
     eprintln!("{outcome:?}");

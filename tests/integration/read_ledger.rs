@@ -207,6 +207,7 @@ fn reads_per_step(
         counts.push(ReadCount {
             reads: cockpit.reads().reads - own,
             values: cockpit.reads().values,
+            waits: cockpit.reads().waits - own,
         });
         model = optim.step(0.05, model, grads);
     }
@@ -371,6 +372,7 @@ fn host_histograms_stay_within_todays_reads(backend: &Backend) {
             ReadCount {
                 reads: 10,
                 values: 1552,
+                waits: 10,
             },
         ),
         // Plus HessTrace and TICDiag in the same batched read.
@@ -379,6 +381,7 @@ fn host_histograms_stay_within_todays_reads(backend: &Backend) {
             ReadCount {
                 reads: 10,
                 values: 1580,
+                waits: 10,
             },
         ),
     ] {
@@ -452,7 +455,144 @@ fn eigen_solvers_read_once_per_product(backend: &Backend) {
     }
 }
 
+/// `economy` (two-step quantities, the update check and device histograms included) tracked on
+/// the same model and batches with the step's read at once and deferred to the next call:
+/// every value lands under its own step and equals the immediate run's, each step's report
+/// comes with the next call, the last step arrives with `flush`, a sink sees every step, and
+/// no tracked step waits for its own read (on a CPU backend, none waits at all).
+fn a_deferred_read_files_every_value_as_an_immediate_one(backend: &Backend) {
+    use burn_cockpit::ReadTiming;
+    let device = backend.device.clone().autodiff();
+    let start = Mlp::new(&device);
+    let steps = 4;
+    let batch = 8;
+    let run = |timing: ReadTiming, stream: &Path| {
+        let mut model = start.clone();
+        let mut optim = SgdConfig::new().init();
+        let mut cockpit =
+            Cockpit::from_kinds(Configuration::Economy.kinds(), &Schedule::every_step())
+                .unwrap()
+                .with_histogram_engine(HistogramEngine::Device)
+                .with_read_timing(timing)
+                .with_stream(stream)
+                .unwrap();
+        let mut reports = Vec::new();
+        let mut reads = Vec::new();
+        for step in 0..steps {
+            let x: Vec<f32> = (0..batch * 12)
+                .map(|i| (((i + 3 * step) * 31 % 17) as f32 - 8.0) / 8.0)
+                .collect();
+            let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 12]), &device);
+            let onehot: Vec<f32> = (0..batch * 4)
+                .map(|i| f32::from(u8::from((i / 4 + step) % 4 == i % 4)))
+                .collect();
+            let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), &device);
+            let recorder = Recorder::start();
+            let losses = (log_softmax(model.forward(x), 1) * onehot)
+                .sum_dim(1)
+                .neg()
+                .reshape([batch]);
+            let loss = losses.clone().mean();
+            let raw = loss.backward();
+            let factors = recorder.finish(&raw).unwrap();
+            let grads = GradientsParams::from_grads(raw, &model);
+            let info = StepInfo::new(loss.detach())
+                .with_individual_losses(losses.detach())
+                .with_optimizer(OptimizerInfo::sgd(0.05))
+                .with_per_sample(factors);
+            reports.push(cockpit.track(step, &model, &grads, info).unwrap());
+            reads.push(cockpit.reads());
+            model = optim.step(0.05, model, grads);
+        }
+        let last = cockpit.flush().unwrap();
+        (cockpit.take_output(), reports, reads, last)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (now, now_reports, now_reads, none) = run(ReadTiming::Now, &dir.path().join("now.jsonl"));
+    assert!(none.is_none(), "nothing is pending after an immediate read");
+    let stream = dir.path().join("deferred.jsonl");
+    let (deferred, reports, reads, last) = run(ReadTiming::Deferred, &stream);
+
+    // Every value under its own step, equal to the immediate run's.
+    assert!(now.steps().count() >= steps - 1, "{now:?}");
+    assert_eq!(
+        now.steps().collect::<Vec<_>>(),
+        deferred.steps().collect::<Vec<_>>()
+    );
+    for step in now.steps() {
+        let (a, b) = (now.at(step).unwrap(), deferred.at(step).unwrap());
+        assert_eq!(
+            a.keys().collect::<Vec<_>>(),
+            b.keys().collect::<Vec<_>>(),
+            "step {step}"
+        );
+        for (key, value) in a {
+            // Debug text: equal bits, NaN included.
+            let other = b.get(key).map(|v| format!("{v:?}"));
+            assert_eq!(Some(format!("{value:?}")), other, "step {step}: {key}");
+        }
+    }
+    // Each step's report comes with the next call; the last with `flush`.
+    for (step, report) in reports.iter().enumerate() {
+        assert!(report.deferred && !report.is_complete(), "step {step}");
+        let earlier = report.earlier.as_ref().map(|e| e.step);
+        assert_eq!(earlier, step.checked_sub(1), "step {step}");
+    }
+    let last = last.expect("the last step's read was pending");
+    assert_eq!(last.step, steps - 1);
+    for (step, report) in now_reports.iter().enumerate() {
+        assert!(report.is_complete() && !report.deferred, "step {step}");
+        let earlier = reports.get(step + 1).and_then(|r| r.earlier.as_deref());
+        let earlier = earlier.unwrap_or(&last);
+        assert_eq!(earlier.failures, report.failures, "step {step}");
+    }
+    // One read per step either way; the immediate read waits each step.
+    for (step, (now, deferred)) in now_reads.iter().zip(&reads).enumerate() {
+        assert_eq!((now.reads, now.waits), (1, 1), "step {step}: {now}");
+        assert_eq!(deferred.reads, 1, "step {step}: {deferred}");
+        assert_eq!(now.values, deferred.values, "step {step}");
+        println!(
+            "step {step} on {}: now {now}; deferred {deferred}",
+            backend.name
+        );
+        if backend.name == "flex" {
+            assert_eq!(deferred.waits, 0, "step {step}: {deferred}");
+        }
+    }
+    // The sink saw every step, the last one at `flush`.
+    let streamed = burn_cockpit::log::read_stream(&stream).unwrap();
+    assert_eq!(
+        streamed.steps().collect::<Vec<_>>(),
+        now.steps().collect::<Vec<_>>()
+    );
+
+    // Dropping a Cockpit with a read pending files it into its sinks.
+    let dropped = dir.path().join("dropped.jsonl");
+    {
+        let mut cockpit = Cockpit::from_kinds([QuantityKind::GradNorm], &Schedule::every_step())
+            .unwrap()
+            .with_read_timing(ReadTiming::Deferred)
+            .with_stream(&dropped)
+            .unwrap();
+        let model = start.clone();
+        let x = Tensor::<2>::ones([batch, 12], &device);
+        let loss = model.forward(x).mean();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let report = cockpit
+            .track(0, &model, &grads, StepInfo::new(loss.detach()))
+            .unwrap();
+        assert!(report.deferred);
+        assert!(
+            cockpit.output().at(0).is_none(),
+            "not filed before the read"
+        );
+    }
+    let streamed = burn_cockpit::log::read_stream(&dropped).unwrap();
+    assert!(streamed.get(0, "GradNorm").is_some(), "{streamed:?}");
+}
+
 on_every_backend!(
+    a_deferred_read_files_every_value_as_an_immediate_one,
     adaptation_joins_the_batched_read,
     one_read_per_step,
     host_histograms_stay_within_todays_reads,

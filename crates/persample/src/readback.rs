@@ -22,13 +22,18 @@ use burn::tensor::{DType, Int, Tensor, TensorData, Transaction};
 
 use crate::{PerSampleError, SharedError};
 
-/// Device→host reads and the values they brought back.
+/// Device→host reads, the values they brought back, and the times the host waited for them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadCount {
-    /// Blocking reads (each a synchronisation on a GPU backend).
+    /// Reads (each a synchronisation on a GPU backend, unless it is [`started`](start_read)
+    /// and its values are there when they are asked for).
     pub reads: u64,
     /// Values read back, over all reads.
     pub values: u64,
+    /// Times the host stopped until the device had run up to a read: every immediate read
+    /// ([`read_values`], [`read_into`], [`read_together`]), a collective's wait, and a
+    /// [`PendingRead`] whose values were not there when [`PendingRead::finish`] asked.
+    pub waits: u64,
 }
 
 impl std::ops::Sub for ReadCount {
@@ -38,6 +43,7 @@ impl std::ops::Sub for ReadCount {
         ReadCount {
             reads: self.reads.saturating_sub(earlier.reads),
             values: self.values.saturating_sub(earlier.values),
+            waits: self.waits.saturating_sub(earlier.waits),
         }
     }
 }
@@ -49,18 +55,29 @@ impl std::ops::Add for ReadCount {
         ReadCount {
             reads: self.reads + other.reads,
             values: self.values + other.values,
+            waits: self.waits + other.waits,
         }
     }
 }
 
 impl std::fmt::Display for ReadCount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} reads, {} values", self.reads, self.values)
+        write!(
+            f,
+            "{} reads, {} values, {} waits",
+            self.reads, self.values, self.waits
+        )
     }
 }
 
 thread_local! {
-    static LEDGER: Cell<ReadCount> = const { Cell::new(ReadCount { reads: 0, values: 0 }) };
+    static LEDGER: Cell<ReadCount> = const {
+        Cell::new(ReadCount {
+            reads: 0,
+            values: 0,
+            waits: 0,
+        })
+    };
 }
 
 /// The reads made on this thread so far (a running total: subtract an earlier value to
@@ -75,11 +92,27 @@ pub(crate) fn record_wait() {
     record(0);
 }
 
+/// Counts an immediate read of `values` values: a read and a wait.
 fn record(values: usize) {
+    record_started(values);
+    record_waited();
+}
+
+/// Counts a read of `values` values (started; the wait, if any, is counted apart).
+fn record_started(values: usize) {
     LEDGER.with(|ledger| {
         let mut count = ledger.get();
         count.reads += 1;
         count.values += values as u64;
+        ledger.set(count);
+    });
+}
+
+/// Counts a wait of the host for the device.
+fn record_waited() {
+    LEDGER.with(|ledger| {
+        let mut count = ledger.get();
+        count.waits += 1;
         ledger.set(count);
     });
 }
@@ -167,77 +200,179 @@ fn host_values(data: TensorData, out: &mut Vec<f64>) {
 ///
 /// [`PerSampleError::Read`] if the backend cannot read the joined tensors.
 pub fn read_together<R: Into<Readable>>(parts: Vec<R>) -> Result<Vec<Vec<f64>>, PerSampleError> {
-    let parts: Vec<Readable> = parts.into_iter().map(Into::into).collect();
-    let lengths: Vec<usize> = parts.iter().map(Readable::len).collect();
-    let device = parts.iter().find_map(|p| match p {
-        Readable::Float(t) => Some((t.clone().without_autodiff().device(), t.dtype())),
-        Readable::Int(_) => None,
-    });
-    let int_device = parts.iter().find_map(|p| match p {
-        Readable::Int(t) => Some(t.device()),
-        Readable::Float(_) => None,
-    });
-    let float_dtype = if parts
-        .iter()
-        .any(|p| matches!(p, Readable::Float(t) if t.dtype() == DType::F64))
-    {
-        Some(DType::F64)
-    } else {
-        device.as_ref().map(|(_, dtype)| *dtype)
-    };
-    let (mut floats, mut ints) = (Vec::new(), Vec::new());
-    let mut is_int = Vec::with_capacity(parts.len());
-    for part in parts {
-        is_int.push(matches!(part, Readable::Int(_)));
-        match part {
-            Readable::Float(t) if t.shape().num_elements() > 0 => {
-                if let (Some((device, _)), Some(dtype)) = (&device, float_dtype) {
-                    floats.push(t.without_autodiff().to_device(device).cast(dtype));
-                }
-            }
-            Readable::Int(t) if t.shape().num_elements() > 0 => {
-                if let Some(device) = &int_device {
-                    ints.push(t.to_device(device));
-                }
-            }
-            _ => {}
-        }
+    let mut read = PendingRead::start(parts);
+    if read.has_floats || read.has_ints {
+        read.waited = true;
+        record_waited();
     }
-    let (mut float_values, mut int_values) = (Vec::new(), Vec::new());
-    let (has_floats, has_ints) = (!floats.is_empty(), !ints.is_empty());
-    if has_floats || has_ints {
-        let mut transaction = Transaction::default();
-        if has_floats {
-            transaction = transaction.register(Tensor::cat(floats, 0));
-        }
-        if has_ints {
-            transaction = transaction.register(Tensor::cat(ints, 0));
-        }
-        record(lengths.iter().sum());
-        let mut data = transaction
-            .try_execute()
-            .map_err(|err| PerSampleError::Read(SharedError::new(err)))?
-            .into_iter();
-        if has_floats && let Some(floats) = data.next() {
-            host_values(floats, &mut float_values);
-        }
-        if has_ints && let Some(ints) = data.next() {
-            host_values(ints, &mut int_values);
-        }
+    read.finish()
+}
+
+/// Starts a read of `parts` (as [`read_together`]: one transaction, floats and exact integer
+/// counts) without waiting for it: the device copies the values back while the host goes on
+/// (launching the next step's work), and [`PendingRead::finish`] takes them. Counted as one
+/// read now; as a wait only if the values are not there when they are asked for.
+///
+/// On a CPU backend the values are there at once (the host computes them here).
+pub fn start_read<R: Into<Readable>>(parts: Vec<R>) -> PendingRead {
+    PendingRead::start(parts)
+}
+
+type Transfer = std::pin::Pin<
+    Box<dyn Future<Output = Result<Vec<TensorData>, burn::tensor::ExecutionError>> + Send>,
+>;
+
+/// A read under way ([`start_read`]): the transfer and where each part's values lie in it.
+pub struct PendingRead {
+    /// The transaction, until it has given its data.
+    transfer: Option<Transfer>,
+    /// What the transaction gave, once it has.
+    data: Option<Result<Vec<TensorData>, PerSampleError>>,
+    lengths: Vec<usize>,
+    is_int: Vec<bool>,
+    has_floats: bool,
+    has_ints: bool,
+    /// Whether a wait was already counted (an immediate read).
+    waited: bool,
+}
+
+impl std::fmt::Debug for PendingRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingRead")
+            .field("parts", &self.lengths.len())
+            .field("values", &self.lengths.iter().sum::<usize>())
+            .field("arrived", &self.data.is_some())
+            .finish()
     }
-    let (mut float_rest, mut int_rest) = (float_values.as_slice(), int_values.as_slice());
-    let mut out = Vec::with_capacity(lengths.len());
-    for (length, is_int) in lengths.into_iter().zip(is_int) {
-        let rest = if is_int {
-            &mut int_rest
+}
+
+impl PendingRead {
+    fn start<R: Into<Readable>>(parts: Vec<R>) -> Self {
+        let parts: Vec<Readable> = parts.into_iter().map(Into::into).collect();
+        let lengths: Vec<usize> = parts.iter().map(Readable::len).collect();
+        let device = parts.iter().find_map(|p| match p {
+            Readable::Float(t) => Some((t.clone().without_autodiff().device(), t.dtype())),
+            Readable::Int(_) => None,
+        });
+        let int_device = parts.iter().find_map(|p| match p {
+            Readable::Int(t) => Some(t.device()),
+            Readable::Float(_) => None,
+        });
+        let float_dtype = if parts
+            .iter()
+            .any(|p| matches!(p, Readable::Float(t) if t.dtype() == DType::F64))
+        {
+            Some(DType::F64)
         } else {
-            &mut float_rest
+            device.as_ref().map(|(_, dtype)| *dtype)
         };
-        let (head, tail) = rest.split_at(length.min(rest.len()));
-        out.push(head.to_vec());
-        *rest = tail;
+        let (mut floats, mut ints) = (Vec::new(), Vec::new());
+        let mut is_int = Vec::with_capacity(parts.len());
+        for part in parts {
+            is_int.push(matches!(part, Readable::Int(_)));
+            match part {
+                Readable::Float(t) if t.shape().num_elements() > 0 => {
+                    if let (Some((device, _)), Some(dtype)) = (&device, float_dtype) {
+                        floats.push(t.without_autodiff().to_device(device).cast(dtype));
+                    }
+                }
+                Readable::Int(t) if t.shape().num_elements() > 0 => {
+                    if let Some(device) = &int_device {
+                        ints.push(t.to_device(device));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (has_floats, has_ints) = (!floats.is_empty(), !ints.is_empty());
+        let mut read = Self {
+            transfer: None,
+            data: None,
+            lengths,
+            is_int,
+            has_floats,
+            has_ints,
+            waited: false,
+        };
+        if has_floats || has_ints {
+            let mut transaction = Transaction::default();
+            if has_floats {
+                transaction = transaction.register(Tensor::cat(floats, 0));
+            }
+            if has_ints {
+                transaction = transaction.register(Tensor::cat(ints, 0));
+            }
+            record_started(read.lengths.iter().sum());
+            read.transfer = Some(Box::pin(transaction.execute_async()));
+            // One poll starts the copy (an async function runs nothing until polled).
+            read.poll();
+        }
+        read
     }
-    Ok(out)
+
+    /// Polls the transfer once without blocking; whether the values are there.
+    fn poll(&mut self) -> bool {
+        if let Some(transfer) = self.transfer.as_mut() {
+            let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+            if let std::task::Poll::Ready(data) = transfer.as_mut().poll(&mut context) {
+                self.data = Some(data.map_err(|err| PerSampleError::Read(SharedError::new(err))));
+                self.transfer = None;
+            }
+        }
+        self.transfer.is_none()
+    }
+
+    /// Whether the values are there (polls the transfer once, without blocking).
+    pub fn is_ready(&mut self) -> bool {
+        self.poll()
+    }
+
+    /// The values of each part, in order; waits for the device (a counted wait) only if they
+    /// are not there yet.
+    ///
+    /// # Errors
+    ///
+    /// [`PerSampleError::Read`] if the backend cannot read the tensors.
+    pub fn finish(mut self) -> Result<Vec<Vec<f64>>, PerSampleError> {
+        if !self.poll()
+            && let Some(transfer) = self.transfer.take()
+        {
+            if !self.waited {
+                record_waited();
+            }
+            self.data = Some(
+                futures_lite::future::block_on(transfer)
+                    .map_err(|err| PerSampleError::Read(SharedError::new(err))),
+            );
+        }
+        let (mut float_values, mut int_values) = (Vec::new(), Vec::new());
+        if let Some(data) = self.data.take() {
+            let mut data = data?.into_iter();
+            if self.has_floats
+                && let Some(floats) = data.next()
+            {
+                host_values(floats, &mut float_values);
+            }
+            if self.has_ints
+                && let Some(ints) = data.next()
+            {
+                host_values(ints, &mut int_values);
+            }
+        }
+        let (mut float_rest, mut int_rest) = (float_values.as_slice(), int_values.as_slice());
+        let mut out = Vec::with_capacity(self.lengths.len());
+        for (length, is_int) in self.lengths.iter().zip(&self.is_int) {
+            let rest = if *is_int {
+                &mut int_rest
+            } else {
+                &mut float_rest
+            };
+            let (head, tail) = rest.split_at((*length).min(rest.len()));
+            out.push(head.to_vec());
+            *rest = tail;
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -262,7 +397,8 @@ mod tests {
             here,
             ReadCount {
                 reads: 2,
-                values: 4
+                values: 4,
+                waits: 2
             }
         );
         let elsewhere = std::thread::spawn(reads_on_this_thread).join().unwrap();
@@ -289,7 +425,8 @@ mod tests {
             reads_on_this_thread() - before,
             ReadCount {
                 reads: 1,
-                values: 3
+                values: 3,
+                waits: 1
             }
         );
         assert!(read_together(Vec::<Tensor<1>>::new()).unwrap().is_empty());
@@ -309,8 +446,44 @@ mod tests {
             reads_on_this_thread() - before,
             ReadCount {
                 reads: 1,
-                values: 4
+                values: 4,
+                waits: 1
             }
         );
+    }
+
+    #[test]
+    fn a_started_read_comes_back_apart_and_waits_only_if_not_there() {
+        let device = Device::flex();
+        let before = reads_on_this_thread();
+        let mut read = start_read(vec![
+            Readable::from(Tensor::<1>::from_floats([1.0, 2.0], &device)),
+            Readable::from(Tensor::<1, Int>::from_ints([7], &device)),
+            Readable::from(Tensor::<1>::from_floats([0.0; 0], &device)),
+            Readable::from(Tensor::<1>::from_floats([3.0], &device)),
+        ]);
+        let started = reads_on_this_thread() - before;
+        assert_eq!((started.reads, started.values), (1, 4));
+        // A CPU backend computes the values as the read starts: they are there, no wait.
+        assert!(read.is_ready());
+        let parts = read.finish().unwrap();
+        assert_eq!(parts, vec![vec![1.0, 2.0], vec![7.0], vec![], vec![3.0]]);
+        assert_eq!(
+            reads_on_this_thread() - before,
+            ReadCount {
+                reads: 1,
+                values: 4,
+                waits: 0
+            }
+        );
+        // Nothing to read: no read, no wait.
+        let before = reads_on_this_thread();
+        assert!(
+            start_read(Vec::<Tensor<1>>::new())
+                .finish()
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(reads_on_this_thread() - before, ReadCount::default());
     }
 }

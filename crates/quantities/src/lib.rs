@@ -47,7 +47,9 @@ pub mod quantity;
 mod schedule;
 pub mod sink;
 
-pub use cockpit::{Cockpit, EpochLog, OnBatch, StepForward, StepOptions, StepReport, Stepped};
+pub use cockpit::{
+    Cockpit, EpochLog, OnBatch, ReadTiming, StepForward, StepOptions, StepReport, Stepped,
+};
 pub use cockpit_persample as persample;
 pub use cockpit_persample::readback;
 #[doc(no_inline)]

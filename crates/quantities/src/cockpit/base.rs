@@ -13,7 +13,7 @@ use crate::log::{JsonLinesWriter, write_log};
 use crate::persample::{Direction, Elements, PerSampleNeeds, PerSampleStats, Request, Statistic};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
-use crate::readback::{ReadCount, Readable};
+use crate::readback::{PendingRead, ReadCount, Readable};
 use crate::sink::{Origin, Record, Sink};
 use crate::{
     CockpitError, OptimizerInfo, Output, QuantityError, Schedule, Snapshot, StepInfo, Value,
@@ -98,6 +98,55 @@ pub struct Cockpit {
     pub(super) linearity: crate::curvature::LinearityVerdicts,
     /// Whether the parameters move by the plain SGD step the optimizer info announces.
     update_check: UpdateCheck,
+    /// When a tracked step's numbers are read back ([`Cockpit::with_read_timing`]).
+    read_timing: ReadTiming,
+    /// A tracked step whose numbers are still on their way (a deferred read).
+    pending: Option<(Pending, PendingRead)>,
+}
+
+/// When a tracked step's numbers (every quantity's, in its one batched read) come back to the
+/// host ([`Cockpit::with_read_timing`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadTiming {
+    /// Deferred on a graphics card (CUDA, wgpu on a physical GPU), at once elsewhere (CPU
+    /// backends, and software rasterizers such as lavapipe, where the device is the host's
+    /// own cores and nothing overlaps).
+    #[default]
+    Auto,
+    /// At the end of [`Cockpit::track`]: the host waits for the device to run the step's
+    /// quantities, and the step's values are in [`Cockpit::output`] when `track` returns.
+    Now,
+    /// Started at the end of [`Cockpit::track`] and taken at the next call (or at
+    /// [`Cockpit::flush`]): the host goes on launching the next step's forward and backward
+    /// pass while the device copies, so the tracked step does not wait on the device. The
+    /// values are filed under their own step all the same, one call later (the report of that
+    /// call carries the earlier step's as [`StepReport::earlier`]).
+    Deferred,
+}
+
+/// A quantity's value and the step it is stored under, `None` where there is nothing to
+/// store, or why it failed.
+type Finished = Result<Option<(usize, Value)>, QuantityError>;
+
+/// What a tracked step leaves for its read to complete: the values computed at once, the
+/// quantities whose numbers are on their way, and the warnings so far.
+#[derive(Debug)]
+struct Pending {
+    step: usize,
+    /// The values computed at once (or the failures), by the quantity's index.
+    results: Vec<(usize, Finished)>,
+    indices: Vec<usize>,
+    counts: Vec<usize>,
+    checked: usize,
+    computed: Output,
+    warnings: Vec<String>,
+    /// The loss, where a quantity read it already.
+    loss: Option<f64>,
+    curvature_notes: Vec<String>,
+    /// The step's mean gradient (device handles), kept for the next step's projections
+    /// where a quantity asks for them.
+    grads: Snapshot,
 }
 
 impl std::fmt::Debug for Cockpit {
@@ -106,6 +155,16 @@ impl std::fmt::Debug for Cockpit {
             .field("quantities", &self.quantity_names())
             .field("last_step", &self.last_step)
             .finish_non_exhaustive()
+    }
+}
+
+/// A deferred step's values are filed when the Cockpit is dropped (into its sinks: the
+/// stream, TensorBoard); a sink's error then is a warning.
+impl Drop for Cockpit {
+    fn drop(&mut self) {
+        if self.pending.is_some() {
+            self.settle();
+        }
     }
 }
 
@@ -134,6 +193,8 @@ impl Cockpit {
             step_options: super::StepOptions::default(),
             linearity: crate::curvature::LinearityVerdicts::default(),
             update_check: UpdateCheck::default(),
+            read_timing: ReadTiming::default(),
+            pending: None,
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -317,13 +378,77 @@ impl Cockpit {
             info.optimizer = self.optimizer.clone();
         }
         let before = crate::readback::reads_on_this_thread();
+        self.latest = Output::new();
+        // A deferred read of the step before lands first, under its own step: the quantities'
+        // state and the update check then stand as they would have without the deferral.
+        let earlier = self.complete_pending();
         let result = self.track_step(step, model, grads, info);
         self.reads = crate::readback::reads_on_this_thread() - before;
-        let report = result?;
+        let earlier = earlier?;
+        let mut report = result?;
         for line in report.failure_lines() {
             self.print(format!("step {step}: {line}"));
         }
+        report.earlier = earlier.map(Box::new);
         Ok(report)
+    }
+
+    /// Takes the numbers of a step whose read was deferred ([`ReadTiming::Deferred`]) and
+    /// files its values (into [`Cockpit::output`], [`Cockpit::latest`] and every sink).
+    /// [`Cockpit::track`] does this itself at the next step; call it after the last one
+    /// ([`Cockpit::write`] and [`Cockpit::take_output`] do, and so does dropping the Cockpit).
+    ///
+    /// Returns the report of the step it completed, `None` where no read was pending.
+    ///
+    /// # Errors
+    ///
+    /// [`CockpitError::Sink`] if a sink cannot write the values (they are kept).
+    pub fn flush(&mut self) -> Result<Option<StepReport>, CockpitError> {
+        let report = self.complete_pending()?;
+        if let Some(report) = &report {
+            let step = report.step;
+            for line in report.failure_lines() {
+                self.print(format!("step {step}: {line}"));
+            }
+        }
+        Ok(report)
+    }
+
+    /// When this Cockpit reads a tracked step's numbers ([`ReadTiming`]; default
+    /// [`ReadTiming::Auto`]: deferred on a graphics card, at once elsewhere).
+    ///
+    /// # Cost
+    ///
+    /// Deferred: one read per tracked step as before, and no wait for the device inside the
+    /// step where the copy has landed by the next call; the step's tensors stay on the device
+    /// until then (the few numbers of the batched read).
+    pub fn with_read_timing(mut self, timing: ReadTiming) -> Self {
+        self.read_timing = timing;
+        self
+    }
+
+    /// The step's read timing ([`Cockpit::with_read_timing`]).
+    pub fn read_timing(&self) -> ReadTiming {
+        self.read_timing
+    }
+
+    /// Whether a tracked step's read on `device` is deferred.
+    fn defers(&self, device: &Device) -> bool {
+        match self.read_timing {
+            ReadTiming::Now => false,
+            ReadTiming::Deferred => true,
+            ReadTiming::Auto => crate::device::is_a_card(device),
+        }
+    }
+
+    /// The report of a deferred step, its read completed (the host waits here only if the
+    /// copy has not landed); `None` where no read was pending.
+    fn complete_pending(&mut self) -> Result<Option<StepReport>, CockpitError> {
+        let Some((pending, read)) = self.pending.take() else {
+            return Ok(None);
+        };
+        let hosts = read.finish();
+        self.complete(pending, hosts).map(Some)
     }
 
     /// The device→host reads the latest [`Cockpit::track`] call made and the values they
@@ -353,7 +478,6 @@ impl Cockpit {
         self.check_param_set(step, &params)?;
         self.update_check.end(step, &params);
         self.last_step = Some(step);
-        self.latest = Output::new();
         if !self.is_tracking(step) {
             return Ok(StepReport::untracked(step));
         }
@@ -395,8 +519,7 @@ impl Cockpit {
             // reader after them.
             computed.set_parameter_names(params.names());
         }
-        let mut failures = Vec::new();
-        let mut warnings = Vec::new();
+        let warnings = Vec::new();
         // First halves: values now, or device numbers for the step's one batched read.
         let mut results = Vec::new();
         let mut reads = Vec::new();
@@ -414,16 +537,58 @@ impl Cockpit {
         // quantity's numbers.
         let counts: Vec<usize> = reads.iter().map(|(_, parts)| parts.len()).collect();
         let (indices, tensors): (Vec<usize>, Vec<Vec<_>>) = reads.into_iter().unzip();
-        let batch = std::iter::once(Readable::from(info.loss().clone()))
+        let batch: Vec<Readable> = std::iter::once(Readable::from(info.loss().clone()))
             .chain(self.update_check.readables())
-            .chain(tensors.into_iter().flatten());
+            .chain(tensors.into_iter().flatten())
+            .collect();
         let checked = self.update_check.reading();
+        let pending = Pending {
+            step,
+            results,
+            indices,
+            counts,
+            checked,
+            computed,
+            warnings,
+            loss: ctx.loss.get().copied(),
+            // How the curvature diagonals were obtained, where one is an estimate.
+            curvature_notes: info.curvature().map(|c| c.notes()).unwrap_or_default(),
+            grads,
+        };
+        if self.defers(&params.device()) {
+            self.pending = Some((pending, crate::readback::start_read(batch)));
+            return Ok(StepReport::deferred(step));
+        }
+        let hosts = crate::readback::read_together(batch);
+        self.complete(pending, hosts)
+    }
+
+    /// The second half of a tracked step: its numbers back from the device (now, or from a
+    /// deferred read), each quantity's value finished, filed and fed to the sinks.
+    fn complete(
+        &mut self,
+        pending: Pending,
+        hosts: Result<Vec<Vec<f64>>, PerSampleError>,
+    ) -> Result<StepReport, CockpitError> {
+        let Pending {
+            step,
+            mut results,
+            indices,
+            counts,
+            checked,
+            mut computed,
+            mut warnings,
+            loss,
+            curvature_notes,
+            grads,
+        } = pending;
+        let mut failures = Vec::new();
         let mut verdict = Vec::new();
-        match crate::readback::read_together(batch.collect()) {
+        match hosts {
             Ok(hosts) => {
                 let mut hosts = hosts.into_iter();
-                let loss = hosts.next().and_then(|l| l.first().copied());
-                let loss = *ctx.loss.get_or_init(|| loss.unwrap_or(f64::NAN));
+                let read = hosts.next().and_then(|l| l.first().copied());
+                let loss = loss.or(read).unwrap_or(f64::NAN);
                 if !loss.is_finite() {
                     warnings.push(format!("step {step}: the loss is {loss}"));
                 }
@@ -485,19 +650,17 @@ impl Cockpit {
         for warning in warnings {
             self.warn(warning);
         }
-        // How the curvature diagonals were obtained, where one is an estimate.
-        if let Some(curvature) = info.curvature() {
-            self.warn_notes(step, curvature.notes());
-        }
-        let next = step + 1;
+        self.warn_notes(step, curvature_notes);
+        // Whether the next step projects on this gradient is known once the quantities have
+        // finished this step (Alpha's end point follows its start).
         if self
-            .per_sample_needs(next)
+            .per_sample_needs(step + 1)
             .contains(Statistic::Dot(Direction::PreviousGradient))
         {
-            self.previous_grads.keep(step, grads.clone());
+            self.previous_grads.keep(step, grads);
         }
         self.output.merge(computed.clone());
-        self.latest = computed.clone();
+        self.latest.merge(computed.clone());
         self.feed(Origin::Tracked, step, &computed)?;
         Ok(StepReport::tracked(step, failures))
     }
@@ -634,6 +797,8 @@ impl Cockpit {
     /// [`CockpitError::Sink`] if a [`Sink`] cannot write the entry (every other sink is still
     /// fed, and the entry is kept).
     pub fn log(&mut self, step: usize, entry: &EpochLog) -> Result<(), CockpitError> {
+        // A deferred step's values go first: the sinks see the calls in their order.
+        self.flush()?;
         let mut values = Output::new();
         values.insert(step, "epoch_count", Value::Int(entry.epoch_count as i64));
         let optional = [
@@ -655,6 +820,9 @@ impl Cockpit {
     }
 
     /// Everything tracked so far: `output[step][name]`.
+    ///
+    /// With a deferred read ([`ReadTiming`]) the last tracked step's values arrive at the next
+    /// [`Cockpit::track`] or [`Cockpit::flush`].
     pub fn output(&self) -> &Output {
         &self.output
     }
@@ -666,9 +834,22 @@ impl Cockpit {
         &self.latest
     }
 
-    /// Takes the output, leaving an empty one.
+    /// Takes the output (a deferred step's values first filed: [`Cockpit::flush`]), leaving
+    /// an empty one.
     pub fn take_output(&mut self) -> Output {
+        self.settle();
         std::mem::take(&mut self.output)
+    }
+
+    /// Completes a deferred read where one is pending; a sink's error becomes a warning (for
+    /// the callers that cannot return it: taking the output, dropping the Cockpit).
+    fn settle(&mut self) {
+        if let Err(err) = self.flush() {
+            self.warn(format!(
+                "while filing the last step: {}",
+                cockpit_persample::ErrorChain(&err)
+            ));
+        }
     }
 
     /// Writes the output in Cockpit's log format to `path` (exactly that path) and, where an
@@ -676,11 +857,14 @@ impl Cockpit {
     /// per-example table beside it ([`examples::table_path`](crate::examples::table_path):
     /// `run.json` → `run.examples.csv`). Both files are replaced atomically.
     ///
+    /// A deferred step's values are filed first ([`Cockpit::flush`]).
+    ///
     /// # Errors
     ///
     /// [`CockpitError::Log`] if a file cannot be written; the output and the record stay in
-    /// memory.
-    pub fn write(&self, path: impl AsRef<Path>) -> Result<(), CockpitError> {
+    /// memory. [`CockpitError::Sink`] as [`Cockpit::flush`].
+    pub fn write(&mut self, path: impl AsRef<Path>) -> Result<(), CockpitError> {
+        self.flush()?;
         let path = path.as_ref();
         write_log(path, &self.output).map_err(CockpitError::from)?;
         if let Some(record) = self.examples().filter(|r| !r.is_empty()) {

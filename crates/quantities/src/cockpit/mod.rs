@@ -8,6 +8,6 @@ mod report;
 mod step;
 mod update_check;
 
-pub use base::{Cockpit, EpochLog};
+pub use base::{Cockpit, EpochLog, ReadTiming};
 pub use report::StepReport;
 pub use step::{OnBatch, StepForward, StepOptions, Stepped};

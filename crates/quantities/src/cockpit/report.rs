@@ -15,6 +15,11 @@ pub struct StepReport {
     pub tracked: bool,
     /// The quantities that could not be computed (output key, reason), in the order they run.
     pub failures: Vec<(String, QuantityError)>,
+    /// Whether this step's read was deferred ([`ReadTiming::Deferred`](super::ReadTiming)):
+    /// its values and failures come with the next call's report, as its `earlier`.
+    pub deferred: bool,
+    /// The report of an earlier step whose deferred read this call completed.
+    pub earlier: Option<Box<StepReport>>,
 }
 
 impl StepReport {
@@ -23,6 +28,18 @@ impl StepReport {
             step,
             tracked: false,
             failures: Vec::new(),
+            deferred: false,
+            earlier: None,
+        }
+    }
+
+    pub(super) fn deferred(step: usize) -> Self {
+        Self {
+            step,
+            tracked: true,
+            failures: Vec::new(),
+            deferred: true,
+            earlier: None,
         }
     }
 
@@ -31,12 +48,17 @@ impl StepReport {
             step,
             tracked: true,
             failures,
+            deferred: false,
+            earlier: None,
         }
     }
 
-    /// Whether every quantity due at this step was computed.
+    /// Whether every quantity due at this step was computed (and at the earlier step this
+    /// call completed, if any). A deferred step is not complete until its read is.
     pub fn is_complete(&self) -> bool {
         self.failures.is_empty()
+            && !self.deferred
+            && self.earlier.as_ref().is_none_or(|e| e.is_complete())
     }
 
     /// The failures in words, one line per reason: `NormTest, OrthoTest not computed: why`.
@@ -52,7 +74,11 @@ impl StepReport {
     /// # Errors
     ///
     /// [`CockpitError::QuantitiesFailed`] if a quantity failed.
+    /// The failures of an earlier step this call completed are given first.
     pub fn into_result(self) -> Result<(), CockpitError> {
+        if let Some(earlier) = self.earlier {
+            earlier.into_result()?;
+        }
         if self.failures.is_empty() {
             Ok(())
         } else {

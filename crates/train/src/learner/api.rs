@@ -409,19 +409,21 @@ impl CockpitLearner {
     /// [`TrainError::NoArtifactDir`] without an artifact directory, [`TrainError::Cockpit`] if
     /// the file cannot be written (the values stay in memory).
     pub fn write(&self) -> Result<PathBuf, TrainError> {
-        let state = self.lock();
+        let mut state = self.lock();
         let dir = state
             .artifact_dir()
             .cloned()
             .ok_or(TrainError::NoArtifactDir)?;
         let path = dir.join(LOG_FILE);
-        state.cockpit().write(&path)?;
+        state.write_log(&path)?;
         Ok(path)
     }
 
     /// Everything tracked so far (`output[step][name]`), as the custom-loop Cockpit has it.
     pub fn output(&self) -> cockpit_quantities::Output {
-        self.lock().cockpit().output().clone()
+        let mut state = self.lock();
+        state.flush();
+        state.cockpit().output().clone()
     }
 
     /// The per-example record so far (a copy), where the configuration runs

@@ -62,9 +62,12 @@ impl State {
         let board = Arc::new(Board::default());
         Self {
             // The adapter prints the Cockpit's warnings itself, with its own; the board is
-            // fed as one of its sinks.
+            // fed as one of its sinks. The step's values are read at once: the board files
+            // each call's values under that iteration's metrics, and burn-train reads every
+            // iteration's loss anyway (a wait the deferred read could not remove).
             cockpit: cockpit
                 .with_console(false)
+                .with_read_timing(cockpit_quantities::ReadTiming::Now)
                 .with_sink(BoardSink(board.clone())),
             optimizer,
             iteration: 0,
@@ -260,6 +263,21 @@ impl State {
     /// The Cockpit, to read (its output, warnings, what the next step needs).
     pub(crate) fn cockpit(&self) -> &Cockpit {
         &self.cockpit
+    }
+
+    /// Writes the Cockpit's log to `path` (a deferred step's values filed first).
+    pub(crate) fn write_log(
+        &mut self,
+        path: &std::path::Path,
+    ) -> Result<(), cockpit_quantities::CockpitError> {
+        self.cockpit.write(path)
+    }
+
+    /// Files a deferred step's values ([`Cockpit::flush`]); a sink's error is a problem.
+    pub(crate) fn flush(&mut self) {
+        if let Err(err) = self.cockpit.flush() {
+            self.problem(format!("{}", ErrorChain(&err)));
+        }
     }
 
     /// Feeds `sink` every later step's values (the stream, TensorBoard).

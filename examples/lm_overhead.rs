@@ -170,7 +170,7 @@ fn shape(args: &Args) -> GptShape {
 struct Run {
     seconds: f64,
     peak_bytes: usize,
-    reads: Vec<(u64, u64)>,
+    reads: Vec<burn_cockpit::persample::readback::ReadCount>,
     kernels: Option<f64>,
 }
 
@@ -253,7 +253,7 @@ fn run(
                     eprintln!("step {step}: {:?}", stepped.report.failure_lines());
                 }
                 if tracked && step >= warm_up {
-                    reads.push((cockpit.reads().reads, cockpit.reads().values));
+                    reads.push(cockpit.reads());
                 }
                 stepped.grads
             }

@@ -53,7 +53,7 @@ use burn_cockpit::persample::launches::LaunchLedger;
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid};
 use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::{
-    Cockpit, Configuration, OptimizerInfo, QuantityError, Schedule, StepInfo, backend,
+    Cockpit, Configuration, OptimizerInfo, QuantityError, ReadTiming, Schedule, StepInfo, backend,
 };
 
 #[path = "common/architectures.rs"]
@@ -105,6 +105,27 @@ struct Args {
     /// Print which kernels each configuration adds to a plain step (CubeCL backends).
     #[arg(long)]
     kernel_names: bool,
+    /// When a tracked step's numbers are read: at once (`now`), at the next step
+    /// (`deferred`), or `auto` (deferred on a graphics card).
+    #[arg(long, value_enum, default_value_t = Timing::Auto)]
+    read_timing: Timing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Timing {
+    Auto,
+    Now,
+    Deferred,
+}
+
+impl From<Timing> for ReadTiming {
+    fn from(timing: Timing) -> Self {
+        match timing {
+            Timing::Auto => ReadTiming::Auto,
+            Timing::Now => ReadTiming::Now,
+            Timing::Deferred => ReadTiming::Deferred,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -372,7 +393,7 @@ struct Run {
     /// activations, the Cockpit's state), in bytes.
     peak_bytes: usize,
     /// Device→host reads and values read per tracked step (the read ledger).
-    reads: Vec<(u64, u64)>,
+    reads: Vec<burn_cockpit::persample::readback::ReadCount>,
     /// Kernels launched per step (the launch ledger; CubeCL backends only), the final
     /// synchronising forward pass spread over the steps alike in every run.
     kernels: Option<f64>,
@@ -467,7 +488,7 @@ fn run<M: Net>(
                 eprintln!("tracking failed: {err}");
             }
             if tracked && step >= warm_up {
-                reads.push((cockpit.reads().reads, cockpit.reads().values));
+                reads.push(cockpit.reads());
             }
             let used = PRODUCTS.load(Ordering::Relaxed) - before;
             if used > 0 && step >= warm_up {
@@ -475,6 +496,11 @@ fn run<M: Net>(
             }
         }
         model = optim.step(LR, model, grads);
+    }
+    if let Some(cockpit) = cockpit.as_mut()
+        && let Err(err) = cockpit.flush()
+    {
+        eprintln!("tracking failed: {err}");
     }
     if let Some(cockpit) = &cockpit {
         let unconverged = cockpit
@@ -597,7 +623,8 @@ fn bench<M: Net>(
     let mut names = vec![std::collections::HashMap::new(); configs.len()];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut peaks: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-    let mut reads: Vec<Vec<(u64, u64)>> = vec![Vec::new(); configs.len()];
+    let mut reads: Vec<Vec<burn_cockpit::persample::readback::ReadCount>> =
+        vec![Vec::new(); configs.len()];
     let mut products: Vec<f64> = Vec::new();
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
@@ -608,7 +635,8 @@ fn bench<M: Net>(
         plain_names = plain.by_kernel;
         for (i, (name, kinds)) in configs.iter().enumerate() {
             let cockpit = Cockpit::from_kinds(kinds.iter().copied(), &schedule)?
-                .with_histogram_engine(histograms);
+                .with_histogram_engine(histograms)
+                .with_read_timing(args.read_timing.into());
             let tracked = run::<M>(device, steps, Some(cockpit), exact, how, &data);
             results[i].push(tracked.seconds);
             peaks[i].push(tracked.peak_bytes as f64);

@@ -14,15 +14,15 @@ pub struct Measured {
     pub times: Vec<f64>,
     /// Peak heap bytes, one per repeat.
     pub peaks: Vec<f64>,
-    /// (reads, values read) per tracked step, over every repeat.
-    pub reads: Vec<(u64, u64)>,
+    /// Reads, values read and waits per tracked step, over every repeat (the read ledger).
+    pub reads: Vec<burn_cockpit::persample::readback::ReadCount>,
     /// Kernels launched per step (CubeCL backends).
     pub kernels: Option<f64>,
 }
 
 /// Prints `name`'s rows against the plain step's median time and peak: the overhead, the
-/// peak memory, what a GPU would pay in blocking reads (synchronisations) and values read
-/// back, and the kernels per step.
+/// peak memory, what a GPU would pay in reads, values read back and waits for the device,
+/// and the kernels per step.
 #[allow(dead_code)] // not every example prints rows
 pub fn print_rows(name: &str, measured: Measured, plain_time: f64, plain_peak: f64) {
     let Measured {
@@ -45,11 +45,17 @@ pub fn print_rows(name: &str, measured: Measured, plain_time: f64, plain_peak: f
     );
     println!(
         "reads_per_step {name} {}",
-        median(reads.iter().map(|r| r.0 as f64).collect())
+        median(reads.iter().map(|r| r.reads as f64).collect())
     );
     println!(
         "values_read_per_step {name} {}",
-        median(reads.iter().map(|r| r.1 as f64).collect())
+        median(reads.iter().map(|r| r.values as f64).collect())
+    );
+    // Times the host stopped for the device inside a tracked step (0 with a deferred read
+    // whose copy has landed by the next call).
+    println!(
+        "waits_per_step {name} {}",
+        median(reads.iter().map(|r| r.waits as f64).collect())
     );
     if let Some(kernels) = kernels {
         println!("kernels_per_step {name} {kernels:.1}");

@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use super::previous::PreviousGradients;
 use super::report::StepReport;
 use super::update_check::UpdateCheck;
-use crate::log::{JsonLinesWriter, write_log};
+use crate::log::JsonLinesWriter;
 use crate::persample::{Direction, Elements, PerSampleNeeds, PerSampleStats, Request, Statistic};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
@@ -272,6 +272,8 @@ impl Cockpit {
             step,
             values,
             parameter_names,
+            run: &self.output,
+            examples: self.quantities.iter().find_map(|q| q.example_record()),
         };
         let mut first = None;
         for sink in &mut self.sinks {
@@ -865,11 +867,7 @@ impl Cockpit {
     /// memory. [`CockpitError::Sink`] as [`Cockpit::flush`].
     pub fn write(&mut self, path: impl AsRef<Path>) -> Result<(), CockpitError> {
         self.flush()?;
-        let path = path.as_ref();
-        write_log(path, &self.output).map_err(CockpitError::from)?;
-        if let Some(record) = self.examples().filter(|r| !r.is_empty()) {
-            crate::examples::write_table(crate::examples::table_path(path), record)?;
-        }
+        crate::sink::LogFile::new(path.as_ref()).write_run(&self.output, self.examples())?;
         Ok(())
     }
 

@@ -29,6 +29,12 @@ pub struct Record<'a> {
     /// The tracked parameters' dotted names, in the order of the per-parameter lists; empty
     /// when unknown (no step tracked yet).
     pub parameter_names: &'a [String],
+    /// Everything tracked so far, `values` included ([`Cockpit::output`](crate::Cockpit::output)):
+    /// for a sink that rewrites the whole run ([`LogFile`](super::LogFile)).
+    pub run: &'a Output,
+    /// The per-example record of an [`Examples`](crate::quantity::Examples) quantity, where
+    /// the Cockpit runs one.
+    pub examples: Option<&'a crate::examples::ExampleRecord>,
 }
 
 /// A destination for a Cockpit's values, fed each tracked step's output and each epoch entry

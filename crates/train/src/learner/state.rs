@@ -290,8 +290,13 @@ impl State {
         self.cockpit.set_histogram_engine(engine);
     }
 
-    /// Writes the log (and the epoch-end files) into `dir` from now on.
+    /// Writes the log (and the epoch-end files) into `dir` from now on: the JSON log and the
+    /// per-example table are one of the Cockpit's sinks, rewritten at every epoch entry.
     pub(crate) fn set_artifact_dir(&mut self, dir: PathBuf) {
+        if self.dir.as_ref() != Some(&dir) {
+            self.cockpit
+                .add_sink(cockpit_quantities::sink::LogFile::new(dir.join(LOG_FILE)));
+        }
         self.dir = Some(dir);
     }
 
@@ -384,17 +389,11 @@ impl State {
             learning_rate,
             ..EpochLog::default()
         };
+        // The sinks take the entry: the stream, TensorBoard, and the log with the
+        // per-example table (rewritten here, at every epoch end).
         if let Err(err) = state.cockpit.log(step, &entry) {
             state.problem(format!(
-                "cannot stream the epoch entry: {}",
-                ErrorChain(&err)
-            ));
-        }
-        if let Some(dir) = state.dir.clone()
-            && let Err(err) = state.cockpit.write(dir.join(LOG_FILE))
-        {
-            state.problem(format!(
-                "cannot write the Cockpit log: {}",
+                "cannot write the epoch entry: {}",
                 ErrorChain(&err)
             ));
         }

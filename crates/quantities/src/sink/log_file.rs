@@ -89,9 +89,11 @@ mod tests {
         run.merge(epoch.clone());
         let entry = Record {
             origin: Origin::Epoch,
+            step: 0,
             values: &epoch,
+            parameter_names: &[],
             run: &run,
-            ..tracked
+            examples: None,
         };
         sink.write(&entry).unwrap();
         let back = read_log(&path).unwrap();

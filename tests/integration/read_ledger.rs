@@ -151,6 +151,19 @@ impl Mlp {
     }
 }
 
+/// Step `step`'s batch of `batch` inputs `[batch, 12]` and one-hot targets `[batch, 4]`.
+fn batch_at(step: usize, batch: usize, device: &Device) -> (Tensor<2>, Tensor<2>) {
+    let x: Vec<f32> = (0..batch * 12)
+        .map(|i| (((i + step) * 31 % 17) as f32 - 8.0) / 8.0)
+        .collect();
+    let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 12]), device);
+    let onehot: Vec<f32> = (0..batch * 4)
+        .map(|i| f32::from(u8::from((i / 4 + step) % 4 == i % 4)))
+        .collect();
+    let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), device);
+    (x, onehot)
+}
+
 /// The reads of each of `steps` tracked steps of the quantities `kinds` at every step on a
 /// small MLP (batch `batch`, fast path), less those the curvature source makes for its own
 /// Hessian-vector products (the budget allows one per product).
@@ -169,14 +182,7 @@ fn reads_per_step(
         .with_histogram_engine(engine);
     let mut counts = Vec::new();
     for step in 0..steps {
-        let x: Vec<f32> = (0..batch * 12)
-            .map(|i| (((i + step) * 31 % 17) as f32 - 8.0) / 8.0)
-            .collect();
-        let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 12]), &device);
-        let onehot: Vec<f32> = (0..batch * 4)
-            .map(|i| f32::from(u8::from((i / 4 + step) % 4 == i % 4)))
-            .collect();
-        let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), &device);
+        let (x, onehot) = batch_at(step, batch, &device);
         let loss_of = move |m: &Mlp, x: Tensor<2>, onehot: Tensor<2>| {
             (log_softmax(m.forward(x), 1) * onehot)
                 .sum_dim(1)
@@ -479,14 +485,7 @@ fn a_deferred_read_files_every_value_as_an_immediate_one(backend: &Backend) {
         let mut reports = Vec::new();
         let mut reads = Vec::new();
         for step in 0..steps {
-            let x: Vec<f32> = (0..batch * 12)
-                .map(|i| (((i + 3 * step) * 31 % 17) as f32 - 8.0) / 8.0)
-                .collect();
-            let x = Tensor::<2>::from_data(TensorData::new(x, [batch, 12]), &device);
-            let onehot: Vec<f32> = (0..batch * 4)
-                .map(|i| f32::from(u8::from((i / 4 + step) % 4 == i % 4)))
-                .collect();
-            let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), &device);
+            let (x, onehot) = batch_at(step, batch, &device);
             let recorder = Recorder::start();
             let losses = (log_softmax(model.forward(x), 1) * onehot)
                 .sum_dim(1)

@@ -104,6 +104,9 @@ mod tests {
         // A folder that does not exist: the log's own error, typed, as the sink's.
         let mut lost = LogFile::new(dir.path().join("no/such/run.json"));
         let err = lost.write(&entry).unwrap_err();
-        assert!(matches!(err, SinkError::Log(LogError::Io { .. })), "{err:?}");
+        assert!(
+            matches!(err, SinkError::Log(LogError::Io { .. })),
+            "{err:?}"
+        );
     }
 }

@@ -129,8 +129,8 @@ pub enum ReadTiming {
 /// store, or why it failed.
 type Finished = Result<Option<(usize, Value)>, QuantityError>;
 
-/// What a tracked step leaves for its read to complete: the values computed at once, the
-/// quantities whose numbers are on their way, and the warnings so far.
+/// What a tracked step leaves for its read to complete: the values computed at once and the
+/// quantities whose numbers are on their way.
 #[derive(Debug)]
 struct Pending {
     step: usize,
@@ -140,7 +140,6 @@ struct Pending {
     counts: Vec<usize>,
     checked: usize,
     computed: Output,
-    warnings: Vec<String>,
     /// The loss, where a quantity read it already.
     loss: Option<f64>,
     curvature_notes: Vec<String>,
@@ -406,14 +405,7 @@ impl Cockpit {
     ///
     /// [`CockpitError::Sink`] if a sink cannot write the values (they are kept).
     pub fn flush(&mut self) -> Result<Option<StepReport>, CockpitError> {
-        let report = self.complete_pending()?;
-        if let Some(report) = &report {
-            let step = report.step;
-            for line in report.failure_lines() {
-                self.print(format!("step {step}: {line}"));
-            }
-        }
-        Ok(report)
+        self.complete_pending()
     }
 
     /// When this Cockpit reads a tracked step's numbers ([`ReadTiming`]; default
@@ -444,13 +436,18 @@ impl Cockpit {
     }
 
     /// The report of a deferred step, its read completed (the host waits here only if the
-    /// copy has not landed); `None` where no read was pending.
+    /// copy has not landed) and its failures printed as `track` prints a step's; `None` where
+    /// no read was pending.
     fn complete_pending(&mut self) -> Result<Option<StepReport>, CockpitError> {
         let Some((pending, read)) = self.pending.take() else {
             return Ok(None);
         };
         let hosts = read.finish();
-        self.complete(pending, hosts).map(Some)
+        let report = self.complete(pending, hosts)?;
+        for line in report.failure_lines() {
+            self.print(format!("step {}: {line}", report.step));
+        }
+        Ok(Some(report))
     }
 
     /// The device→host reads the latest [`Cockpit::track`] call made and the values they
@@ -521,7 +518,6 @@ impl Cockpit {
             // reader after them.
             computed.set_parameter_names(params.names());
         }
-        let warnings = Vec::new();
         // First halves: values now, or device numbers for the step's one batched read.
         let mut results = Vec::new();
         let mut reads = Vec::new();
@@ -551,7 +547,6 @@ impl Cockpit {
             counts,
             checked,
             computed,
-            warnings,
             loss: ctx.loss.get().copied(),
             // How the curvature diagonals were obtained, where one is an estimate.
             curvature_notes: info.curvature().map(|c| c.notes()).unwrap_or_default(),
@@ -579,12 +574,12 @@ impl Cockpit {
             counts,
             checked,
             mut computed,
-            mut warnings,
             loss,
             curvature_notes,
             grads,
         } = pending;
         let mut failures = Vec::new();
+        let mut warnings = Vec::new();
         let mut verdict = Vec::new();
         match hosts {
             Ok(hosts) => {

@@ -8,14 +8,14 @@
 //! histograms and curvature, which need the quantities' own state — the other workers' sources
 //! of the same node, handed over in process.
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::Device;
 use cockpit_quantities::persample::ErrorChain;
 use cockpit_quantities::persample::{
-    GroupStats, PerSampleError, PerSampleSource, PerSampleStats, ReducedPerSample, all_reduce_stats,
+    GroupStats, PerSampleError, PerSampleSource, PerSampleStats, all_reduce_stats,
 };
 use cockpit_quantities::{Snapshot, StepInfo};
 
@@ -68,13 +68,13 @@ pub(super) fn track<M: Module>(
     let local = local.map_err(|problem| problems.push(problem)).ok();
     let joined = all_reduce_stats(
         local.as_ref(),
-        own.losses.take(),
+        own.losses.clone(),
         &device,
         collective.as_ref(),
     );
 
-    // Hand this worker's part to rank 0: its per-sample losses travel in the all-reduce, its
-    // sources merged once here.
+    // Hand this worker's part to rank 0 (its per-sample losses also travel in the
+    // all-reduce), its sources merged once here, on its own device.
     own.per_sample = factors.map(|f| vec![f]);
     let deposit = Deposit { step, part: own };
     let mut state = State::lock(shared);
@@ -116,7 +116,7 @@ pub(super) fn track<M: Module>(
             .unwrap_or_else(|poison| poison.into_inner().0);
     }
     let deposits = state.group().map(Ddp::take_deposits).unwrap_or_default();
-    let info = union_info(&mut state, step, deposits, joined, &device, lr, k);
+    let info = union_info(&mut state, deposits, joined, &device, lr, k);
     let iteration = state.iteration();
     if let (Some(info), Ok(_)) = (info, &grads_snapshot) {
         state.run(step, iteration, model, &mean, info);
@@ -159,12 +159,10 @@ fn start_step(shared: &Mutex<State>) -> Option<WorkerStep> {
 }
 
 /// The info of a DDP step on the union of the workers' batches (rank 0, with every
-/// worker's deposit in rank order), joined where every step's parts are ([`Part::join`]):
-/// burn applied `k` times the union's mean gradient. The per-sample statistics are the
-/// all-reduced ones (`joined`), with the workers' sources for the gradient elements.
+/// worker's deposit in rank order), joined with the all-reduced statistics in one place
+/// ([`Part::join_reduced`]): burn applied `k` times the union's mean gradient.
 fn union_info(
     state: &mut State,
-    step: usize,
     deposits: Vec<Deposit>,
     joined: Result<GroupStats, PerSampleError>,
     device: &Device,
@@ -172,40 +170,8 @@ fn union_info(
     k: usize,
 ) -> Option<StepInfo> {
     let mut problems = Vec::new();
-    let sizes = joined.as_ref().ok().map(|j| j.sizes.clone());
-    let parts = deposits
-        .into_iter()
-        .enumerate()
-        .map(|(rank, d)| Part {
-            // The all-reduce knows each worker's batch size, whatever its part knows.
-            size: sizes
-                .as_ref()
-                .and_then(|s| s.get(rank).copied())
-                .or(d.part.size),
-            ..d.part
-        })
-        .collect();
-    let mut union = Part::join(parts, device, &mut problems);
-    let uneven = sizes.is_some_and(|s| s.iter().any(|b| *b != s[0]));
-    match joined {
-        Ok(joined) if !uneven => {
-            let elements = union.per_sample_source(device, &mut problems);
-            union.losses = joined.losses;
-            union.per_sample = (joined.stats.batch_size > 0).then(|| {
-                vec![Arc::new(ReducedPerSample::new(joined.stats, elements))
-                    as Arc<dyn PerSampleSource>]
-            });
-        }
-        // Workers of different sizes: the join refused per-sample and curvature and said why.
-        Ok(_) => {}
-        Err(err) => {
-            union.per_sample = None;
-            problems.push(format!(
-                "step {step}: per-sample statistics unavailable: {}",
-                ErrorChain(&err)
-            ));
-        }
-    }
+    let parts = deposits.into_iter().map(|d| d.part).collect();
+    let union = Part::join_reduced(parts, joined, device, &mut problems);
     let info = union.mean_loss().map(|loss| {
         let info = StepInfo::new(loss).with_optimizer(state.union_optimizer(lr, k));
         union.into_info(info, device, &mut problems)

@@ -11,7 +11,9 @@ use burn::tensor::{Device, Int, Tensor};
 use cockpit_quantities::StepInfo;
 use cockpit_quantities::curvature::{CurvatureSource, MergedCurvature};
 use cockpit_quantities::persample::ErrorChain;
-use cockpit_quantities::persample::{MergedPerSample, PerSampleSource};
+use cockpit_quantities::persample::{
+    GroupStats, MergedPerSample, PerSampleError, PerSampleSource, ReducedPerSample,
+};
 
 use crate::step::Pending;
 
@@ -112,6 +114,56 @@ impl Part {
             joined.curvature = append(joined.curvature, part.curvature);
         }
         joined.whole()
+    }
+
+    /// The union of a data-parallel group's parts, in rank order, whose per-sample statistics
+    /// the group reduced together (`group`, the all-reduce's answer): the parts joined as
+    /// [`Part::join`] joins them, each part of the size the all-reduce knows, with the group's
+    /// per-sample losses where every worker gave its own, and one per-sample source that
+    /// answers with the group's statistics (the parts' own sources give the gradient elements,
+    /// for histograms). A group that could not reduce, or whose parts differ in size, leaves
+    /// the union without a per-sample source (a problem says why); one that could not reduce
+    /// leaves it the parts' own losses.
+    pub(super) fn join_reduced(
+        parts: Vec<Part>,
+        group: Result<GroupStats, PerSampleError>,
+        device: &Device,
+        problems: &mut Vec<String>,
+    ) -> Self {
+        let (stats, losses, sizes) = match group {
+            Ok(group) => (Some(group.stats), group.losses, group.sizes),
+            Err(err) => {
+                problems.push(format!(
+                    "per-sample statistics unavailable: {}",
+                    ErrorChain(&err)
+                ));
+                (None, None, Vec::new())
+            }
+        };
+        let parts = parts
+            .into_iter()
+            .enumerate()
+            .map(|(rank, part)| Part {
+                size: sizes.get(rank).copied().or(part.size),
+                ..part
+            })
+            .collect();
+        let union = Part::join(parts, device, problems);
+        // `join` kept the sources only where the parts are of one size.
+        let per_sample = match stats.filter(|s| s.batch_size > 0 && union.per_sample.is_some()) {
+            Some(stats) => {
+                let elements = union.per_sample_source(device, problems);
+                Some(vec![
+                    Arc::new(ReducedPerSample::new(stats, elements)) as Arc<dyn PerSampleSource>
+                ])
+            }
+            None => None,
+        };
+        Part {
+            losses: losses.or(union.losses),
+            per_sample,
+            ..union
+        }
     }
 
     /// The step's info: `info` with this part's per-sample losses, ids, margins, batch size,
@@ -305,6 +357,52 @@ mod tests {
         assert_eq!(joined.ids, None);
         assert!(joined.margins.is_none() && joined.worst.is_none());
         assert_eq!(values(joined.losses), [1.0, 2.0, 3.0, 4.0]);
+    }
+
+    /// A data-parallel group's union takes the group's statistics and losses where the
+    /// all-reduce gave them, and keeps the parts' own losses (aligned with their ids) where it
+    /// did not or the parts differ in size.
+    #[test]
+    fn a_group_joins_with_its_reduced_statistics() {
+        use cockpit_quantities::persample::PerSampleStats;
+        let device = Device::flex();
+        let parts = || {
+            vec![
+                part(Some(vec![1, 2]), &[1.0, 2.0], &device),
+                part(Some(vec![3, 4]), &[3.0, 4.0], &device),
+            ]
+        };
+        let group = |losses: &[f32], sizes: Vec<usize>| GroupStats {
+            stats: PerSampleStats::new(sizes.iter().sum()),
+            losses: Some(tensor(losses, &device)),
+            sizes,
+        };
+
+        let mut problems = Vec::new();
+        let reduced = group(&[5.0, 6.0, 7.0, 8.0], vec![2, 2]);
+        let union = Part::join_reduced(parts(), Ok(reduced), &device, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(values(union.losses.clone()), [5.0, 6.0, 7.0, 8.0]);
+        assert_eq!(union.ids, Some(vec![1, 2, 3, 4]));
+        let source = union.per_sample_source(&device, &mut problems).unwrap();
+        assert_eq!(source.batch_size(), 4);
+
+        // Workers of different sizes: per-sample sources refused, the group's losses kept.
+        let mut problems = Vec::new();
+        let uneven = group(&[5.0, 6.0, 7.0, 8.0], vec![1, 3]);
+        let union = Part::join_reduced(parts(), Ok(uneven), &device, &mut problems);
+        assert!(union.per_sample.is_none());
+        assert!(problems[0].contains("[1, 3]"), "{problems:?}");
+        assert_eq!(values(union.losses), [5.0, 6.0, 7.0, 8.0]);
+
+        let mut problems = Vec::new();
+        let failed = Err(PerSampleError::Unsupported("a worker's layer".into()));
+        let union = Part::join_reduced(parts(), failed, &device, &mut problems);
+        assert!(union.per_sample.is_none());
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("a worker's layer"), "{problems:?}");
+        assert_eq!(values(union.losses), [1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(union.size, Some(4));
     }
 
     #[test]

@@ -161,6 +161,17 @@ pub(crate) fn is_cube(device: &DispatchDevice) -> bool {
     }
 }
 
+/// How many storage buffers one launch on `device` may bind (CubeCL's `max_bindings`, which on
+/// wgpu already leaves out the buffer wgpu keeps for itself); `None` off a CubeCL device.
+pub(crate) fn max_bindings(device: &DispatchDevice) -> Option<u32> {
+    #[allow(unreachable_patterns)]
+    match device {
+        DispatchDevice::Cube(device) => Some(device.client().properties().hardware.max_bindings),
+        DispatchDevice::Autodiff(inner) => max_bindings(inner),
+        _ => None,
+    }
+}
+
 /// Launches the kernel (the caller checked the operands).
 pub(crate) fn count(
     values: Values,

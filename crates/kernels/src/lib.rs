@@ -28,6 +28,8 @@ mod count;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod kernel;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod row_stats;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod sums;
 
 use burn::tensor::{DType, Device, Int, Tensor};
@@ -143,11 +145,34 @@ fn is_cube(_device: &Device) -> bool {
     false
 }
 
+/// Storage buffers one launch of the sums kernel binds: its [`GROUP`] pairs of operands, the
+/// output and the launch's metadata.
+const SUMS_BINDINGS: u32 = 2 * GROUP as u32 + 2;
+
+/// Storage buffers one launch of the counting kernel binds: the two factors, the thresholds,
+/// the second axis's bins, the counts and the launch's metadata.
+const COUNT_BINDINGS: u32 = 6;
+
+/// Whether a launch on `device` may bind `bindings` storage buffers. Vulkan, CUDA and Metal
+/// allow far more than the kernels take; wgpu's OpenGL fallback (a machine without a Vulkan
+/// driver) allows 16 per stage, fewer than the sums kernel's 18, and there the callers keep
+/// burn's operations instead of failing at the launch.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn binds(device: &Device, bindings: u32) -> bool {
+    count::max_bindings(device.as_dispatch()).is_some_and(|most| most >= bindings)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn binds(_device: &Device, _bindings: u32) -> bool {
+    false
+}
+
 /// The counts `[bins]` (unsigned 32-bit integers) of `values` in the bins whose thresholds are
 /// `thresholds` `[bins + 1]` (`−∞`, `T_1 … T_{bins−1}`, `+∞`, in the values' type): one launch,
-/// plus the zeroed output; `guess` (the rule's formula) saves most threshold reads. `None` where [`supports`] is false, the values' factors differ in
-/// type or device, there are more than [`LAUNCH_VALUES`] values, or `thresholds` has another
-/// length.
+/// plus the zeroed output; `guess` (the rule's formula) saves most threshold reads. `None`
+/// where [`supports`] is false (or the device binds fewer than the kernel's six storage
+/// buffers), the values' factors differ in type or device, there are more than
+/// [`LAUNCH_VALUES`] values, or `thresholds` has another length.
 pub fn count_bins(
     values: Values,
     thresholds: Tensor<1>,
@@ -207,7 +232,8 @@ pub const GROUP: usize = 8;
 /// length asks, then one axis reduction of the partial sums (and, beyond one group, one copy
 /// per group). Sums are float32, each cube adding its units' registers in a tree.
 ///
-/// `None` where [`supports`] is false, the tensors are on other devices or of other types,
+/// `None` where [`supports`] is false, a launch on the device may bind fewer storage buffers
+/// than the kernel's 18 (wgpu's OpenGL fallback), the tensors are on other devices or of other types,
 /// `x` is empty, a tensor is empty or longer than [`LAUNCH_VALUES`], or `y` does not pair
 /// with `x` (a length or a count that differs).
 pub fn sums(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>]) -> Option<Tensor<1>> {
@@ -276,11 +302,44 @@ pub fn row_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
     })
 }
 
+/// The most directions [`row_norms_and_dots`] takes in one launch (the per-sample projections
+/// a step asks for: on the gradient, the previous gradient and the update).
+pub const MAX_DIRECTIONS: usize = 3;
+
+/// Storage buffers one launch of the row-statistics kernel binds: the rows, three directions,
+/// the output and the launch's metadata.
+const ROW_STATS_BINDINGS: u32 = 6;
+
+/// Each row's squared norm, then its product with each of `directions`, `[1 + K, B]`, of `x`
+/// `[B, d]` (`K ≤` [`MAX_DIRECTIONS`] directions, `[d]` each): the per-sample `‖g_n‖²` and
+/// projections `⟨g_n, v_k⟩` of materialised per-sample gradients in **one pass** over the rows
+/// (each value read once, where [`row_sums`] and [`row_dots`] read a row once per statistic),
+/// one launch and one axis reduction of the partial sums, each row spread over as many cubes
+/// as its length asks.
+///
+/// `None` as for [`row_dots`], or with more than [`MAX_DIRECTIONS`] directions.
+pub fn row_norms_and_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
+    let [rows, d] = x.dims();
+    let (device, dtype) = (x.device(), x.dtype());
+    let fits = |v: &Tensor<1>| v.dims()[0] == d && v.device() == device && v.dtype() == dtype;
+    let usable = supports(&device, dtype)
+        && binds(&device, ROW_STATS_BINDINGS)
+        && (1..=MAX_ROWS).contains(&rows)
+        && d > 0
+        && rows.checked_mul(d).is_some_and(|n| n <= LAUNCH_VALUES)
+        && directions.len() <= MAX_DIRECTIONS
+        && directions.iter().all(fits);
+    if !usable {
+        return None;
+    }
+    imp::row_stats(&x.clone().reshape([rows * d]), directions, rows, d)
+}
+
 /// `Some` where the kernel takes these operands (see [`sums`]).
 fn checked(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>], rows: usize) -> Option<()> {
     let first = x.first()?;
     let (device, dtype) = (first.device(), first.dtype());
-    if !supports(&device, dtype) {
+    if !supports(&device, dtype) || !binds(&device, SUMS_BINDINGS) {
         return None;
     }
     let paired = !matches!(summand, Summand::Square);
@@ -298,6 +357,7 @@ fn checked(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>], rows: usize) -> O
 fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
     let (device, dtype) = (values.device(), values.dtype()?);
     let fits = supports(&device, dtype)
+        && binds(&device, COUNT_BINDINGS)
         && thresholds.device() == device
         && thresholds.dtype() == dtype
         && thresholds.dims()[0] == bins + 1
@@ -313,6 +373,7 @@ fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod imp {
     pub(super) use super::count::count;
+    pub(super) use super::row_stats::row_stats;
     pub(super) use super::sums::{row_dots, row_sums};
 }
 
@@ -347,6 +408,15 @@ mod imp {
     ) -> Option<Tensor<2>> {
         None
     }
+
+    pub(super) fn row_stats(
+        _x: &Tensor<1>,
+        _directions: &[Tensor<1>],
+        _rows: usize,
+        _len: usize,
+    ) -> Option<Tensor<2>> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -364,7 +434,8 @@ mod tests {
         let rows = Tensor::<2>::from_floats([[1.0, 2.0], [3.0, 4.0]], &device);
         assert!(row_sums(Summand::Square, std::slice::from_ref(&rows), &[]).is_none());
         let v = Tensor::<1>::from_floats([1.0, 1.0], &device);
-        assert!(row_dots(&rows, &[v]).is_none());
+        assert!(row_dots(&rows, std::slice::from_ref(&v)).is_none());
+        assert!(row_norms_and_dots(&rows, &[v]).is_none());
         let thresholds = Tensor::<1>::from_floats([f32::NEG_INFINITY, 0.0, f32::INFINITY], &device);
         assert!(count_bins(Values::Dense(x), thresholds, 2, None).is_none());
     }

@@ -87,6 +87,26 @@ pub(crate) fn kernel_row_dots(_x: &Tensor<2>, _directions: &[Tensor<1>]) -> Opti
     None
 }
 
+/// Each row's squared norm, then its product with each direction `[d]`, `[1 + K, B]`, of `x`
+/// `[B, d]` in one pass over the rows (each value read once, one launch) where
+/// `cockpit-kernels` runs and there are at most three directions; `None` elsewhere, and the
+/// caller takes [`row_squares`] and [`kernel_row_dots`] or burn's `matmul`.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub(crate) fn kernel_row_norms_and_dots(
+    x: &Tensor<2>,
+    directions: &[Tensor<1>],
+) -> Option<Tensor<2>> {
+    cockpit_kernels::row_norms_and_dots(x, directions)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+pub(crate) fn kernel_row_norms_and_dots(
+    _x: &Tensor<2>,
+    _directions: &[Tensor<1>],
+) -> Option<Tensor<2>> {
+    None
+}
+
 /// Each row's `Σ_k x_{n,k}·y_{n,k}` of `x` and `y` `[B, d]`, `[B]`: a projection kept in
 /// factored form (`Σ_k (A_n V)_k·(E_n)_k`) or a Gram product. Rows longer than [`LONG_ROW`]
 /// go through `cockpit-kernels` where it runs (the product and the sum in one launch, each row

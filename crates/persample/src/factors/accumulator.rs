@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use burn::tensor::{Device, Tensor};
 
 use crate::base::{Elements, Request};
-use crate::reduce::{LONG_ROW, kernel_row_dots, row_squares, sum_dim};
+use crate::reduce::{LONG_ROW, kernel_row_dots, kernel_row_norms_and_dots, row_squares, sum_dim};
 use crate::statistic::{Combine, PerSampleStats, Statistic, Statistics, combine_parts};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
@@ -72,14 +72,29 @@ impl Accumulator {
             .iter()
             .map(|(_, v)| Ok(direction_of(v, entry, &g.device())?.reshape([numel])))
             .collect::<Result<Vec<Tensor<1>>, PerSampleError>>()?;
-        let mut dots = match long.then(|| kernel_row_dots(&g, &directions)).flatten() {
-            Some(dots) => (0..directions.len())
-                .map(|k| dots.clone().slice(k..k + 1).reshape([b]))
-                .collect(),
-            None => directions
-                .into_iter()
-                .map(|v| g.clone().matmul(v.reshape([numel, 1])).reshape([b]))
-                .collect::<Vec<_>>(),
+        let rows = |t: &Tensor<2>, first: usize| -> Vec<Tensor<1>> {
+            (first..first + directions.len())
+                .map(|k| t.clone().slice(k..k + 1).reshape([b]))
+                .collect()
+        };
+        // The squared norms with the projections in one pass over the rows where the kernel
+        // runs: each value read once instead of once per statistic.
+        let one_pass = long && sq_norms.is_none() && self.wanted.contains(Statistic::SqNorm);
+        let mut dots = match one_pass
+            .then(|| kernel_row_norms_and_dots(&g, &directions))
+            .flatten()
+        {
+            Some(both) => {
+                sq_norms = Some(both.clone().slice(0..1).reshape([b]));
+                rows(&both, 1)
+            }
+            None => match long.then(|| kernel_row_dots(&g, &directions)).flatten() {
+                Some(dots) => rows(&dots, 0),
+                None => directions
+                    .iter()
+                    .map(|v| g.clone().matmul(v.clone().reshape([numel, 1])).reshape([b]))
+                    .collect(),
+            },
         }
         .into_iter();
         for statistic in self.wanted.iter() {

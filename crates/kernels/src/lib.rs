@@ -28,6 +28,8 @@ mod count;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod kernel;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod pack;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod row_stats;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod sums;
@@ -302,6 +304,36 @@ pub fn row_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
     })
 }
 
+/// Storage buffers one launch of the packing kernel binds: [`GROUP`] tensors, the output and
+/// the launch's metadata.
+const PACK_BINDINGS: u32 = GROUP as u32 + 2;
+
+/// `parts` concatenated group by group: one tensor per [`GROUP`] non-empty parts, in order,
+/// each the concatenation of its group, in **one launch per group**, where burn's `cat`
+/// launches one slice assignment per tensor. For a step's many small values gathered for its
+/// one read: a transaction reads the groups' tensors together, and their values one after
+/// the other are the parts' in order. Empty parts are passed over.
+///
+/// `None` where [`supports`] is false, the parts are on other devices or of other types, every
+/// part is empty, or there are more than [`LAUNCH_VALUES`] values.
+pub fn pack(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
+    let first = parts.first()?;
+    let (device, dtype) = (first.device(), first.dtype());
+    let same = parts
+        .iter()
+        .all(|t| t.device() == device && t.dtype() == dtype);
+    let filled: Vec<Tensor<1>> = parts.iter().filter(|t| t.dims()[0] > 0).cloned().collect();
+    let total: usize = filled.iter().map(|t| t.dims()[0]).sum();
+    let usable = same
+        && supports(&device, dtype)
+        && binds(&device, PACK_BINDINGS)
+        && (1..=LAUNCH_VALUES).contains(&total);
+    if !usable {
+        return None;
+    }
+    filled.chunks(GROUP).map(imp::pack).collect()
+}
+
 /// The most directions [`row_norms_and_dots`] takes in one launch (the per-sample projections
 /// a step asks for: on the gradient, the previous gradient and the update).
 pub const MAX_DIRECTIONS: usize = 3;
@@ -373,6 +405,7 @@ fn check(values: &Values, thresholds: &Tensor<1>, bins: usize) -> Option<()> {
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod imp {
     pub(super) use super::count::count;
+    pub(super) use super::pack::pack;
     pub(super) use super::row_stats::row_stats;
     pub(super) use super::sums::{row_dots, row_sums};
 }
@@ -409,6 +442,10 @@ mod imp {
         None
     }
 
+    pub(super) fn pack(_parts: &[Tensor<1>]) -> Option<Tensor<1>> {
+        None
+    }
+
     pub(super) fn row_stats(
         _x: &Tensor<1>,
         _directions: &[Tensor<1>],
@@ -436,6 +473,7 @@ mod tests {
         let v = Tensor::<1>::from_floats([1.0, 1.0], &device);
         assert!(row_dots(&rows, std::slice::from_ref(&v)).is_none());
         assert!(row_norms_and_dots(&rows, &[v]).is_none());
+        assert!(pack(std::slice::from_ref(&x)).is_none());
         let thresholds = Tensor::<1>::from_floats([f32::NEG_INFINITY, 0.0, f32::INFINITY], &device);
         assert!(count_bins(Values::Dense(x), thresholds, 2, None).is_none());
     }

@@ -201,7 +201,7 @@ fn host_values(data: TensorData, out: &mut Vec<f64>) {
 /// [`PerSampleError::Read`] if the backend cannot read the joined tensors.
 pub fn read_together<R: Into<Readable>>(parts: Vec<R>) -> Result<Vec<Vec<f64>>, PerSampleError> {
     let mut read = PendingRead::start(parts);
-    if read.has_floats || read.has_ints {
+    if read.float_tensors > 0 || read.has_ints {
         read.waited = true;
         record_waited();
     }
@@ -218,6 +218,27 @@ pub fn start_read<R: Into<Readable>>(parts: Vec<R>) -> PendingRead {
     PendingRead::start(parts)
 }
 
+/// The floats of a read (non-empty, on one device, of one type) as the few tensors the
+/// transaction reads, their values one after the other in order: one tensor per eight parts
+/// where `cockpit-kernels` packs them (one launch each), else burn's `cat` of all of them (one
+/// slice assignment per part on a CubeCL device; a copy on a CPU backend).
+fn gathered(floats: Vec<Tensor<1>>) -> Vec<Tensor<1>> {
+    match kernel_pack(&floats) {
+        Some(packed) => packed,
+        None => vec![Tensor::cat(floats, 0)],
+    }
+}
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn kernel_pack(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
+    cockpit_kernels::pack(parts)
+}
+
+#[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+fn kernel_pack(_parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
+    None
+}
+
 type Transfer = std::pin::Pin<
     Box<dyn Future<Output = Result<Vec<TensorData>, burn::tensor::ExecutionError>> + Send>,
 >;
@@ -230,7 +251,8 @@ pub struct PendingRead {
     data: Option<Result<Vec<TensorData>, PerSampleError>>,
     lengths: Vec<usize>,
     is_int: Vec<bool>,
-    has_floats: bool,
+    /// How many float tensors the transaction reads (the floats gathered, in order).
+    float_tensors: usize,
     has_ints: bool,
     /// Whether a wait was already counted (an immediate read).
     waited: bool,
@@ -284,20 +306,25 @@ impl PendingRead {
                 _ => {}
             }
         }
-        let (has_floats, has_ints) = (!floats.is_empty(), !ints.is_empty());
+        let floats = if floats.is_empty() {
+            floats
+        } else {
+            gathered(floats)
+        };
+        let (float_tensors, has_ints) = (floats.len(), !ints.is_empty());
         let mut read = Self {
             transfer: None,
             data: None,
             lengths,
             is_int,
-            has_floats,
+            float_tensors,
             has_ints,
             waited: false,
         };
-        if has_floats || has_ints {
+        if float_tensors > 0 || has_ints {
             let mut transaction = Transaction::default();
-            if has_floats {
-                transaction = transaction.register(Tensor::cat(floats, 0));
+            for packed in floats {
+                transaction = transaction.register(packed);
             }
             if has_ints {
                 transaction = transaction.register(Tensor::cat(ints, 0));
@@ -348,9 +375,7 @@ impl PendingRead {
         let (mut float_values, mut int_values) = (Vec::new(), Vec::new());
         if let Some(data) = self.data.take() {
             let mut data = data?.into_iter();
-            if self.has_floats
-                && let Some(floats) = data.next()
-            {
+            for floats in data.by_ref().take(self.float_tensors) {
                 host_values(floats, &mut float_values);
             }
             if self.has_ints

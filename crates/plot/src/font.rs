@@ -15,9 +15,5 @@ pub(crate) fn register() -> Result<(), PlotError> {
     let parsed = [FontStyle::Normal, FontStyle::Bold]
         .into_iter()
         .all(|style| register_font("sans-serif", style, DEJAVU_SANS).is_ok());
-    if parsed {
-        Ok(())
-    } else {
-        Err(PlotError::Font)
-    }
+    if parsed { Ok(()) } else { Err(PlotError::Font) }
 }

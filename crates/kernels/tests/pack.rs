@@ -1,0 +1,52 @@
+//! The packing kernel against the parts' own values, on wgpu (lavapipe where there is no
+//! GPU): one to more than two groups, parts of one value to more than a launch's cubes cover
+//! in one stride, empty parts passed over.
+#![cfg(feature = "wgpu")]
+
+use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
+use cockpit_kernels::{GROUP, pack};
+
+mod common;
+use common::{device, floats};
+
+fn tensor(values: &[f32], device: &Device) -> Tensor<1> {
+    Tensor::from_data(
+        TensorData::new(values.to_vec(), [values.len()]),
+        TensorCreationOptions::new(device.clone()).with_dtype(DType::F32),
+    )
+}
+
+#[test]
+fn packed_groups_hold_every_part_in_order() {
+    let device = device();
+    let lengths = [1, 0, 7, 256, 257, 0, 3, 70_001, 5, 1, 20_000_000, 2];
+    for count in [1, 3, GROUP, GROUP + 1, lengths.len(), 2 * GROUP + 3] {
+        let parts: Vec<Vec<f32>> = (0..count)
+            .map(|p| floats(p as u64 + 1, lengths[p % lengths.len()], 1.0 + p as f64))
+            .collect();
+        let tensors: Vec<Tensor<1>> = parts.iter().map(|v| tensor(v, &device)).collect();
+        let groups = pack(&tensors).expect("the kernel runs on wgpu");
+        let filled = parts.iter().filter(|p| !p.is_empty()).count();
+        assert_eq!(groups.len(), filled.div_ceil(GROUP), "{count} parts");
+        let got: Vec<f32> = groups
+            .into_iter()
+            .flat_map(|g| g.into_data().iter::<f32>().collect::<Vec<_>>())
+            .collect();
+        let want: Vec<f32> = parts.concat();
+        assert_eq!(got.len(), want.len(), "{count} parts");
+        // Copies, so bit for bit (NaN-free values).
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{count} parts: a value moved"
+        );
+    }
+}
+
+#[test]
+fn nothing_to_pack_is_refused() {
+    let device = device();
+    assert!(pack(&[]).is_none());
+    assert!(pack(&[tensor(&[], &device), tensor(&[], &device)]).is_none());
+}

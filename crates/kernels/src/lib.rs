@@ -304,15 +304,24 @@ pub fn row_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
     })
 }
 
-/// Storage buffers one launch of the packing kernel binds: [`GROUP`] tensors, the output and
-/// the launch's metadata.
-const PACK_BINDINGS: u32 = GROUP as u32 + 2;
+/// The most tensors one launch of [`pack`] joins (a step's values are 13 to 20 tensors on the
+/// benchmark models).
+pub const PACK_GROUP: usize = 16;
 
-/// `parts` concatenated group by group: one tensor per [`GROUP`] non-empty parts, in order,
-/// each the concatenation of its group, in **one launch per group**, where burn's `cat`
-/// launches one slice assignment per tensor. For a step's many small values gathered for its
-/// one read: a transaction reads the groups' tensors together, and their values one after
-/// the other are the parts' in order. Empty parts are passed over.
+/// The most values one packed tensor holds, unless one part alone is longer: 64 MiB of
+/// float32, half of the storage-buffer binding wgpu allows by default.
+const PACK_VALUES: usize = 1 << 24;
+
+/// Storage buffers one launch of the packing kernel binds: [`PACK_GROUP`] tensors, the output
+/// and the launch's metadata.
+const PACK_BINDINGS: u32 = PACK_GROUP as u32 + 2;
+
+/// `parts` concatenated group by group: one tensor per [`PACK_GROUP`] non-empty parts (fewer
+/// where they would hold more than 2²⁴ values), in order, each the concatenation of its
+/// group, in **one launch per group**, where burn's `cat` launches one slice assignment per
+/// tensor. For a step's many small values gathered for its one read: a transaction reads the
+/// groups' tensors together, and their values one after the other are the parts' in order.
+/// Empty parts are passed over.
 ///
 /// `None` where [`supports`] is false, the parts are on other devices or of other types, every
 /// part is empty, or there are more than [`LAUNCH_VALUES`] values.
@@ -331,7 +340,22 @@ pub fn pack(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
     if !usable {
         return None;
     }
-    filled.chunks(GROUP).map(imp::pack).collect()
+    let mut groups: Vec<Vec<Tensor<1>>> = Vec::new();
+    let mut values = 0;
+    for part in filled {
+        let len = part.dims()[0];
+        match groups.last_mut() {
+            Some(group) if group.len() < PACK_GROUP && values + len <= PACK_VALUES => {
+                group.push(part);
+                values += len;
+            }
+            _ => {
+                groups.push(vec![part]);
+                values = len;
+            }
+        }
+    }
+    groups.iter().map(|group| imp::pack(group)).collect()
 }
 
 /// The most directions [`row_norms_and_dots`] takes in one launch (the per-sample projections

@@ -1,4 +1,4 @@
-//! Up to [`GROUP`] tensors concatenated in one launch (CubeCL backends only): a step's values
+//! Up to [`PACK_GROUP`] tensors concatenated in one launch (CubeCL backends only): a step's values
 //! gathered for its one read, where burn's `cat` launches one slice assignment per tensor.
 //!
 //! Unit `i` of the grid (with a grid stride) copies the output's value `i` from the tensor
@@ -13,7 +13,7 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
-use super::GROUP;
+use super::PACK_GROUP;
 
 /// Units per cube.
 const UNITS: u32 = 256;
@@ -26,7 +26,7 @@ mod device {
     use burn_cubecl::cubecl;
     use burn_cubecl::cubecl::prelude::*;
 
-    /// `out` `[e7]` is `x0`, then `x1`, … : tensor `s` lands at `e_{s−1} .. e_s` (`e_{−1} = 0`;
+    /// `out` `[e15]` is `x0`, then `x1`, … : tensor `s` lands at `e_{s−1} .. e_s` (`e_{−1} = 0`;
     /// an unused slot's span is empty).
     #[cube(launch)]
     #[allow(clippy::too_many_arguments)]
@@ -39,6 +39,14 @@ mod device {
         x5: &Tensor<F>,
         x6: &Tensor<F>,
         x7: &Tensor<F>,
+        x8: &Tensor<F>,
+        x9: &Tensor<F>,
+        x10: &Tensor<F>,
+        x11: &Tensor<F>,
+        x12: &Tensor<F>,
+        x13: &Tensor<F>,
+        x14: &Tensor<F>,
+        x15: &Tensor<F>,
         out: &mut Tensor<F>,
         e0: usize,
         e1: usize,
@@ -48,11 +56,19 @@ mod device {
         e5: usize,
         e6: usize,
         e7: usize,
+        e8: usize,
+        e9: usize,
+        e10: usize,
+        e11: usize,
+        e12: usize,
+        e13: usize,
+        e14: usize,
+        e15: usize,
         #[define(F)] _dtype: ElemType,
     ) {
         let stride = (CUBE_COUNT_X * CUBE_DIM_X) as usize;
         let mut i = ABSOLUTE_POS_X as usize;
-        while i < e7 {
+        while i < e15 {
             if i < e0 {
                 out[i] = x0[i];
             } else if i < e1 {
@@ -67,8 +83,24 @@ mod device {
                 out[i] = x5[i - e4];
             } else if i < e6 {
                 out[i] = x6[i - e5];
-            } else {
+            } else if i < e7 {
                 out[i] = x7[i - e6];
+            } else if i < e8 {
+                out[i] = x8[i - e7];
+            } else if i < e9 {
+                out[i] = x9[i - e8];
+            } else if i < e10 {
+                out[i] = x10[i - e9];
+            } else if i < e11 {
+                out[i] = x11[i - e10];
+            } else if i < e12 {
+                out[i] = x12[i - e11];
+            } else if i < e13 {
+                out[i] = x13[i - e12];
+            } else if i < e14 {
+                out[i] = x14[i - e13];
+            } else {
+                out[i] = x15[i - e14];
             }
             i += stride;
         }
@@ -80,7 +112,7 @@ mod device {
 pub trait PackOps: Backend {
     /// `x0`, then `x1`, … concatenated, `[ends[7]]`: tensor `s` fills `ends[s − 1] .. ends[s]`
     /// (a placeholder's span is empty: it is never read).
-    #[fusion(dtype = burn::tensor::DType::F32, shape = burn::tensor::Shape::new([ends[GROUP - 1]]))]
+    #[fusion(dtype = burn::tensor::DType::F32, shape = burn::tensor::Shape::new([ends[PACK_GROUP - 1]]))]
     #[allow(clippy::too_many_arguments)]
     fn pack_parts(
         x0: FloatTensor<Self>,
@@ -91,7 +123,15 @@ pub trait PackOps: Backend {
         x5: FloatTensor<Self>,
         x6: FloatTensor<Self>,
         x7: FloatTensor<Self>,
-        ends: [usize; 8],
+        x8: FloatTensor<Self>,
+        x9: FloatTensor<Self>,
+        x10: FloatTensor<Self>,
+        x11: FloatTensor<Self>,
+        x12: FloatTensor<Self>,
+        x13: FloatTensor<Self>,
+        x14: FloatTensor<Self>,
+        x15: FloatTensor<Self>,
+        ends: [usize; 16],
     ) -> FloatTensor<Self>;
 }
 
@@ -105,13 +145,40 @@ impl PackOps for CubeBackend {
         x5: CubeTensor,
         x6: CubeTensor,
         x7: CubeTensor,
-        ends: [usize; 8],
+        x8: CubeTensor,
+        x9: CubeTensor,
+        x10: CubeTensor,
+        x11: CubeTensor,
+        x12: CubeTensor,
+        x13: CubeTensor,
+        x14: CubeTensor,
+        x15: CubeTensor,
+        ends: [usize; 16],
     ) -> CubeTensor {
-        let [x0, x1, x2, x3, x4, x5, x6, x7] =
-            [x0, x1, x2, x3, x4, x5, x6, x7].map(into_contiguous);
+        let [
+            x0,
+            x1,
+            x2,
+            x3,
+            x4,
+            x5,
+            x6,
+            x7,
+            x8,
+            x9,
+            x10,
+            x11,
+            x12,
+            x13,
+            x14,
+            x15,
+        ] = [
+            x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15,
+        ]
+        .map(into_contiguous);
         let client = x0.client.clone();
         let dtype = x0.dtype;
-        let total = ends[GROUP - 1];
+        let total = ends[PACK_GROUP - 1];
         let out = empty_device_dtype(
             client.clone(),
             x0.device.clone(),
@@ -133,6 +200,14 @@ impl PackOps for CubeBackend {
             x5.into_tensor_arg(),
             x6.into_tensor_arg(),
             x7.into_tensor_arg(),
+            x8.into_tensor_arg(),
+            x9.into_tensor_arg(),
+            x10.into_tensor_arg(),
+            x11.into_tensor_arg(),
+            x12.into_tensor_arg(),
+            x13.into_tensor_arg(),
+            x14.into_tensor_arg(),
+            x15.into_tensor_arg(),
             out.clone().into_tensor_arg(),
             ends[0],
             ends[1],
@@ -142,24 +217,49 @@ impl PackOps for CubeBackend {
             ends[5],
             ends[6],
             ends[7],
+            ends[8],
+            ends[9],
+            ends[10],
+            ends[11],
+            ends[12],
+            ends[13],
+            ends[14],
+            ends[15],
             dtype_to_storage_type(dtype),
         );
         out
     }
 }
 
-/// `parts` (at most [`GROUP`], float32 on one CubeCL device, checked by the caller)
+/// `parts` (at most [`PACK_GROUP`], float32 on one CubeCL device, checked by the caller)
 /// concatenated in one launch.
 pub(crate) fn pack(parts: &[Tensor<1>]) -> Option<Tensor<1>> {
     let first = parts.first()?;
-    let mut ends = [0usize; GROUP];
+    let mut ends = [0usize; PACK_GROUP];
     let mut end = 0;
     for (s, slot) in ends.iter_mut().enumerate() {
         end += parts.get(s).map_or(0, |t| t.dims()[0]);
         *slot = end;
     }
     // An unused slot repeats the first tensor: its span is empty, it is never read.
-    let [x0, x1, x2, x3, x4, x5, x6, x7] = std::array::from_fn(|s| {
+    let [
+        x0,
+        x1,
+        x2,
+        x3,
+        x4,
+        x5,
+        x6,
+        x7,
+        x8,
+        x9,
+        x10,
+        x11,
+        x12,
+        x13,
+        x14,
+        x15,
+    ] = std::array::from_fn(|s| {
         let tensor: FloatTensor<Dispatch> = parts
             .get(s)
             .unwrap_or(first)
@@ -168,6 +268,8 @@ pub(crate) fn pack(parts: &[Tensor<1>]) -> Option<Tensor<1>> {
             .into_dispatch();
         tensor
     });
-    let out = <Dispatch as PackOps>::pack_parts(x0, x1, x2, x3, x4, x5, x6, x7, ends);
+    let out = <Dispatch as PackOps>::pack_parts(
+        x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15, ends,
+    );
     Some(Tensor::<1>::from_dispatch(out))
 }

@@ -4,7 +4,7 @@
 #![cfg(feature = "wgpu")]
 
 use burn::tensor::{DType, Device, Tensor, TensorCreationOptions, TensorData};
-use cockpit_kernels::{GROUP, pack};
+use cockpit_kernels::{PACK_GROUP, pack};
 
 mod common;
 use common::{device, floats};
@@ -20,14 +20,32 @@ fn tensor(values: &[f32], device: &Device) -> Tensor<1> {
 fn packed_groups_hold_every_part_in_order() {
     let device = device();
     let lengths = [1, 0, 7, 256, 257, 0, 3, 70_001, 5, 1, 20_000_000, 2];
-    for count in [1, 3, GROUP, GROUP + 1, lengths.len(), 2 * GROUP + 3] {
+    for count in [
+        1,
+        3,
+        PACK_GROUP,
+        PACK_GROUP + 1,
+        lengths.len(),
+        2 * PACK_GROUP + 3,
+    ] {
         let parts: Vec<Vec<f32>> = (0..count)
             .map(|p| floats(p as u64 + 1, lengths[p % lengths.len()], 1.0 + p as f64))
             .collect();
         let tensors: Vec<Tensor<1>> = parts.iter().map(|v| tensor(v, &device)).collect();
         let groups = pack(&tensors).expect("the kernel runs on wgpu");
-        let filled = parts.iter().filter(|p| !p.is_empty()).count();
-        assert_eq!(groups.len(), filled.div_ceil(GROUP), "{count} parts");
+        // Groups of sixteen non-empty parts, cut before a part that would take a group past
+        // 2²⁴ values.
+        let mut want_groups = 0;
+        let (mut in_group, mut values) = (0, 0);
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            if want_groups == 0 || in_group == PACK_GROUP || values + part.len() > 1 << 24 {
+                want_groups += 1;
+                (in_group, values) = (0, 0);
+            }
+            in_group += 1;
+            values += part.len();
+        }
+        assert_eq!(groups.len(), want_groups, "{count} parts");
         let got: Vec<f32> = groups
             .into_iter()
             .flat_map(|g| g.into_data().iter::<f32>().collect::<Vec<_>>())

@@ -219,7 +219,7 @@ pub fn start_read<R: Into<Readable>>(parts: Vec<R>) -> PendingRead {
 }
 
 /// The floats of a read (non-empty, on one device, of one type) as the few tensors the
-/// transaction reads, their values one after the other in order: one tensor per eight parts
+/// transaction reads, their values one after the other in order: one tensor per sixteen parts
 /// where `cockpit-kernels` packs them (one launch each), else burn's `cat` of all of them (one
 /// slice assignment per part on a CubeCL device; a copy on a CPU backend).
 fn gathered(floats: Vec<Tensor<1>>) -> Vec<Tensor<1>> {

@@ -20,6 +20,10 @@
 //! and one axis reduction, where burn's operations take a fill, a sum and an element-wise pass
 //! per parameter.
 //!
+//! A third takes each formed per-sample gradient row's squared norm and its projections on up
+//! to three directions in **one pass** over the rows ([`row_norms_and_dots`]); a fourth joins
+//! up to sixteen small tensors in one launch ([`pack`]), for a step's one read.
+//!
 //! Only CubeCL devices run the kernels, and only float32 values ([`supports`]); everything
 //! else (flex, ndarray, other float types) keeps the caller's tensor-operation path.
 

@@ -3,7 +3,7 @@
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
-use burn::tensor::{DType, Int, Shape, Tensor, TensorCreationOptions, TensorData};
+use burn::tensor::{DType, Int, Shape, Tensor, TensorCreationOptions};
 use burn_cubecl::cubecl::prelude::{CubeCount, CubeDim};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::zeros;
@@ -201,10 +201,10 @@ pub(crate) fn count(
             let period = y.dims()[0];
             (y.inner().cast(DType::U32), period)
         }
-        // Never read: an uploaded placeholder, no launch.
+        // Never read: an allocated placeholder, no upload and no launch.
         None => (
-            Tensor::<1, Int>::from_data(
-                TensorData::new(vec![0u32], [1]),
+            Tensor::<1, Int>::empty(
+                [1],
                 TensorCreationOptions::new(device.clone()).with_dtype(DType::U32),
             ),
             1,

@@ -239,8 +239,8 @@ pub const GROUP: usize = 8;
 /// per group). Sums are float32, each cube adding its units' registers in a tree.
 ///
 /// `None` where [`supports`] is false, a launch on the device may bind fewer storage buffers
-/// than the kernel's 18 (wgpu's OpenGL fallback), the tensors are on other devices or of other types,
-/// `x` is empty, a tensor is empty or longer than [`LAUNCH_VALUES`], or `y` does not pair
+/// than the kernel's 18 (wgpu's OpenGL fallback), the tensors are on other devices or of other
+/// types, `x` is empty, a tensor is empty or longer than [`LAUNCH_VALUES`], or `y` does not pair
 /// with `x` (a length or a count that differs).
 pub fn sums(summand: Summand, x: &[Tensor<1>], y: &[Tensor<1>]) -> Option<Tensor<1>> {
     checked(summand, x, y, 1)?;
@@ -322,8 +322,8 @@ const PACK_BINDINGS: u32 = PACK_GROUP as u32 + 2;
 
 /// `parts` concatenated group by group: one tensor per [`PACK_GROUP`] non-empty parts (fewer
 /// where they would hold more than 2²⁴ values), in order, each the concatenation of its
-/// group, in **one launch per group**, where burn's `cat` launches one slice assignment per
-/// tensor. For a step's many small values gathered for its one read: a transaction reads the
+/// group, in **one launch per group** (a group of one part is that part, no launch), where
+/// burn's `cat` launches one slice assignment per tensor. For a step's many small values gathered for its one read: a transaction reads the
 /// groups' tensors together, and their values one after the other are the parts' in order.
 /// Empty parts are passed over.
 ///
@@ -359,7 +359,14 @@ pub fn pack(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
             }
         }
     }
-    groups.iter().map(|group| imp::pack(group)).collect()
+    groups
+        .iter()
+        .map(|group| match group.as_slice() {
+            // Nothing to join: the part itself, no launch.
+            [one] => Some(one.clone()),
+            _ => imp::pack(group),
+        })
+        .collect()
 }
 
 /// The most directions [`row_norms_and_dots`] takes in one launch (the per-sample projections

@@ -26,7 +26,8 @@
 //! `overhead <model>/<config>/<engine> <ratio>`, `peak_memory …`, `reads_per_step …` and
 //! `values_read_per_step …` lines (device→host reads per tracked step, from the read ledger),
 //! and on CubeCL backends `kernels_per_step <model>/plain` and `kernels_per_step …` (kernels
-//! launched per step, from the launch ledger).
+//! launched per step, from the launch ledger) and `serial_depth …` (the most values one unit
+//! of a reduction the tracked steps issued walks: `persample::reduce::depth_of`).
 //! `--model autoencoder` and `--model encoder-decoder` (or `all`) add the convolutional
 //! autoencoder (batch 64, transposed convolutions) and the encoder–decoder transformer
 //! (`d_model` 128, 2 + 2 layers, 4 heads, sources and targets of 32 tokens, batch 32).
@@ -44,6 +45,7 @@ use burn_cockpit::curvature::{OutputLoss, ProbeBudget, RecordedCurvature};
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::Snapshot;
 use burn_cockpit::persample::launches::LaunchLedger;
+use burn_cockpit::persample::reduce::depth_of;
 use burn_cockpit::persample::{ExactPerSample, Recorder};
 use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::{
@@ -701,9 +703,10 @@ fn train<T: Task>(
 }
 
 /// What [`timed`] measured: seconds per step, peak heap, the median device→host reads and
-/// values read per tracked step (the read ledger), and kernels launched per step (the launch
-/// ledger, CubeCL backends only).
-type Timing = (f64, f64, (f64, f64), Option<f64>);
+/// values read per tracked step (the read ledger), kernels launched per step (the launch
+/// ledger, CubeCL backends only) and the most values one unit of a reduction walked
+/// (`persample::reduce::depth_of`, CubeCL backends only).
+type Timing = (f64, f64, (f64, f64), Option<f64>, u64);
 
 /// Seconds per step, peak heap and reads of `steps` steps.
 fn timed<T: Task>(
@@ -727,10 +730,13 @@ fn timed<T: Task>(
     let ledger = LaunchLedger::start();
     let launched = ledger.as_ref().map(LaunchLedger::launches);
     let start = Instant::now();
-    let (mut reads, mut values) = (Vec::new(), Vec::new());
+    let (mut reads, mut values, mut deepest) = (Vec::new(), Vec::new(), 0);
     for s in 0..steps {
         let (input, labels) = data[s % data.len()].clone();
-        model = step::<T>(model, input, labels, s, cockpit.as_mut(), exact)?.model;
+        let (stepped, depth) =
+            depth_of(|| step::<T>(model, input, labels, s, cockpit.as_mut(), exact));
+        model = stepped?.model;
+        deepest = deepest.max(depth.deepest);
         if let Some(cockpit) = &cockpit {
             reads.push(cockpit.reads().reads as f64);
             values.push(cockpit.reads().values as f64);
@@ -746,7 +752,13 @@ fn timed<T: Task>(
         .map(LaunchLedger::launches)
         .zip(launched)
         .map(|(after, before)| (after - before) as f64 / steps as f64);
-    Ok((seconds, peak, (median(reads), median(values)), kernels))
+    Ok((
+        seconds,
+        peak,
+        (median(reads), median(values)),
+        kernels,
+        deepest,
+    ))
 }
 
 /// Where the benchmark's histograms count: `--histograms auto|host|device` (default `auto`).
@@ -796,17 +808,19 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     let mut peaks = vec![Vec::new(); configs.len()];
     let mut reads = vec![(0.0, 0.0); configs.len()];
     let mut kernels = vec![None; configs.len()];
+    let mut depths = vec![0; configs.len()];
     for _ in 0..repeats {
-        let (t, p, _, k) = timed(task, device, steps, None, false, &data)?;
+        let (t, p, _, k, _) = timed(task, device, steps, None, false, &data)?;
         plain.push(t);
         plain_peak.push(p);
         plain_kernels = k;
         for (i, (_, kinds, exact)) in configs.iter().enumerate() {
-            let (t, p, r, k) = timed(task, device, steps, Some(kinds), *exact, &data)?;
+            let (t, p, r, k, d) = timed(task, device, steps, Some(kinds), *exact, &data)?;
             times[i].push(t);
             peaks[i].push(p);
             reads[i] = r;
             kernels[i] = k;
+            depths[i] = d;
         }
     }
     let (plain, plain_peak) = (median(plain), median(plain_peak));
@@ -819,8 +833,13 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
     if let Some(k) = plain_kernels {
         println!("kernels_per_step {}/plain {k:.1}", task.name());
     }
-    for (((((name, _, exact), t), p), (r, v)), k) in
-        configs.iter().zip(times).zip(peaks).zip(reads).zip(kernels)
+    for ((((((name, _, exact), t), p), (r, v)), k), d) in configs
+        .iter()
+        .zip(times)
+        .zip(peaks)
+        .zip(reads)
+        .zip(kernels)
+        .zip(depths)
     {
         let engine = if *exact { "exact" } else { "fast" };
         let (t, p) = (median(t), median(p));
@@ -841,6 +860,9 @@ fn bench<T: Task>(task: &T, device: &Device) -> Result<(), Box<dyn std::error::E
         println!("values_read_per_step {}/{name}/{engine} {v}", task.name());
         if let Some(k) = k {
             println!("kernels_per_step {}/{name}/{engine} {k:.1}", task.name());
+            // Work that does not spread over a GPU: the most values one unit of a
+            // reduction of the tracked steps walked.
+            println!("serial_depth {}/{name}/{engine} {d}", task.name());
         }
     }
     Ok(())

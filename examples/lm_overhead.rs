@@ -171,6 +171,7 @@ struct Run {
     seconds: f64,
     peak_bytes: usize,
     reads: Vec<burn_cockpit::persample::readback::ReadCount>,
+    depths: Vec<burn_cockpit::persample::reduce::Depth>,
     kernels: Option<f64>,
 }
 
@@ -227,6 +228,7 @@ fn run(
     let ledger = LaunchLedger::start();
     let (mut launched, mut start) = (None, Instant::now());
     let mut reads = Vec::new();
+    let mut depths = Vec::new();
     let warm_up = 1;
     let steps = args.steps as usize;
     for step in 0..warm_up + steps {
@@ -254,6 +256,7 @@ fn run(
                 }
                 if tracked && step >= warm_up {
                     reads.push(cockpit.reads());
+                    depths.push(cockpit.depth());
                 }
                 stepped.grads
             }
@@ -277,6 +280,7 @@ fn run(
         seconds,
         peak_bytes: HEAP.peak_usage().saturating_sub(before),
         reads,
+        depths,
         kernels,
     })
 }
@@ -316,6 +320,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             peaks: Vec::new(),
             reads: Vec::new(),
             kernels: None,
+            depths: Vec::new(),
         })
         .collect();
     for _ in 0..args.repeats {
@@ -330,6 +335,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracked[i].peaks.push(r.peak_bytes as f64);
             tracked[i].reads.extend(r.reads);
             tracked[i].kernels = r.kernels;
+            tracked[i].depths.extend(r.depths);
         }
     }
     let (plain_time, plain_peak) = (median(plain.0), median(plain.1));

@@ -27,7 +27,9 @@
 //! <ratio>`: the run's peak host heap above what was allocated before it (model, optimizer,
 //! activations, the Cockpit's state) against a plain run's; on CubeCL backends (wgpu, cuda)
 //! `kernels_per_step plain <n>` and `kernels_per_step <name> <n>`: kernels launched per step
-//! (the launch ledger, `persample::launches`; burn's fused chains count once), and with
+//! (the launch ledger, `persample::launches`; burn's fused chains count once), `serial_depth
+//! <name> <n>`: the most values one unit of a reduction the tracked steps issued walks
+//! (`persample::reduce::depth_of`: work that does not spread over a GPU), and with
 //! `--kernel-names` `kernels_added <name> <n> <kernel>`: what each configuration adds to a
 //! plain step, by CubeCL's kernel name. Each run
 //! starts with one step outside the timing and the counts (a GPU compiles its kernels then).
@@ -50,6 +52,7 @@ use burn_cockpit::curvature::{
 use burn_cockpit::histogram::HistogramEngine;
 use burn_cockpit::persample::Snapshot;
 use burn_cockpit::persample::launches::LaunchLedger;
+use burn_cockpit::persample::reduce::{Depth, depth_of};
 use burn_cockpit::persample::{Conv2d, ExactPerSample, Linear, Recorder, Sigmoid};
 use burn_cockpit::quantity::QuantityKind;
 use burn_cockpit::{
@@ -394,6 +397,8 @@ struct Run {
     peak_bytes: usize,
     /// Device→host reads and values read per tracked step (the read ledger).
     reads: Vec<burn_cockpit::persample::readback::ReadCount>,
+    /// The reductions of each tracked step (the recorder's and the Cockpit's).
+    depths: Vec<Depth>,
     /// Kernels launched per step (the launch ledger; CubeCL backends only), the final
     /// synchronising forward pass spread over the steps alike in every run.
     kernels: Option<f64>,
@@ -425,6 +430,7 @@ fn run<M: Net>(
     let before = HEAP.current_usage();
     let mut products = Vec::new();
     let mut reads = Vec::new();
+    let mut depths = Vec::new();
     let mut model = M::new(device);
     let mut optim = SgdConfig::new().init();
     let ledger = LaunchLedger::start();
@@ -452,7 +458,7 @@ fn run<M: Net>(
         let per_sample = per_sample_loss(&model, x.clone(), y.clone());
         let loss = per_sample.clone().mean();
         let grads = loss.backward();
-        let factors = recorder.map(|r| r.finish(&grads));
+        let (factors, finishing) = depth_of(|| recorder.map(|r| r.finish(&grads)));
         let grads = GradientsParams::from_grads(grads, &model);
         if let Some(cockpit) = cockpit.as_mut() {
             // Dataset indices of the batch's examples (what the Examples record is keyed by).
@@ -489,6 +495,11 @@ fn run<M: Net>(
             }
             if tracked && step >= warm_up {
                 reads.push(cockpit.reads());
+                let tracking = cockpit.depth();
+                depths.push(Depth {
+                    reductions: finishing.reductions + tracking.reductions,
+                    deepest: finishing.deepest.max(tracking.deepest),
+                });
             }
             let used = PRODUCTS.load(Ordering::Relaxed) - before;
             if used > 0 && step >= warm_up {
@@ -537,6 +548,7 @@ fn run<M: Net>(
         products,
         peak_bytes: HEAP.peak_usage().saturating_sub(before),
         reads,
+        depths,
         kernels,
         by_kernel,
     }
@@ -625,6 +637,7 @@ fn bench<M: Net>(
     let mut peaks: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut reads: Vec<Vec<burn_cockpit::persample::readback::ReadCount>> =
         vec![Vec::new(); configs.len()];
+    let mut depths: Vec<Vec<Depth>> = vec![Vec::new(); configs.len()];
     let mut products: Vec<f64> = Vec::new();
     for _ in 0..repeats {
         // Interleave plain and tracked runs so drifts in machine load hit both alike.
@@ -641,6 +654,7 @@ fn bench<M: Net>(
             results[i].push(tracked.seconds);
             peaks[i].push(tracked.peak_bytes as f64);
             reads[i].extend(tracked.reads.iter().copied());
+            depths[i].extend(tracked.depths.iter().copied());
             kernels[i] = tracked.kernels;
             names[i] = tracked.by_kernel;
             if name == "HessMaxEV" {
@@ -667,18 +681,20 @@ fn bench<M: Net>(
             products.iter().copied().fold(0.0, f64::max)
         );
     }
-    for (((((name, _), times), peaks), reads), kernels) in configs
+    for ((((((name, _), times), peaks), reads), kernels), depths) in configs
         .iter()
         .zip(results)
         .zip(peaks)
         .zip(reads)
         .zip(kernels)
+        .zip(depths)
     {
         let measured = Measured {
             times,
             peaks,
             reads,
             kernels,
+            depths,
         };
         print_rows(name, measured, plain, plain_peak);
     }

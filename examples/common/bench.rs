@@ -18,6 +18,9 @@ pub struct Measured {
     pub reads: Vec<burn_cockpit::persample::readback::ReadCount>,
     /// Kernels launched per step (CubeCL backends).
     pub kernels: Option<f64>,
+    /// The reductions of each tracked step and the most values one unit of them walks
+    /// (`persample::reduce::depth_of`; CubeCL backends).
+    pub depths: Vec<burn_cockpit::persample::reduce::Depth>,
 }
 
 /// Prints `name`'s rows against the plain step's median time and peak: the overhead, the
@@ -30,6 +33,7 @@ pub fn print_rows(name: &str, measured: Measured, plain_time: f64, plain_peak: f
         peaks,
         reads,
         kernels,
+        depths,
     } = measured;
     let time = median(times);
     let peak = median(peaks);
@@ -59,5 +63,12 @@ pub fn print_rows(name: &str, measured: Measured, plain_time: f64, plain_peak: f
     );
     if let Some(kernels) = kernels {
         println!("kernels_per_step {name} {kernels:.1}");
+        // Work that does not spread over a GPU: the most values one unit of a reduction the
+        // tracked steps issued walks (the largest over the steps), and the reductions a step.
+        println!(
+            "serial_depth {name} {}   ({} reductions/step)",
+            depths.iter().map(|d| d.deepest).max().unwrap_or(0),
+            median(depths.iter().map(|d| d.reductions as f64).collect())
+        );
     }
 }

@@ -72,26 +72,18 @@ fn staged_reduction(backend: &Backend) {
 
 on_every_backend!(staged_reduction);
 
-/// Staging is where it is needed: on the software rasterizer CI's wgpu runs on (lavapipe,
-/// llvmpipe: a device with no card behind it), not on the CPU backends, which reduce in one
+/// Staging is where one unit would walk a long axis alone: on every CubeCL device (the
+/// software rasterizer CI's wgpu runs on, where burn's reduction also loses values past 2¹⁸,
+/// and cards, where it leaves the device idle), not on the CPU backends, which reduce in one
 /// pass.
 #[test]
-fn reductions_are_staged_only_on_a_software_rasterizer() {
+fn reductions_are_staged_on_cubecl_devices_only() {
     if std::env::var(reduce::STAGED_VARIABLE).is_ok() {
         return; // set by hand: the variable decides, as documented
     }
     assert!(!reduce::stages(&common::flex().device));
     #[cfg(feature = "wgpu")]
-    {
-        let device = common::wgpu().device;
-        let identity = device.identity().expect("a wgpu device names itself");
-        let software = identity.name.contains("llvmpipe") || identity.name.contains("lavapipe");
-        if software {
-            assert!(reduce::stages(&device), "{identity:?}");
-        } else if identity.physical.is_some() {
-            assert!(!reduce::stages(&device), "{identity:?}");
-        }
-    }
+    assert!(reduce::stages(&common::wgpu().device));
 }
 
 fn burns_reduction(backend: &Backend) {

@@ -39,5 +39,6 @@ mod read_ledger;
 mod recorded_curvature;
 mod replay_fixtures;
 mod robustness;
+mod serial_depth;
 mod tensorboard;
 mod unseen_fixtures;

@@ -141,14 +141,52 @@ fn enabled() -> bool {
         .unwrap_or(true)
 }
 
+/// Whether `device` is a CubeCL device (wgpu, CUDA; with or without autodiff), whatever the
+/// dtype and [`DISABLE_VARIABLE`]: where burn's operations run CubeCL's kernels, whose axis
+/// reductions (autotune off) walk each reduced axis with one unit per output. `false` in a
+/// build without a CubeCL runtime.
+pub fn is_cube(device: &Device) -> bool {
+    is_cube_device(device)
+}
+
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn is_cube(device: &Device) -> bool {
+fn is_cube_device(device: &Device) -> bool {
     count::is_cube(device.as_dispatch())
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-fn is_cube(_device: &Device) -> bool {
+fn is_cube_device(_device: &Device) -> bool {
     false
+}
+
+/// Units per cube of the sums and row-statistics kernels (fewer where the device's cubes
+/// hold fewer).
+const REDUCE_UNITS: usize = 256;
+
+/// Values each unit of the sums and row-statistics kernels takes before a row takes another
+/// cube.
+const REDUCE_PER_UNIT: usize = 16;
+
+/// The most cubes one row of the sums and row-statistics kernels takes.
+const REDUCE_CHUNKS: usize = 1024;
+
+/// The cubes a row of `len` values takes in the sums and row-statistics kernels (its partial
+/// sums).
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+fn chunks_for(len: usize) -> usize {
+    len.div_ceil(REDUCE_UNITS * REDUCE_PER_UNIT)
+        .clamp(1, REDUCE_CHUNKS)
+}
+
+/// The most values one unit walks in [`sums`], [`row_sums`], [`row_dots`] and
+/// [`row_norms_and_dots`] over rows (or tensors) of at most `longest` values, with cubes of
+/// 256 units: its share of a row in the kernel (16 values until a row holds more than 2²²),
+/// or the partial sums of a row (at most 1 024) that burn's axis reduction adds up after it,
+/// whichever is more. The kernels' serial depth, as `persample::reduce::depth_of` counts it
+/// for burn's reductions.
+pub fn serial_depth(longest: usize) -> usize {
+    let chunks = chunks_for(longest);
+    longest.div_ceil(chunks * REDUCE_UNITS).max(chunks)
 }
 
 /// Storage buffers one launch of the sums kernel binds: its [`GROUP`] pairs of operands, the
@@ -511,5 +549,18 @@ mod tests {
         assert!(pack(std::slice::from_ref(&x)).is_none());
         let thresholds = Tensor::<1>::from_floats([f32::NEG_INFINITY, 0.0, f32::INFINITY], &device);
         assert!(count_bins(Values::Dense(x), thresholds, 2, None).is_none());
+    }
+
+    /// The kernels' serial depth from their plan, worked by hand: 16 values a unit until a
+    /// row takes 1 024 cubes (2²² values), then more values a unit; the partial sums of a
+    /// row, one a cube, when they are more.
+    #[test]
+    fn serial_depth_follows_the_plan() {
+        assert_eq!(serial_depth(1), 1);
+        assert_eq!(serial_depth(4096), 16); // one cube of 256 units, 16 values each
+        assert_eq!(serial_depth(110_592), 27); // 27 cubes: 16 values a unit, 27 partials
+        assert_eq!(serial_depth(1 << 22), 1024);
+        assert_eq!(serial_depth(1 << 24), 1024); // 64 values a unit, 1 024 partials
+        assert_eq!(serial_depth(1 << 30), 4096); // 4 096 values a unit
     }
 }

@@ -22,12 +22,6 @@ use super::MAX_DIRECTIONS;
 /// Units per cube (a power of two: the cube's sum halves it).
 const UNITS: u32 = 256;
 
-/// Values each unit reads before a row takes another cube.
-const PER_UNIT: usize = 16;
-
-/// The most cubes one row takes.
-const MAX_CHUNKS: usize = 1024;
-
 /// The kernel, in CubeCL's language.
 mod device {
     use burn_cubecl::cubecl;
@@ -202,7 +196,7 @@ pub(crate) fn row_stats(
     if k > MAX_DIRECTIONS {
         return None;
     }
-    let chunks = len.div_ceil(UNITS as usize * PER_UNIT).clamp(1, MAX_CHUNKS);
+    let chunks = super::chunks_for(len);
     // A direction not asked for is a placeholder: `x` itself, never read.
     let operand = |j: usize| -> FloatTensor<Dispatch> {
         directions

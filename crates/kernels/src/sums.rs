@@ -21,12 +21,6 @@ use super::{GROUP, Summand};
 /// Units per cube (a power of two: the cube's sum halves it).
 const UNITS: u32 = 256;
 
-/// Values each unit adds before a tensor takes another cube.
-const PER_UNIT: usize = 16;
-
-/// The most cubes one tensor takes.
-const MAX_CHUNKS: usize = 1024;
-
 /// The kernel, in CubeCL's language.
 mod device {
     use burn_cubecl::cubecl;
@@ -388,9 +382,7 @@ fn launch_row_sums(
 ) -> Option<Tensor<2>> {
     let count = x.len();
     let longest = x.iter().map(|t| t.dims()[0] / rows).max()?;
-    let chunks = longest
-        .div_ceil(UNITS as usize * PER_UNIT)
-        .clamp(1, MAX_CHUNKS);
+    let chunks = super::chunks_for(longest);
     let scale = match summand {
         Summand::Distance { scale } => scale,
         Summand::Square | Summand::Product => 0.0,

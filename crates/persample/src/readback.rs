@@ -70,12 +70,24 @@ impl std::fmt::Display for ReadCount {
     }
 }
 
+/// This thread's ledger: its reads, and the reductions of the span that
+/// [`depth_of`](crate::reduce::depth_of) is measuring, if one is: how many, and the most
+/// values one unit walks in any of them.
+#[derive(Clone, Copy)]
+struct Ledger {
+    reads: ReadCount,
+    depth: (u64, u64),
+}
+
 thread_local! {
-    static LEDGER: Cell<ReadCount> = const {
-        Cell::new(ReadCount {
-            reads: 0,
-            values: 0,
-            waits: 0,
+    static LEDGER: Cell<Ledger> = const {
+        Cell::new(Ledger {
+            reads: ReadCount {
+                reads: 0,
+                values: 0,
+                waits: 0,
+            },
+            depth: (0, 0),
         })
     };
 }
@@ -83,7 +95,36 @@ thread_local! {
 /// The reads made on this thread so far (a running total: subtract an earlier value to
 /// count a span of work).
 pub fn reads_on_this_thread() -> ReadCount {
-    LEDGER.with(Cell::get)
+    LEDGER.with(Cell::get).reads
+}
+
+/// Changes this thread's ledger of reads.
+fn update(change: impl FnOnce(&mut ReadCount)) {
+    LEDGER.with(|ledger| {
+        let mut now = ledger.get();
+        change(&mut now.reads);
+        ledger.set(now);
+    });
+}
+
+/// Notes a reduction of `per_unit` values per unit in this thread's depth ledger.
+pub(crate) fn note_reduction(per_unit: usize) {
+    LEDGER.with(|ledger| {
+        let mut now = ledger.get();
+        now.depth = (now.depth.0 + 1, now.depth.1.max(per_unit as u64));
+        ledger.set(now);
+    });
+}
+
+/// Replaces this thread's depth ledger (reductions, deepest) with `depth`, returning what it
+/// held.
+pub(crate) fn swap_depth(depth: (u64, u64)) -> (u64, u64) {
+    LEDGER.with(|ledger| {
+        let mut now = ledger.get();
+        let held = std::mem::replace(&mut now.depth, depth);
+        ledger.set(now);
+        held
+    })
 }
 
 /// Counts a blocking wait on the device that brings no values back (a collective's
@@ -100,21 +141,15 @@ fn record(values: usize) {
 
 /// Counts a read of `values` values (started; the wait, if any, is counted apart).
 fn record_started(values: usize) {
-    LEDGER.with(|ledger| {
-        let mut count = ledger.get();
+    update(|count| {
         count.reads += 1;
         count.values += values as u64;
-        ledger.set(count);
     });
 }
 
 /// Counts a wait of the host for the device.
 fn record_waited() {
-    LEDGER.with(|ledger| {
-        let mut count = ledger.get();
-        count.waits += 1;
-        ledger.set(count);
-    });
+    update(|count| count.waits += 1);
 }
 
 /// Reads a device tensor back to the host as `f64`: one read of `numel` values.

@@ -1,32 +1,94 @@
-//! Reductions along long axes, in stages where the device needs them.
+//! Reductions along long axes, spread where the device walks an axis with one unit.
 //!
-//! burn-cubecl 0.22.1's axis reductions (`sum_dim`, `max_dim`, `mean_dim`, on floats and
-//! integers) lose values on Mesa's lavapipe when the reduced axis holds more than about 2¹⁶
-//! elements: a row of 589 824 values sums to roughly what its first 262 144 sum to, and a
-//! maximum in its last element is missed. Full reductions (`sum`, `max`) and matrix products
-//! are right. (The burn test `tests/integration/backend_reductions.rs` holds the
-//! reproduction.) This is Mesa's, not burn's: its shader compiler (gallivm) stops a loop after
-//! 65 535 iterations, and burn's unit reduction reads four values an iteration. Every
-//! reduction of this workspace along an axis whose length grows with the model or the batch
-//! goes through here: on a device that is no card (a software rasterizer: lavapipe, llvmpipe,
-//! [`stages`]) the axis is cut into stages of at most [`STAGE`] values, each stage reduced,
-//! then the stages' results, until one value is left; everywhere else burn's reduction runs
-//! as it is (a stage costs a padding copy and a launch, and keeps fusion from folding the
-//! square into the reduction: cifar10_3c3d's `economy` step on flex went from 1.86× to 2.60×
-//! a plain step with staging everywhere).
+//! burn-cubecl 0.22.1 with autotune off (this workspace builds burn without its `autotune`
+//! feature, for lavapipe's sake) reduces an axis (`sum_dim`, `max_dim`, fused or not) with
+//! cubek's *Unit* routine: one unit per output walks the whole reduced axis, and a full
+//! `max`/`mean` is a chain of such reductions ending in one unit that walks what is left. On
+//! a card that is a few hundred busy threads walking 10⁵ values each while the device idles
+//! (cifar10_3c3d's per-sample rows are 110 592 values long); on Mesa's lavapipe it is also
+//! wrong past 2¹⁸ values (its shader compiler stops a loop after 65 535 iterations, and the
+//! routine reads four values an iteration: a row of 589 824 values sums to roughly what its
+//! first 262 144 sum to; `tests/integration/backend_reductions.rs` holds the reproduction).
+//!
+//! Every reduction of this workspace along an axis whose length grows with the model or the
+//! batch goes through here. On a CubeCL device ([`stages`]) the axis is cut into stages of at
+//! most [`STAGE`] values, each stage reduced by its own units, then the stages' results,
+//! until one value is left: no unit walks more than [`STAGE`] values. CPU backends (flex,
+//! ndarray) reduce in one pass: their reductions split over threads of their own, and a
+//! stage there costs a padding copy and keeps fusion from folding the square into the
+//! reduction (cifar10_3c3d's `economy` step on flex went from 1.86× to 2.60× a plain step
+//! with staging everywhere).
+//!
+//! What a span of work asked of one unit is measured by [`depth_of`]: the reductions issued
+//! here on a CubeCL device and the most values one unit of them walks (the serial depth),
+//! burn's and those of `cockpit-kernels`' sums and row statistics (which spread a row over
+//! many cubes, 16 values a unit, and add up at most 1 024 partial sums a row:
+//! `cockpit_kernels::serial_depth`). burn's CubeCL 0.11 reports a launch by its name only, so
+//! the depth is noted where a reduction is issued, from its shape and the routine burn runs
+//! (with autotune off), not observed at the launch; the histograms' counting kernels and
+//! burn's own reductions in a model's forward and backward pass are not in it.
 //!
 //! # Cost
 //!
-//! On a software rasterizer, one reduction launch per stage level (two for axes up to 2²⁸
-//! values) and a padding copy where the length is not a whole number of stages; elsewhere,
+//! On a CubeCL device, one reduction launch per stage level (two for axes up to 2²⁴ values)
+//! and a padding copy where the length is not a whole number of stages; on CPU backends,
 //! and for axes of at most [`STAGE`] values, burn's reduction unchanged.
 
 use burn::tensor::kind::{Numeric, Ordered};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Tensor};
 
-/// The most values one reduction runs over.
-pub const STAGE: usize = 1 << 14;
+use crate::readback::{note_reduction, swap_depth};
+
+/// The most values one unit of a reduction walks on a CubeCL device.
+pub const STAGE: usize = 1 << 12;
+
+/// The reductions a stretch of work issued on a CubeCL device through this module: how many,
+/// and the most values one unit of any of them walks (its serial depth: on a card, the time
+/// of a reduction grows with it, not with the values reduced).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Depth {
+    /// Axis reductions issued (each one launch of burn's reduction).
+    pub reductions: u64,
+    /// The most values one unit walks in any of them (a stage's length, or the axis's where
+    /// it fits in one).
+    pub deepest: u64,
+}
+
+impl std::fmt::Display for Depth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} reductions, at most {} values per unit",
+            self.reductions, self.deepest
+        )
+    }
+}
+
+/// Runs `work` and returns what it returned with the [`Depth`] of the reductions it issued on
+/// this thread (spans nest: an outer span also sees an inner one's reductions).
+///
+/// ```
+/// # use burn::tensor::{Device, Tensor};
+/// use cockpit_persample::reduce::{depth_of, sum_dim};
+/// let rows = Tensor::<2>::ones([2, 10], &Device::flex());
+/// let (sums, depth) = depth_of(|| sum_dim(rows, 1));
+/// assert_eq!(sums.dims(), [2, 1]);
+/// assert_eq!(depth.reductions, 0); // a CPU backend: no unit walks an axis alone
+/// ```
+pub fn depth_of<R>(work: impl FnOnce() -> R) -> (R, Depth) {
+    let outer = swap_depth((0, 0));
+    let result = work();
+    let (reductions, deepest) = swap_depth((outer.0, outer.1));
+    swap_depth((outer.0 + reductions, outer.1.max(deepest)));
+    (
+        result,
+        Depth {
+            reductions,
+            deepest,
+        },
+    )
+}
 
 /// Each tensor's `Σ (x − scale·y)²` (`Σ x²` without `scale`) in one launch per eight tensors
 /// where `cockpit-kernels` runs (a CubeCL device, float32); `None` elsewhere, and the caller
@@ -39,7 +101,18 @@ pub(crate) fn kernel_sums(
 ) -> Option<Tensor<1>> {
     use cockpit_kernels::Summand;
     let summand = scale.map_or(Summand::Square, |scale| Summand::Distance { scale });
-    cockpit_kernels::sums(summand, x, y)
+    let longest = x.iter().map(|t| t.dims()[0]).max().unwrap_or(0);
+    noted(cockpit_kernels::sums(summand, x, y), longest)
+}
+
+/// `result`, with the kernel's one reduction of rows of at most `longest` values noted for
+/// [`depth_of`] where it ran (its serial depth: `cockpit_kernels::serial_depth`).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn noted<T>(result: Option<T>, longest: usize) -> Option<T> {
+    if result.is_some() {
+        note_reduction(cockpit_kernels::serial_depth(longest));
+    }
+    result
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -58,7 +131,11 @@ pub(crate) fn kernel_sums(
 /// [`sum_dim`].
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub(crate) fn kernel_row_sq_sums(x: &[Tensor<2>]) -> Option<Tensor<2>> {
-    cockpit_kernels::row_sums(cockpit_kernels::Summand::Square, x, &[])
+    let longest = x.iter().map(|t| t.dims()[1]).max().unwrap_or(0);
+    noted(
+        cockpit_kernels::row_sums(cockpit_kernels::Summand::Square, x, &[]),
+        longest,
+    )
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -79,7 +156,7 @@ pub const LONG_ROW: usize = 4096;
 /// multiplies with burn's `matmul`.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub(crate) fn kernel_row_dots(x: &Tensor<2>, directions: &[Tensor<1>]) -> Option<Tensor<2>> {
-    cockpit_kernels::row_dots(x, directions)
+    noted(cockpit_kernels::row_dots(x, directions), x.dims()[1])
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -96,7 +173,10 @@ pub(crate) fn kernel_row_norms_and_dots(
     x: &Tensor<2>,
     directions: &[Tensor<1>],
 ) -> Option<Tensor<2>> {
-    cockpit_kernels::row_norms_and_dots(x, directions)
+    noted(
+        cockpit_kernels::row_norms_and_dots(x, directions),
+        x.dims()[1],
+    )
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -135,10 +215,13 @@ pub(crate) fn row_squares(x: Tensor<2>) -> Tensor<1> {
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn kernel_row_products(x: &Tensor<2>, y: &Tensor<2>) -> Option<Tensor<2>> {
-    cockpit_kernels::row_sums(
-        cockpit_kernels::Summand::Product,
-        std::slice::from_ref(x),
-        std::slice::from_ref(y),
+    noted(
+        cockpit_kernels::row_sums(
+            cockpit_kernels::Summand::Product,
+            std::slice::from_ref(x),
+            std::slice::from_ref(y),
+        ),
+        x.dims()[1],
     )
 }
 
@@ -154,9 +237,9 @@ fn kernel_row_products(_x: &Tensor<2>, _y: &Tensor<2>) -> Option<Tensor<2>> {
 pub const STAGED_VARIABLE: &str = "BURN_COCKPIT_STAGED_REDUCTIONS";
 
 /// Whether long axis reductions on `device` run in stages of at most [`STAGE`] values: on a
-/// CubeCL device that is no card (its identity names no physical device: Mesa's lavapipe or
-/// llvmpipe, whose shader loops stop after 65 535 iterations), unless [`STAGED_VARIABLE`]
-/// says otherwise. CPU backends and cards (CUDA, wgpu on a GPU) reduce in one pass.
+/// CubeCL device (a card, or Mesa's lavapipe or llvmpipe, whose shader loops also stop after
+/// 65 535 iterations), unless [`STAGED_VARIABLE`] says otherwise. CPU backends reduce in one
+/// pass.
 pub fn stages(device: &Device) -> bool {
     match std::env::var(STAGED_VARIABLE)
         .map(|v| v.trim().to_ascii_lowercase())
@@ -164,34 +247,36 @@ pub fn stages(device: &Device) -> bool {
     {
         Ok("always") => true,
         Ok("never") => false,
-        _ => is_software_rasterizer(device),
+        _ => is_cube(device),
     }
 }
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn is_software_rasterizer(device: &Device) -> bool {
-    device
-        .identity()
-        .is_some_and(|identity| identity.physical.is_none())
+fn is_cube(device: &Device) -> bool {
+    cockpit_kernels::is_cube(device)
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-fn is_software_rasterizer(_device: &Device) -> bool {
+fn is_cube(_device: &Device) -> bool {
     false
 }
 
-/// The longest axis one reduction may run over on `device`.
-fn stage_for(device: &Device) -> usize {
-    if stages(device) { STAGE } else { usize::MAX }
+/// How `device` reduces an axis: the longest axis one reduction may run over, and whether
+/// its units walk the axis alone (a CubeCL device: then the reductions are noted for
+/// [`depth_of`]).
+fn plan_for(device: &Device) -> (usize, bool) {
+    let most = if stages(device) { STAGE } else { usize::MAX };
+    (most, is_cube(device))
 }
 
 /// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values where [`stages`] says.
 pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> Tensor<D, K> {
-    let most = stage_for(&tensor.device());
+    let (most, noted) = plan_for(&tensor.device());
     staged(
         tensor,
         dim,
         most,
+        noted,
         0.0,
         |t, d| t.sum_dim(d),
         |t, d| t.sum_dim(d),
@@ -205,23 +290,34 @@ pub fn max_dim_nonnegative<const D: usize, K: Ordered>(
     tensor: Tensor<D, K>,
     dim: usize,
 ) -> Tensor<D, K> {
-    let most = stage_for(&tensor.device());
+    let (most, noted) = plan_for(&tensor.device());
     staged(
         tensor,
         dim,
         most,
+        noted,
         0.0,
         |t, d| t.max_dim(d),
         |t, d| t.max_dim(d),
     )
 }
 
+/// The largest of all values of `tensor` (non-negative: absolute values, squares), `[1]`:
+/// burn's `max()` with the values laid out as one axis, so that it is staged where
+/// [`stages`] says (burn's own `max()` reduces axis after axis, the last by a single unit).
+pub fn max_nonnegative<const D: usize, K: Ordered>(tensor: Tensor<D, K>) -> Tensor<1, K> {
+    let n = tensor.shape().num_elements();
+    max_dim_nonnegative(tensor.reshape([n]), 0)
+}
+
 /// Reduces `tensor` along `dim` with `reduce` in stages of at most `most` values (`whole`
-/// where the axis fits in one stage), padding the axis with `pad` to whole stages.
+/// where the axis fits in one stage), padding the axis with `pad` to whole stages; each
+/// reduction noted for [`depth_of`] where `noted`.
 fn staged<const D: usize, K: Numeric>(
     tensor: Tensor<D, K>,
     dim: usize,
     most: usize,
+    noted: bool,
     pad: f32,
     whole: impl Fn(Tensor<D, K>, usize) -> Tensor<D, K>,
     reduce: impl Fn(Tensor<4, K>, usize) -> Tensor<4, K>,
@@ -231,6 +327,9 @@ fn staged<const D: usize, K: Numeric>(
         return whole(tensor, dim);
     };
     if length <= most {
+        if noted && length > 1 {
+            note_reduction(length);
+        }
         return whole(tensor, dim);
     }
     let outer: usize = dims[..dim].iter().product();
@@ -238,11 +337,15 @@ fn staged<const D: usize, K: Numeric>(
     let mut values: Tensor<3, K> = tensor.reshape([outer, length, inner]);
     let mut length = length;
     while length > 1 {
-        let stage = length.min(most.max(2));
-        let stages = length.div_ceil(stage);
+        // Stages of equal length (the padding is less than one value per stage).
+        let stages = length.div_ceil(most.max(2));
+        let stage = length.div_ceil(stages);
         let padding = stages * stage - length;
         if padding > 0 {
             values = values.pad([(0, 0), (0, padding), (0, 0)], PadMode::Constant(pad));
+        }
+        if noted {
+            note_reduction(stage);
         }
         values = reduce(values.reshape([outer, stages, stage, inner]), 2)
             .reshape([outer, stages, inner]);
@@ -293,15 +396,41 @@ mod tests {
                     .map(f64::from)
                     .collect()
             };
-            let sum =
-                |t: Tensor<3>| staged(t, 1, most, 0.0, |t, d| t.sum_dim(d), |t, d| t.sum_dim(d));
-            let max =
-                |t: Tensor<3>| staged(t, 1, most, 0.0, |t, d| t.max_dim(d), |t, d| t.max_dim(d));
+            let sum = |t: Tensor<3>| {
+                staged(
+                    t,
+                    1,
+                    most,
+                    false,
+                    0.0,
+                    |t, d| t.sum_dim(d),
+                    |t, d| t.sum_dim(d),
+                )
+            };
+            let max = |t: Tensor<3>| {
+                staged(
+                    t,
+                    1,
+                    most,
+                    false,
+                    0.0,
+                    |t, d| t.max_dim(d),
+                    |t, d| t.max_dim(d),
+                )
+            };
             let what = format!("{length} values in stages of {most}");
             assert_eq!(read(sum(t.clone())), sums, "sums of {what}");
             assert_eq!(read(max(t.clone())), maxima, "maxima of {what}");
             let ints: Tensor<3, Int> = t.int();
-            let int_sums = staged(ints, 1, most, 0.0, |t, d| t.sum_dim(d), |t, d| t.sum_dim(d));
+            let int_sums = staged(
+                ints,
+                1,
+                most,
+                false,
+                0.0,
+                |t, d| t.sum_dim(d),
+                |t, d| t.sum_dim(d),
+            );
             assert_eq!(read(int_sums.float()), sums, "integer sums of {what}");
         }
         let long = tensor(&vec![1.0; 2 * (STAGE + 1)], [2, STAGE + 1]);

@@ -309,7 +309,7 @@ pub(crate) fn combine_parts(combine: Combine, parts: Vec<Tensor<1>>) -> Option<T
         _ if parts.is_empty() => None,
         Combine::Concatenate => Some(Tensor::cat(parts, 0)),
         Combine::Add => parts.into_iter().reduce(|a, b| a + b),
-        Combine::Max => Some(Tensor::cat(parts, 0).max()),
+        Combine::Max => Some(crate::reduce::max_nonnegative(Tensor::cat(parts, 0))),
     }
 }
 

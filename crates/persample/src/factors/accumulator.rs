@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use burn::tensor::{Device, Tensor};
 
 use crate::base::{Elements, Request};
-use crate::reduce::{LONG_ROW, kernel_row_dots, kernel_row_norms_and_dots, row_squares, sum_dim};
+use crate::reduce::{
+    LONG_ROW, kernel_row_dots, kernel_row_norms_and_dots, max_nonnegative, row_squares, sum_dim,
+};
 use crate::statistic::{Combine, PerSampleStats, Statistic, Statistics, combine_parts};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
@@ -104,7 +106,7 @@ impl Accumulator {
                     PerSampleError::Shape("a projection without its direction".into())
                 })?,
                 Statistic::SumSq => sum_dim(g.clone().square(), 0).reshape([numel]),
-                Statistic::AbsMax => g.clone().abs().max(),
+                Statistic::AbsMax => max_nonnegative(g.clone().abs()),
                 #[cfg(test)]
                 Statistic::SumCubes => sum_dim(g.clone().powi_scalar(3), 1).reshape([b]),
             };

@@ -8,7 +8,9 @@ use super::accumulator::{Accumulator, direction_of};
 use super::coverage::{Coverage, Refusal, refusal_of};
 use crate::base::{Elements, PerSampleSource, Request};
 use crate::layers::Elementwise;
-use crate::reduce::{kernel_row_sq_sums, max_dim_nonnegative, row_products, row_squares, sum_dim};
+use crate::reduce::{
+    kernel_row_sq_sums, max_dim_nonnegative, max_nonnegative, row_products, row_squares, sum_dim,
+};
 use crate::statistic::{PerSampleStats, Statistic};
 use crate::{ParamEntry, PerSampleError, Snapshot};
 
@@ -390,9 +392,10 @@ impl PerSampleSource for Recording {
                         .transpose()
                         .matmul(e.clone().square())
                         .reshape([d_in * d_out]),
-                    Statistic::AbsMax => (max_dim_nonnegative(a.clone().abs(), 1)
-                        * max_dim_nonnegative(e.clone().abs(), 1))
-                    .max(),
+                    Statistic::AbsMax => max_nonnegative(
+                        max_dim_nonnegative(a.clone().abs(), 1)
+                            * max_dim_nonnegative(e.clone().abs(), 1),
+                    ),
                     // Not reached: a statistic without a rank-one formula forms the rows above.
                     #[allow(unreachable_patterns)]
                     other => {

@@ -10,6 +10,7 @@ use super::previous::PreviousGradients;
 use super::report::StepReport;
 use super::update_check::UpdateCheck;
 use crate::log::JsonLinesWriter;
+use crate::persample::reduce::{Depth, depth_of};
 use crate::persample::{Direction, Elements, PerSampleNeeds, PerSampleStats, Request, Statistic};
 use crate::quantity::base_missing_per_sample as missing_per_sample;
 use crate::quantity::{Enqueued, Quantity, StepContext};
@@ -82,6 +83,8 @@ pub struct Cockpit {
     latest: Output,
     /// The reads of the latest `track` call.
     reads: ReadCount,
+    /// The reductions of the latest `track` or `step` call.
+    pub(super) depth: Depth,
     /// The mean gradients of the last tracked step (one per device), kept while a quantity
     /// asks for [`Statistic::Dot`]`(`[`Direction::PreviousGradient`]`)` at the next one.
     previous_grads: PreviousGradients,
@@ -186,6 +189,7 @@ impl Cockpit {
             latest: Output::new(),
             previous_grads: PreviousGradients::default(),
             reads: ReadCount::default(),
+            depth: Depth::default(),
             optimizer: None,
             console: true,
             printed: std::collections::HashSet::new(),
@@ -367,7 +371,8 @@ impl Cockpit {
     ///
     /// # Cost
     ///
-    /// The device→host reads of the call are counted ([`Cockpit::reads`]).
+    /// The device→host reads of the call are counted ([`Cockpit::reads`]), and its
+    /// reductions' serial depth measured ([`Cockpit::depth`]).
     pub fn track<M: Module>(
         &mut self,
         step: usize,
@@ -382,9 +387,12 @@ impl Cockpit {
         self.latest = Output::new();
         // A deferred read of the step before lands first, under its own step: the quantities'
         // state and the update check then stand as they would have without the deferral.
-        let earlier = self.complete_pending();
-        let result = self.track_step(step, model, grads, info);
+        let ((earlier, result), depth) = depth_of(|| {
+            let earlier = self.complete_pending();
+            (earlier, self.track_step(step, model, grads, info))
+        });
         self.reads = crate::readback::reads_on_this_thread() - before;
+        self.depth = depth;
         let earlier = earlier?;
         let mut report = result?;
         for line in report.failure_lines() {
@@ -455,6 +463,15 @@ impl Cockpit {
     /// thread by the read ledger ([`readback`](crate::readback)); zero for an untracked step.
     pub fn reads(&self) -> ReadCount {
         self.reads
+    }
+
+    /// The axis reductions the latest [`Cockpit::track`] or [`Cockpit::step`] call issued on a
+    /// CubeCL device and the most values one unit of them walks: the work of the call that
+    /// does not spread over a GPU ([`depth_of`](crate::persample::reduce::depth_of); at most
+    /// [`STAGE`](crate::persample::reduce::STAGE) values where the reductions are staged, the
+    /// default on every CubeCL device). Zero on CPU backends and for an untracked step.
+    pub fn depth(&self) -> Depth {
+        self.depth
     }
 
     fn track_step<M: Module>(

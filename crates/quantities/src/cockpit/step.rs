@@ -10,6 +10,7 @@ use burn::tensor::Tensor;
 use super::base::Cockpit;
 use super::report::StepReport;
 use crate::curvature::{GgnPasses, NetworkOutput, OutputLoss, ProbeBudget, RecordedCurvature};
+use crate::persample::reduce::depth_of;
 use crate::persample::{ExactPerSample, PerSample, Recorder};
 use crate::{CockpitError, StepInfo};
 
@@ -231,7 +232,7 @@ impl Cockpit {
         M: Module + Sync + 'static,
         F: StepForward<M>,
     {
-        self.step_inner(model, forward, loss, None)
+        self.measured_step(model, forward, loss, None)
     }
 
     /// [`Cockpit::step`] on a batch whose examples are named by `ids` (dataset indices, one
@@ -262,7 +263,25 @@ impl Cockpit {
         M: Module + Sync + 'static,
         F: StepForward<M>,
     {
-        self.step_inner(model, forward, loss, Some(ids.into()))
+        self.measured_step(model, forward, loss, Some(ids.into()))
+    }
+
+    /// [`Cockpit::step_inner`], its reductions measured from the recording on
+    /// ([`Cockpit::depth`]: the recorder's own come before `track`).
+    fn measured_step<M, F>(
+        &mut self,
+        model: &M,
+        forward: F,
+        loss: OutputLoss,
+        ids: Option<Vec<u64>>,
+    ) -> Result<Stepped, CockpitError>
+    where
+        M: Module + Sync + 'static,
+        F: StepForward<M>,
+    {
+        let (stepped, depth) = depth_of(|| self.step_inner(model, forward, loss, ids));
+        self.depth = depth;
+        stepped
     }
 
     fn step_inner<M, F>(

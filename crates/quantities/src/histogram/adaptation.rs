@@ -5,6 +5,7 @@ use std::str::FromStr;
 use burn::tensor::Tensor;
 
 use crate::call::{Arg, Call, CallError};
+use crate::persample::reduce;
 use crate::{CockpitError, QuantityError, Schedule, Snapshot};
 
 /// What a histogram axis adapts its range to, on its own schedule.
@@ -82,7 +83,7 @@ impl BinAdaptation {
             Self::ParamAbsMax { .. } => params
                 .entries()
                 .iter()
-                .map(|e| e.value.clone().abs().max())
+                .map(|e| reduce::max_nonnegative(e.value.clone().abs()))
                 .collect(),
         };
         Ok((!maxima.is_empty()).then(|| Tensor::cat(maxima, 0)))

@@ -302,6 +302,16 @@ pub fn max_dim_nonnegative<const D: usize, K: Ordered>(
     )
 }
 
+/// The sum of all values of `tensor`, `[1]`: [`sum_dim`] over the values laid out as one axis
+/// (staged where [`stages`] says). Meant for the short vectors of a step's numbers (a value
+/// per parameter or per sample): on a CubeCL device it is one launch, which fusion can join
+/// to the element-wise work before it, where burn's `sum()` zeroes an output and adds into it
+/// atomically (two launches, neither fused).
+pub fn sum_all<const D: usize, K: Numeric>(tensor: Tensor<D, K>) -> Tensor<1, K> {
+    let n = tensor.shape().num_elements();
+    sum_dim(tensor.reshape([n]), 0)
+}
+
 /// The largest of all values of `tensor` (non-negative: absolute values, squares), `[1]`:
 /// burn's `max()` with the values laid out as one axis, so that it is staged where
 /// [`stages`] says (burn's own `max()` reduces axis after axis, the last by a single unit).

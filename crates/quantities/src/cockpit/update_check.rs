@@ -10,6 +10,7 @@
 
 use burn::tensor::{DType, Tensor};
 
+use crate::persample::reduce::sum_all;
 use crate::readback::Readable;
 use crate::{OptimizerInfo, Snapshot};
 
@@ -105,7 +106,7 @@ impl UpdateCheck {
                 lr: kept.lr,
                 unit: unit_roundoff(params),
             },
-            numbers: [kept.grad_sq_norm, off.sum(), params.sq_norms().sum()],
+            numbers: [kept.grad_sq_norm, sum_all(off), sum_all(params.sq_norms())],
         });
     }
 

@@ -6,6 +6,7 @@ use burn::tensor::Tensor;
 
 use super::base::{QuantityType, Enqueued, Quantity, StepContext, sum_over_params};
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
+use crate::persample::reduce::sum_all;
 use crate::persample::{Direction, PerSampleNeeds, PerSampleSource, Request, Statistic};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
@@ -193,7 +194,7 @@ impl Alpha {
                     };
                 let (ys, ye) = (project(source)?, project(ctx.per_sample_source()?)?);
                 let (bs, be) = (ys.dims()[0], ye.dims()[0]);
-                parts.extend([moved.sq_norms().sum(), ys, ye]);
+                parts.extend([sum_all(moved.sq_norms()), ys, ye]);
                 Ok(Projections::General { bs, be })
             }
         }

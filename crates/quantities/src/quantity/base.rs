@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::spec::QuantitySpec;
 use crate::histogram::BinsElements;
+use crate::persample::reduce::sum_all;
 use crate::persample::{Direction, PerSampleNeeds, PerSampleSource, PerSampleStats, Statistic};
 use crate::readback::Readable;
 use crate::{CockpitError, QuantityError, Schedule, Snapshot, StepInfo, Value};
@@ -70,7 +71,7 @@ impl StepContext<'_> {
     /// per step like them.
     pub fn grad_sq_norm(&self) -> Tensor<1> {
         self.grad_sq_norm
-            .get_or_init(|| self.grad_sq_norms().sum())
+            .get_or_init(|| sum_all(self.grad_sq_norms()))
             .clone()
     }
 

@@ -1,5 +1,6 @@
 //! InnerTest.
 
+use crate::persample::reduce::sum_all;
 use crate::persample::{Direction, PerSampleNeeds, Statistic};
 use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, needs_two,
@@ -66,7 +67,7 @@ impl Quantity for InnerTest {
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let pi = ctx.sample_grad_dots()?;
-        let centred = (pi.clone() - pi.mean()).square().sum();
+        let centred = sum_all((pi.clone() - pi.mean()).square());
         let numbers = vec![centred, ctx.grad_sq_norm()];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
     }

@@ -1,5 +1,6 @@
 //! NormTest.
 
+use crate::persample::reduce::sum_all;
 use crate::persample::{PerSampleNeeds, Statistic};
 use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, needs_two,
@@ -58,7 +59,7 @@ impl Quantity for NormTest {
 
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
-        let sum_sq = ctx.sample_sq_norms()?.sum();
+        let sum_sq = sum_all(ctx.sample_sq_norms()?);
         let numbers = vec![sum_sq, ctx.grad_sq_norm()];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, numbers))
     }

@@ -1,5 +1,6 @@
 //! OrthoTest.
 
+use crate::persample::reduce::sum_all;
 use crate::persample::{Direction, PerSampleNeeds, Statistic};
 use crate::quantity::base::{QuantityType, 
     Awaiting, Enqueued, Quantity, StepContext, needs_two,
@@ -60,8 +61,8 @@ impl Quantity for OrthoTest {
     fn enqueue(&mut self, ctx: &StepContext<'_>) -> Result<Enqueued, QuantityError> {
         let stats = ctx.per_sample_stats()?;
         let parts = vec![
-            ctx.sample_sq_norms()?.sum(),
-            ctx.sample_grad_dots()?.square().sum(),
+            sum_all(ctx.sample_sq_norms()?),
+            sum_all(ctx.sample_grad_dots()?.square()),
             ctx.grad_sq_norm(),
         ];
         Ok(self.awaiting.read(ctx.step, stats.batch_size, parts))

@@ -232,7 +232,7 @@ impl Cockpit {
         M: Module + Sync + 'static,
         F: StepForward<M>,
     {
-        self.measured_step(model, forward, loss, None)
+        self.measured(|cockpit| cockpit.step_inner(model, forward, loss, None))
     }
 
     /// [`Cockpit::step`] on a batch whose examples are named by `ids` (dataset indices, one
@@ -263,25 +263,16 @@ impl Cockpit {
         M: Module + Sync + 'static,
         F: StepForward<M>,
     {
-        self.measured_step(model, forward, loss, Some(ids.into()))
+        let ids = Some(ids.into());
+        self.measured(|cockpit| cockpit.step_inner(model, forward, loss, ids))
     }
 
-    /// [`Cockpit::step_inner`], its reductions measured from the recording on
-    /// ([`Cockpit::depth`]: the recorder's own come before `track`).
-    fn measured_step<M, F>(
-        &mut self,
-        model: &M,
-        forward: F,
-        loss: OutputLoss,
-        ids: Option<Vec<u64>>,
-    ) -> Result<Stepped, CockpitError>
-    where
-        M: Module + Sync + 'static,
-        F: StepForward<M>,
-    {
-        let (stepped, depth) = depth_of(|| self.step_inner(model, forward, loss, ids));
+    /// A step's `work`, its reductions measured from the recording on ([`Cockpit::depth`]:
+    /// the recorder's own come before `track`).
+    fn measured<R>(&mut self, work: impl FnOnce(&mut Self) -> R) -> R {
+        let (result, depth) = depth_of(|| work(self));
         self.depth = depth;
-        stepped
+        result
     }
 
     fn step_inner<M, F>(

@@ -79,7 +79,8 @@ impl std::fmt::Display for Depth {
 pub fn depth_of<R>(work: impl FnOnce() -> R) -> (R, Depth) {
     let outer = swap_depth((0, 0));
     let result = work();
-    let (reductions, deepest) = swap_depth((outer.0, outer.1));
+    let (reductions, deepest) = swap_depth((0, 0));
+    // The enclosing span, if any, counts these reductions too.
     swap_depth((outer.0 + reductions, outer.1.max(deepest)));
     (
         result,

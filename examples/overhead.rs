@@ -495,11 +495,7 @@ fn run<M: Net>(
             }
             if tracked && step >= warm_up {
                 reads.push(cockpit.reads());
-                let tracking = cockpit.depth();
-                depths.push(Depth {
-                    reductions: finishing.reductions + tracking.reductions,
-                    deepest: finishing.deepest.max(tracking.deepest),
-                });
+                depths.push(finishing + cockpit.depth());
             }
             let used = PRODUCTS.load(Ordering::Relaxed) - before;
             if used > 0 && step >= warm_up {

@@ -145,17 +145,14 @@ fn enabled() -> bool {
 /// dtype and [`DISABLE_VARIABLE`]: where burn's operations run CubeCL's kernels, whose axis
 /// reductions (autotune off) walk each reduced axis with one unit per output. `false` in a
 /// build without a CubeCL runtime.
-pub fn is_cube(device: &Device) -> bool {
-    is_cube_device(device)
-}
-
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn is_cube_device(device: &Device) -> bool {
+pub fn is_cube(device: &Device) -> bool {
     count::is_cube(device.as_dispatch())
 }
 
+/// Whether `device` is a CubeCL device: never, in a build without a CubeCL runtime.
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-fn is_cube_device(_device: &Device) -> bool {
+pub fn is_cube(_device: &Device) -> bool {
     false
 }
 
@@ -361,8 +358,9 @@ const PACK_BINDINGS: u32 = PACK_GROUP as u32 + 2;
 /// `parts` concatenated group by group: one tensor per [`PACK_GROUP`] non-empty parts (fewer
 /// where they would hold more than 2²⁴ values), in order, each the concatenation of its
 /// group, in **one launch per group** (a group of one part is that part, no launch), where
-/// burn's `cat` launches one slice assignment per tensor. For a step's many small values gathered for its one read: a transaction reads the
-/// groups' tensors together, and their values one after the other are the parts' in order.
+/// burn's `cat` launches one slice assignment per tensor. For a step's many small values
+/// gathered for its one read: a transaction reads the groups' tensors together, and their
+/// values one after the other are the parts' in order.
 /// Empty parts are passed over.
 ///
 /// `None` where [`supports`] is false, the parts are on other devices or of other types, every

@@ -19,7 +19,7 @@ use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 use super::{GROUP, Summand};
 
 /// Units per cube (a power of two: the cube's sum halves it).
-const UNITS: u32 = 256;
+const UNITS: u32 = super::REDUCE_UNITS as u32;
 
 /// The kernel, in CubeCL's language.
 mod device {

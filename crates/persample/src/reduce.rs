@@ -55,6 +55,18 @@ pub struct Depth {
     pub deepest: u64,
 }
 
+impl std::ops::Add for Depth {
+    type Output = Depth;
+
+    /// Two spans of work one after the other: their reductions, and the deeper of the two.
+    fn add(self, later: Depth) -> Depth {
+        Depth {
+            reductions: self.reductions + later.reductions,
+            deepest: self.deepest.max(later.deepest),
+        }
+    }
+}
+
 impl std::fmt::Display for Depth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -77,18 +89,17 @@ impl std::fmt::Display for Depth {
 /// assert_eq!(depth.reductions, 0); // a CPU backend: no unit walks an axis alone
 /// ```
 pub fn depth_of<R>(work: impl FnOnce() -> R) -> (R, Depth) {
-    let outer = swap_depth((0, 0));
+    let depth = |(reductions, deepest)| Depth {
+        reductions,
+        deepest,
+    };
+    let outer = depth(swap_depth((0, 0)));
     let result = work();
-    let (reductions, deepest) = swap_depth((0, 0));
+    let inner = depth(swap_depth((0, 0)));
     // The enclosing span, if any, counts these reductions too.
-    swap_depth((outer.0 + reductions, outer.1.max(deepest)));
-    (
-        result,
-        Depth {
-            reductions,
-            deepest,
-        },
-    )
+    let total = outer + inner;
+    swap_depth((total.reductions, total.deepest));
+    (result, inner)
 }
 
 /// Each tensor's `Σ (x − scale·y)²` (`Σ x²` without `scale`) in one launch per eight tensors
@@ -242,13 +253,18 @@ pub const STAGED_VARIABLE: &str = "BURN_COCKPIT_STAGED_REDUCTIONS";
 /// 65 535 iterations), unless [`STAGED_VARIABLE`] says otherwise. CPU backends reduce in one
 /// pass.
 pub fn stages(device: &Device) -> bool {
+    stages_where(is_cube(device))
+}
+
+/// [`stages`] on a device that is a CubeCL device or not (`cube`).
+fn stages_where(cube: bool) -> bool {
     match std::env::var(STAGED_VARIABLE)
         .map(|v| v.trim().to_ascii_lowercase())
         .as_deref()
     {
         Ok("always") => true,
         Ok("never") => false,
-        _ => is_cube(device),
+        _ => cube,
     }
 }
 
@@ -266,8 +282,13 @@ fn is_cube(_device: &Device) -> bool {
 /// its units walk the axis alone (a CubeCL device: then the reductions are noted for
 /// [`depth_of`]).
 fn plan_for(device: &Device) -> (usize, bool) {
-    let most = if stages(device) { STAGE } else { usize::MAX };
-    (most, is_cube(device))
+    let cube = is_cube(device);
+    let most = if stages_where(cube) {
+        STAGE
+    } else {
+        usize::MAX
+    };
+    (most, cube)
 }
 
 /// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values where [`stages`] says.

@@ -173,21 +173,23 @@ impl std::fmt::Debug for DeferredGradient {
 
 /// Called by the convolution drop-ins: records how to make the rows `[B, T, d_in]` of the
 /// convolution's Linear after the backward pass (`rows`, holding the detached padded input),
-/// and returns the output rows `[B, T, C_out]` with a zero leaf added, when a recorder is
-/// active.
-pub(crate) fn tap_deferred(
+/// and returns the zero leaf `[B, T, C_out]` (`rows` of the output gradient, `dims`) for the
+/// drop-in to add to its output in the output's own shape, when a recorder is active.
+/// The leaf is made on `output`'s device, in its dtype.
+pub(crate) fn tap_deferred<const D: usize>(
     weight: ParamId,
     bias: Option<ParamId>,
     rows: impl FnOnce() -> Tensor<3> + 'static,
-    output: Tensor<3>,
-) -> Tensor<3> {
-    push(
+    dims: [usize; 3],
+    output: &Tensor<D>,
+) -> Option<Tensor<3>> {
+    leaf(
         TapKind::Conv {
             weight,
             bias,
             rows: Deferred(Box::new(rows)),
         },
-        output,
+        || Tensor::zeros(dims, (&output.device(), output.dtype())),
     )
 }
 
@@ -296,18 +298,27 @@ pub(crate) fn refuse(params: Vec<ParamId>, reason: &str) {
     });
 }
 
+/// Records a tap and returns its output `[B, T, d_out]` with a zero leaf added, when a
+/// recorder is active; otherwise `output` untouched.
 fn push(kind: TapKind, output: Tensor<3>) -> Tensor<3> {
+    match leaf(kind, || output.zeros_like()) {
+        Some(leaf) => output + leaf,
+        None => output,
+    }
+}
+
+/// Records a tap whose zero leaf `[B, T, d_out]` (made by `zeros`) the caller adds to its
+/// output, and returns the leaf, when a recorder is active.
+fn leaf(kind: TapKind, zeros: impl FnOnce() -> Tensor<3>) -> Option<Tensor<3>> {
     ACTIVE.with(|active| {
         let mut active = active.borrow_mut();
-        let Some(recording) = active.as_mut() else {
-            return output;
-        };
-        let leaf = output.zeros_like().detach().require_grad();
+        let recording = active.as_mut()?;
+        let leaf = zeros().detach().require_grad();
         recording.taps.push(Tap {
             kind,
             leaf: leaf.clone(),
         });
-        output + leaf
+        Some(leaf)
     })
 }
 

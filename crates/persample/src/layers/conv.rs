@@ -5,9 +5,6 @@
 use burn::module::ParamId;
 use burn::tensor::Tensor;
 
-use burn::tensor::module::unfold4d;
-use burn::tensor::ops::UnfoldOptions;
-
 use crate::recorder::{tap_deferred, tap_transposed};
 
 /// How a convolution's recorded input (already padded) becomes its per-sample factors:
@@ -88,64 +85,93 @@ pub(crate) fn padding_2d(
     }
 }
 
-/// Taps a convolution with `groups` groups from its output `[B, C_out, P]` (`P` positions);
-/// `unfold` gives its padded input's unfolding `[B, C_in·K, P]` (channel-major), run after
-/// the backward pass. Returns the output `[B, C_out, P]` (with the recorder's zero leaf when
-/// one is active).
+/// Taps a convolution with `groups` groups from its output `[B, C_out, O_1, …, O_N]`
+/// (`P = O_1⋯O_N` positions); `unfold` gives its padded input's unfolding as rows
+/// `[B, P, C_in·K]` (row `p` the window of position `p`, channel-major:
+/// [`unfold_rows_2d`], [`unfold_rows_3d`]), run after the backward pass. Returns the output (with the recorder's zero
+/// leaf when one is active).
 ///
 /// With `groups = 1` the weight `[C_out, C_in·K]` is a Linear over the `P` positions. With
 /// `g` groups, output channel `o` of group `r` sees only group `r`'s `C_in/g` input channels:
 /// `G_n[o] = Σ_p E_n[o, p] · U_n^{(r)}[·, p]`. That is again a Linear, over `g·P` positions:
 /// position `(r, p)` has input `U_n^{(r)}[·, p]` (width `C_in·K/g`) and output gradient
-/// `E_n[·, p]` masked to group `r`'s channels. The mask comes from the forward pass: the
-/// output is copied once per group and the copies are summed with the group mask, so the
-/// zero leaf's gradient at `(r, p, o)` is `∂L/∂y[o, p]` where `o` belongs to `r` and 0
-/// elsewhere.
+/// `E_n[·, p]` masked to group `r`'s channels. The zero leaf is those rows, `[B, g·P, C_out]`:
+/// group `r`'s block, seen as the output's shape (channels last in memory, a view), is added
+/// to the output masked to group `r`'s channels, so its gradient at `(r, p, o)` is
+/// `∂L/∂y[o, p]` where `o` belongs to `r` and 0 elsewhere.
+///
+/// The output keeps the shape and layout the convolution gave it (no reshape of the output
+/// on the passes: a CubeCL convolution's output is channels-last in memory, and reshaping it
+/// would copy it in the forward pass and its gradient in the backward pass); the leaf's
+/// gradient arrives as the rows, `[B, g·P, C_out]`.
 ///
 /// # Cost
 ///
-/// During the forward and backward passes: the padded input. After them: the unfolded input
-/// (`B·C_in·K·P`), and with `g` groups output gradients `g` times the output's size.
-pub(crate) fn tap_conv(
+/// During the forward and backward passes: the padded input, and a zero leaf the output's
+/// size (`g` times with `g` groups). After them: the unfolded input (`B·C_in·K·P`).
+pub(crate) fn tap_conv<const D: usize>(
     weight: ParamId,
     bias: Option<ParamId>,
     groups: usize,
     unfold: impl FnOnce() -> Tensor<3> + 'static,
-    output: Tensor<3>,
-) -> Tensor<3> {
+    output: Tensor<D>,
+) -> Tensor<D> {
+    let dims = output.dims();
+    let (batch, channels) = (dims[0], dims[1]);
+    let positions: usize = dims[2..].iter().product();
     let groups = groups.max(1);
-    let rows = move || group_rows(unfold(), groups);
+    let rows = move || group_columns(unfold(), groups);
+    let Some(leaf) = tap_deferred(
+        weight,
+        bias,
+        rows,
+        [batch, groups * positions, channels],
+        &output,
+    ) else {
+        return output;
+    };
     if groups == 1 {
-        return tap_deferred(weight, bias, rows, output.swap_dims(1, 2)).swap_dims(1, 2);
+        return output + channels_last_view(leaf, dims);
     }
-    // [B, g·P, C_out]: the output once per group, positions group-major ((r, p) ↦ r·P + p),
-    // built from concatenations only (no reshape of a permuted tensor).
-    let copies = Tensor::cat(vec![output.swap_dims(1, 2); groups], 1);
-    let tapped = tap_deferred(weight, bias, rows, copies);
-    sum_masked_copies(tapped, groups).swap_dims(1, 2)
-}
-
-/// Σ_r mask_r ⊙ copy_r over the `g` group-major copies `[B, g·P, C]` of a tensor `[B, P, C]`:
-/// the tensor again, with each copy's gradient masked to its group's channels.
-fn sum_masked_copies(copies: Tensor<3>, groups: usize) -> Tensor<3> {
-    let [batch, rows, channels] = copies.dims();
-    let positions = rows / groups;
-    (0..groups)
+    let added = (0..groups)
         .map(|r| {
-            let copy =
-                copies
-                    .clone()
+            let block =
+                leaf.clone()
                     .slice([0..batch, r * positions..(r + 1) * positions, 0..channels]);
-            masked_to_group(copy, r, groups)
+            masked_to_group(channels_last_view(block, dims), r, groups, 1)
         })
-        .reduce(|a, b| a + b)
-        .unwrap_or(copies)
+        .reduce(|a, b| a + b);
+    match added {
+        Some(added) => output + added,
+        None => output,
+    }
 }
 
-/// `x` `[B, P, C]` with the channels outside group `r` of `groups` zeroed (`x ⊙ mask_r`,
+/// Rows `[B, P, C]` seen as a tensor of shape `dims` `[B, C, O_1, …, O_N]` (`P = O_1⋯O_N`):
+/// a reshape to `[B, O_1, …, O_N, C]` and a permutation of the channels to axis 1 (views, no
+/// copy, for contiguous rows).
+fn channels_last_view<const D: usize>(rows: Tensor<3>, dims: [usize; D]) -> Tensor<D> {
+    let mut shape = [0; D];
+    let mut axes = [0; D];
+    shape[0] = dims[0];
+    shape[D - 1] = dims[1];
+    axes[1] = D - 1;
+    for i in 2..D {
+        shape[i - 1] = dims[i];
+        axes[i] = i - 1;
+    }
+    rows.reshape(shape).permute(axes)
+}
+
+/// `x` with the channels (axis `axis`) outside group `r` of `groups` zeroed (`x ⊙ mask_r`,
 /// `mask_r[c] = 1` where channel `c` belongs to group `r`).
-fn masked_to_group(x: Tensor<3>, r: usize, groups: usize) -> Tensor<3> {
-    let channels = x.dims()[2];
+fn masked_to_group<const D: usize>(
+    x: Tensor<D>,
+    r: usize,
+    groups: usize,
+    axis: usize,
+) -> Tensor<D> {
+    let channels = x.dims()[axis];
     let per_group = channels / groups;
     let mask: Vec<f32> = (0..channels)
         .map(|c| f32::from(u8::from(c / per_group == r)))
@@ -154,7 +180,9 @@ fn masked_to_group(x: Tensor<3>, r: usize, groups: usize) -> Tensor<3> {
         burn::tensor::TensorData::new(mask, [channels]),
         (&x.device(), x.dtype()),
     );
-    x * mask.reshape([1, 1, channels])
+    let mut shape = [1; D];
+    shape[axis] = channels;
+    x * mask.reshape(shape)
 }
 
 /// Taps a transposed convolution with `groups` groups from its input `[B, C_in, P_in]` and
@@ -192,19 +220,19 @@ pub(crate) fn tap_transposed_conv(
         // Group r's copy keeps its C_in/g channels: [B, g·P_in, C_in], group-major.
         Tensor::cat(
             (0..groups)
-                .map(|r| masked_to_group(rows.clone(), r, groups))
+                .map(|r| masked_to_group(rows.clone(), r, groups, 2))
                 .collect(),
             1,
         )
     };
-    let gradient_rows = move |e: Tensor<3>| group_rows(unfold(e.swap_dims(1, 2)), groups);
+    let gradient_rows = move |e: Tensor<3>| group_columns(unfold(e.swap_dims(1, 2)), groups);
     tap_transposed(weight, bias, rows, gradient_rows, output.swap_dims(1, 2)).swap_dims(1, 2)
 }
 
 /// What the transposed-convolution drop-ins record for an output `[B, C_out, O_1, …, O_N]`
 /// of an input `[B, C_in, P_1, …, P_N]` (`D = N + 2`): the tap of
 /// [`tap_transposed_conv`], its output gradient unfolded after the backward pass by
-/// [`unfold_3d`] over the uncropped output ([`uncropped_gradient`]). Returns the output with
+/// [`unfold_rows_3d`] over the uncropped output ([`uncropped_gradient`]). Returns the output with
 /// the recorder's zero leaf added.
 pub(crate) fn record_transposed<const D: usize, const N: usize>(
     weight: ParamId,
@@ -226,10 +254,9 @@ pub(crate) fn record_transposed<const D: usize, const N: usize>(
         let full = uncropped_gradient(e.reshape(out_dims), input_size, padding, &unfolding);
         let dims = full.dims();
         if N <= 2 {
-            // 1-d and 2-d: burn's own unfolding (faster than cutting windows).
-            unfold_2d(full.reshape(lift_dims::<D, 4>(dims)), &unfolding.lifted())
+            unfold_rows_2d(full.reshape(lift_dims::<D, 4>(dims)), &unfolding.lifted())
         } else {
-            unfold_3d(full.reshape(lift_dims::<D, 5>(dims)), &unfolding.lifted())
+            unfold_rows_3d(full.reshape(lift_dims::<D, 5>(dims)), &unfolding.lifted())
         }
     };
     tap_transposed_conv(
@@ -253,42 +280,60 @@ fn lift_dims<const D: usize, const R: usize>(dims: [usize; D]) -> [usize; R] {
     lifted
 }
 
-/// An unfolding `[B, C·K, P]` (channel-major) as the rows of a Linear with `g` groups: per
-/// group `r` its `C·K/g` rows at every position, group-major: `[B, g·P, C·K/g]`.
-pub(crate) fn group_rows(unfolded: Tensor<3>, groups: usize) -> Tensor<3> {
-    let [batch, width, positions] = unfolded.dims();
+/// An unfolding's rows `[B, P, C·K]` (channel-major) as the rows of a Linear with `g` groups:
+/// per group `r` its `C·K/g` columns at every position, group-major: `[B, g·P, C·K/g]`.
+pub(crate) fn group_columns(rows: Tensor<3>, groups: usize) -> Tensor<3> {
+    let [batch, positions, width] = rows.dims();
     if groups <= 1 {
-        return unfolded.swap_dims(1, 2);
+        return rows;
     }
     let per_group = width / groups;
     Tensor::cat(
         (0..groups)
             .map(|r| {
-                unfolded
-                    .clone()
-                    .slice([0..batch, r * per_group..(r + 1) * per_group, 0..positions])
-                    .swap_dims(1, 2)
+                rows.clone()
+                    .slice([0..batch, 0..positions, r * per_group..(r + 1) * per_group])
             })
             .collect(),
         1,
     )
 }
 
-/// The unfolding `[B, C·k_h·k_w, P]` of a padded 2-d input `[B, C, H, W]` (burn's
-/// `unfold4d`; a 1-d input is one of height 1).
-pub(crate) fn unfold_2d(input: Tensor<4>, unfolding: &Unfolding<2>) -> Tensor<3> {
-    unfold4d(
-        input,
-        unfolding.kernel,
-        UnfoldOptions::new(unfolding.stride, [0, 0], unfolding.dilation),
-    )
+/// The rows `[B, P, C·k_h·k_w]` of a padded 2-d input `[B, C, H, W]`'s unfolding (a 1-d
+/// input is one of height 1): row `p` holds the window of position `p` (positions row-major),
+/// channel-major, then the kernel's offsets (burn's `unfold4d` order, transposed).
+///
+/// The windows are strided views of the input (`Tensor::unfold`), thinned to every
+/// `dilation`-th element, and gathered into the rows by one copy: `B·P·C·K` values moved
+/// (gathered transposed for even kernel widths: [`misaligned_risk`]).
+/// (burn's `unfold4d` convolves with a dense one-hot kernel `[C·K, C, k_h, k_w]`: `C·K`
+/// multiply-adds for every value it makes, into an output a CubeCL device lays out
+/// channels-last, which this layout would copy again.)
+pub(crate) fn unfold_rows_2d(input: Tensor<4>, unfolding: &Unfolding<2>) -> Tensor<3> {
+    let [batch, channels, ..] = input.dims();
+    // [B, C, P_h, P_w, e_h, e_w]
+    let windows: Tensor<6> = input
+        .unfold::<5, _>(2, unfolding.extent(0), unfolding.stride[0])
+        .unfold::<6, _>(3, unfolding.extent(1), unfolding.stride[1]);
+    let [_, _, ph, pw, ..] = windows.dims();
+    let kernel: usize = unfolding.kernel.iter().product();
+    let windows = thinned(windows, unfolding);
+    if misaligned_risk(unfolding) {
+        // [B, C, k_h, k_w, P_h, P_w] → [B, C·K, P], seen as rows.
+        return windows
+            .permute([0, 1, 4, 5, 2, 3])
+            .reshape([batch, channels * kernel, ph * pw])
+            .swap_dims(1, 2);
+    }
+    // [B, P_h, P_w, C, k_h, k_w] → [B, P, C·K]
+    windows
+        .permute([0, 2, 3, 1, 4, 5])
+        .reshape([batch, ph * pw, channels * kernel])
 }
 
-/// The unfolding `[B, C·k_d·k_h·k_w, P]` of a padded 3-d input `[B, C, D, H, W]`
-/// (channel-major, then the kernel's offsets; positions row-major): burn has no 3-d unfold,
-/// so windows are cut along each dimension with `Tensor::unfold` (window extent
-/// `dilation·(k − 1) + 1`) and thinned to every `dilation`-th element.
-pub(crate) fn unfold_3d(input: Tensor<5>, unfolding: &Unfolding<3>) -> Tensor<3> {
+/// The rows `[B, P, C·k_d·k_h·k_w]` of a padded 3-d input `[B, C, D, H, W]`'s unfolding, as
+/// [`unfold_rows_2d`] (burn has no 3-d unfold).
+pub(crate) fn unfold_rows_3d(input: Tensor<5>, unfolding: &Unfolding<3>) -> Tensor<3> {
     let [batch, channels, ..] = input.dims();
     // [B, C, P_d, P_h, P_w, e_d, e_h, e_w]
     let windows: Tensor<8> = input
@@ -296,29 +341,53 @@ pub(crate) fn unfold_3d(input: Tensor<5>, unfolding: &Unfolding<3>) -> Tensor<3>
         .unfold::<7, _>(3, unfolding.extent(1), unfolding.stride[1])
         .unfold::<8, _>(4, unfolding.extent(2), unfolding.stride[2]);
     let [_, _, pd, ph, pw, ..] = windows.dims();
-    let thinned = if unfolding.dilation.iter().all(|&d| d == 1) {
-        windows
-    } else {
-        let device = windows.device();
-        let taps = |i: usize| -> Tensor<1, burn::tensor::Int> {
-            let picks: Vec<i64> = (0..unfolding.kernel[i])
-                .map(|k| (k * unfolding.dilation[i]) as i64)
-                .collect();
-            Tensor::from_data(
-                burn::tensor::TensorData::new(picks, [unfolding.kernel[i]]),
-                &device,
-            )
-        };
-        windows
-            .select(5, taps(0))
-            .select(6, taps(1))
-            .select(7, taps(2))
-    };
     let kernel: usize = unfolding.kernel.iter().product();
-    // [B, C, k_d, k_h, k_w, P_d, P_h, P_w] → [B, C·K, P]
-    thinned
-        .permute([0, 1, 5, 6, 7, 2, 3, 4])
-        .reshape([batch, channels * kernel, pd * ph * pw])
+    let windows = thinned(windows, unfolding);
+    if misaligned_risk(unfolding) {
+        // [B, C, k_d, k_h, k_w, P_d, P_h, P_w] → [B, C·K, P], seen as rows.
+        return windows
+            .permute([0, 1, 5, 6, 7, 2, 3, 4])
+            .reshape([batch, channels * kernel, pd * ph * pw])
+            .swap_dims(1, 2);
+    }
+    // [B, P_d, P_h, P_w, C, k_d, k_h, k_w] → [B, P, C·K]
+    windows
+        .permute([0, 2, 3, 4, 1, 5, 6, 7])
+        .reshape([batch, pd * ph * pw, channels * kernel])
+}
+
+/// Whether gathering the rows could meet CubeCL 0.11's vectorised copy misaligned: it reads
+/// `v` values at once along a unit-stride last axis (here a window's last `k` offsets) when
+/// `v` divides that axis and the *smallest* other stride, without checking the other strides
+/// (`cubecl-core` 0.11.4 `try_tensor_vector_size_parallel`), so windows of an even width over
+/// an input whose row or channel stride is odd are read a value off. Then the rows are
+/// gathered positions-last (a last axis that is never unit-stride beside a unit-stride window
+/// axis, so never vectorised) and seen transposed, which costs a copy where they are used.
+/// Odd widths (`v ∈ {2, 4, 8}` never divides them) are gathered directly.
+fn misaligned_risk<const N: usize>(unfolding: &Unfolding<N>) -> bool {
+    unfolding.kernel[N - 1].is_multiple_of(2)
+}
+
+/// Windows `[…, e_1, …, e_N]` (extents `dilation·(k − 1) + 1`, the last `N` axes) thinned to
+/// every `dilation`-th element: `[…, k_1, …, k_N]`.
+fn thinned<const W: usize, const N: usize>(
+    windows: Tensor<W>,
+    unfolding: &Unfolding<N>,
+) -> Tensor<W> {
+    if unfolding.dilation.iter().all(|&d| d == 1) {
+        return windows;
+    }
+    let device = windows.device();
+    (0..N).fold(windows, |windows, i| {
+        let picks: Vec<i64> = (0..unfolding.kernel[i])
+            .map(|k| (k * unfolding.dilation[i]) as i64)
+            .collect();
+        let picks = Tensor::<1, burn::tensor::Int>::from_data(
+            burn::tensor::TensorData::new(picks, [unfolding.kernel[i]]),
+            &device,
+        );
+        windows.select(W - N + i, picks)
+    })
 }
 
 /// A transposed convolution's output gradient `[B, C, O_1, …, O_N]` brought to the extent of
@@ -380,5 +449,70 @@ mod tests {
         assert_eq!(same_padding(3, 2, 10), (0, 1));
         assert_eq!(same_padding(5, 3, 7), (2, 2));
         assert_eq!(same_padding(1, 1, 4), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod unfold_tests {
+    use burn::tensor::module::unfold4d;
+    use burn::tensor::ops::UnfoldOptions;
+    use burn::tensor::{Device, Tensor};
+
+    use super::*;
+
+    fn devices() -> Vec<Device> {
+        let mut devices = vec![Device::default()];
+        #[cfg(feature = "wgpu")]
+        devices.push(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice));
+        devices
+    }
+
+    /// The rows equal burn's `unfold4d`, transposed, over kernels, strides and dilations.
+    #[test]
+    fn rows_equal_burns_unfolding() {
+        for device in devices() {
+            for (kernel, stride, dilation, size) in [
+                ([3, 3], [1, 1], [1, 1], [7, 6]),
+                ([1, 1], [1, 2], [1, 1], [7, 6]),
+                ([1, 2], [1, 2], [1, 1], [1, 9]),
+                ([3, 1], [2, 1], [1, 2], [8, 7]),
+                ([2, 3], [2, 1], [2, 1], [7, 6]),
+                ([3, 3], [2, 2], [2, 2], [9, 9]),
+                ([2, 2], [2, 2], [1, 1], [7, 9]),
+                ([4, 2], [1, 2], [1, 1], [7, 9]),
+            ] {
+                let [b, c, _, h, w] = input3(&device, size).dims();
+                let input = input3(&device, size).reshape([b, c, h, w]);
+                let unfolding = Unfolding {
+                    kernel,
+                    stride,
+                    dilation,
+                };
+                let ours = unfold_rows_2d(input.clone(), &unfolding);
+                let burns = unfold4d(input, kernel, UnfoldOptions::new(stride, [0, 0], dilation))
+                    .swap_dims(1, 2);
+                assert_eq!(ours.dims(), burns.dims());
+                let what = format!("{kernel:?} {stride:?} {dilation:?} on {device:?}");
+                crate::testing::close(ours.clone(), burns, &what);
+                // A 3-d input of depth one unfolds to the same rows.
+                let volume = Unfolding {
+                    kernel: [1, kernel[0], kernel[1]],
+                    stride: [1, stride[0], stride[1]],
+                    dilation: [1, dilation[0], dilation[1]],
+                };
+                let deep = unfold_rows_3d(input3(&device, size), &volume);
+                crate::testing::close(deep, ours, &format!("3-d {what}"));
+            }
+        }
+    }
+
+    /// The test input `[2, 3, 1, H, W]`.
+    fn input3(device: &Device, size: [usize; 2]) -> Tensor<5> {
+        let n = 2 * 3 * size[0] * size[1];
+        let values: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+        Tensor::from_data(
+            burn::tensor::TensorData::new(values, [2, 3, 1, size[0], size[1]]),
+            device,
+        )
     }
 }

@@ -5,7 +5,7 @@ use burn::nn::PaddingConfig1d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use super::conv::{Unfolding, same_padding, tap_conv, unfold_2d};
+use super::conv::{Unfolding, same_padding, tap_conv, unfold_rows_2d};
 use super::mirror::mirrors_burn;
 use crate::recorder::is_recording;
 
@@ -94,7 +94,7 @@ impl Conv1d {
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
             self.groups,
-            move || unfold_2d(input, &unfolding),
+            move || unfold_rows_2d(input, &unfolding),
             output,
         )
     }

@@ -5,7 +5,7 @@ use burn::nn::PaddingConfig2d;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use super::conv::{Unfolding, padding_2d, tap_conv, unfold_2d};
+use super::conv::{Unfolding, padding_2d, tap_conv, unfold_rows_2d};
 use super::mirror::mirrors_burn;
 use crate::recorder::is_recording;
 
@@ -67,7 +67,7 @@ impl Conv2d {
         if !is_recording() {
             return output;
         }
-        let [batch, c_out, h, w] = output.dims();
+        let [_, _, h, w] = output.dims();
         let [_, _, height, width] = input.dims();
         let pads = padding_2d(
             &self.padding,
@@ -96,9 +96,8 @@ impl Conv2d {
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
             self.groups,
-            move || unfold_2d(input, &unfolding),
-            output.reshape([batch, c_out, h * w]),
+            move || unfold_rows_2d(input, &unfolding),
+            output,
         )
-        .reshape([batch, c_out, h, w])
     }
 }

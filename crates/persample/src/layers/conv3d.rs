@@ -6,7 +6,7 @@ use burn::nn::conv::Conv3dConfig;
 use burn::tensor::Tensor;
 use burn::tensor::ops::PadMode;
 
-use super::conv::{Unfolding, same_padding, tap_conv, unfold_3d};
+use super::conv::{Unfolding, same_padding, tap_conv, unfold_rows_3d};
 use super::mirror::mirrors_burn;
 use crate::recorder::is_recording;
 
@@ -76,7 +76,7 @@ impl Conv3d {
         if !is_recording() {
             return output;
         }
-        let [batch, c_out, d, h, w] = output.dims();
+        let [_, _, d, h, w] = output.dims();
         let [_, _, depth, height, width] = input.dims();
         let pads = self.padding([depth, height, width]);
         let input = input.detach();
@@ -100,9 +100,8 @@ impl Conv3d {
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
             self.groups,
-            move || unfold_3d(input, &unfolding),
-            output.reshape([batch, c_out, d * h * w]),
+            move || unfold_rows_3d(input, &unfolding),
+            output,
         )
-        .reshape([batch, c_out, d, h, w])
     }
 }

@@ -80,7 +80,7 @@ impl DeformConv2d {
         // Bilinear sampling multiplies the two offset coordinates: curved in whatever
         // produced them.
         mark_curved("deformable sampling");
-        let [batch, c_out, h, w] = output.dims();
+        let [batch, _, h, w] = output.dims();
         let [_, c_in, height, width] = input.dims();
         let detached = |t: Tensor<4>| t.detach().without_autodiff();
         let (input, offset, mask) = (detached(input), detached(offset), mask.map(detached));
@@ -107,19 +107,16 @@ impl DeformConv2d {
                 TensorData::new(identity, [c_in * taps, c_in, kernel[0], kernel[1]]),
                 (&input.device(), input.dtype()),
             );
-            deform_conv2d(input, offset, identity, mask, None, options).reshape([
-                batch,
-                c_in * taps,
-                h * w,
-            ])
+            deform_conv2d(input, offset, identity, mask, None, options)
+                .reshape([batch, c_in * taps, h * w])
+                .swap_dims(1, 2)
         };
         tap_conv(
             self.weight.id,
             self.bias.as_ref().map(|b| b.id),
             self.weight_groups,
             unfold,
-            output.reshape([batch, c_out, h * w]),
+            output,
         )
-        .reshape([batch, c_out, h, w])
     }
 }

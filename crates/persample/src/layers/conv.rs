@@ -461,10 +461,11 @@ mod unfold_tests {
     use super::*;
 
     fn devices() -> Vec<Device> {
-        let mut devices = vec![Device::default()];
-        #[cfg(feature = "wgpu")]
-        devices.push(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice));
-        devices
+        vec![
+            Device::default(),
+            #[cfg(feature = "wgpu")]
+            Device::wgpu(burn::tensor::DeviceKind::DefaultDevice),
+        ]
     }
 
     /// The rows equal burn's `unfold4d`, transposed, over kernels, strides and dilations.

@@ -173,9 +173,9 @@ impl std::fmt::Debug for DeferredGradient {
 
 /// Called by the convolution drop-ins: records how to make the rows `[B, T, d_in]` of the
 /// convolution's Linear after the backward pass (`rows`, holding the detached padded input),
-/// and returns the zero leaf `[B, T, C_out]` (`rows` of the output gradient, `dims`) for the
-/// drop-in to add to its output in the output's own shape, when a recorder is active.
-/// The leaf is made on `output`'s device, in its dtype.
+/// and returns a zero leaf of shape `dims` `[B, T, C_out]`, made on `output`'s device in its
+/// dtype, when a recorder is active: the drop-in adds it to its output through a view of the
+/// output's own shape, so the leaf's gradient is the output gradient as rows.
 pub(crate) fn tap_deferred<const D: usize>(
     weight: ParamId,
     bias: Option<ParamId>,
@@ -194,24 +194,26 @@ pub(crate) fn tap_deferred<const D: usize>(
 }
 
 /// Called by the transposed-convolution drop-ins: records the input rows `[B, T, C_in]` and
-/// how to unfold the output gradient `[B, T_out, C_out]` into the Linear's output-gradient
-/// rows `[B, T, d_out]` after the backward pass, and returns the output `[B, T_out, C_out]`
-/// with a zero leaf added, when a recorder is active.
-pub(crate) fn tap_transposed(
+/// how to unfold the output gradient's rows `[B, T_out, C_out]` into the Linear's
+/// output-gradient rows `[B, T, d_out]` after the backward pass, and returns a zero leaf of
+/// shape `dims` `[B, T_out, C_out]` (on `output`'s device, in its dtype) for the drop-in to
+/// add to its output through a view, when a recorder is active.
+pub(crate) fn tap_transposed<const D: usize>(
     weight: ParamId,
     bias: Option<ParamId>,
     input: Tensor<3>,
     rows: impl FnOnce(Tensor<3>) -> Tensor<3> + 'static,
-    output: Tensor<3>,
-) -> Tensor<3> {
-    push(
+    dims: [usize; 3],
+    output: &Tensor<D>,
+) -> Option<Tensor<3>> {
+    leaf(
         TapKind::Transposed {
             weight,
             bias,
             input: input.detach().without_autodiff(),
             rows: DeferredGradient(Box::new(rows)),
         },
-        output,
+        || Tensor::zeros(dims, (&output.device(), output.dtype())),
     )
 }
 

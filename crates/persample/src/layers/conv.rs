@@ -185,11 +185,12 @@ fn masked_to_group<const D: usize>(
     x * mask.reshape(shape)
 }
 
-/// Taps a transposed convolution with `groups` groups from its input `[B, C_in, P_in]` and
-/// output `[B, C_out, P_out]`; `unfold` turns the output gradient `[B, C_out, P_out]` into
-/// its unfolding `[B, C_out·K, P_in]` (channel-major, the transposed convolution's windows
-/// over its uncropped output), run after the backward pass. Returns the output with the
-/// recorder's zero leaf when one is active.
+/// Taps a transposed convolution with `groups` groups from its input `[B, C_in, P_1, …, P_N]`
+/// and output `[B, C_out, O_1, …, O_N]` (`D = N + 2`); after the backward pass the output
+/// gradient is unfolded by [`unfold_rows_2d`] or [`unfold_rows_3d`] over the uncropped output
+/// ([`uncropped_gradient`]). Returns the output with the recorder's zero leaf when one is
+/// active: the output gradient's rows `[B, P_out, C_out]`, added through a channels-last view
+/// (as [`tap_conv`]: the output keeps its shape and layout on the passes).
 ///
 /// A transposed convolution adds `x[c_in, p] · W[c_in, j, k]` to output `(r·C_out/g + j,
 /// p·stride + k·dilation − padding)` for `c_in` in group `r`, so its weight `[C_in,
@@ -202,38 +203,9 @@ fn masked_to_group<const D: usize>(
 ///
 /// # Cost
 ///
-/// During the forward and backward passes: the input (`g` masked copies). After them: the
-/// unfolded output gradient (`B·C_out·K·P_in`).
-pub(crate) fn tap_transposed_conv(
-    weight: ParamId,
-    bias: Option<ParamId>,
-    groups: usize,
-    input: Tensor<3>,
-    unfold: impl FnOnce(Tensor<3>) -> Tensor<3> + 'static,
-    output: Tensor<3>,
-) -> Tensor<3> {
-    let groups = groups.max(1);
-    let rows = input.detach().swap_dims(1, 2);
-    let rows = if groups == 1 {
-        rows
-    } else {
-        // Group r's copy keeps its C_in/g channels: [B, g·P_in, C_in], group-major.
-        Tensor::cat(
-            (0..groups)
-                .map(|r| masked_to_group(rows.clone(), r, groups, 2))
-                .collect(),
-            1,
-        )
-    };
-    let gradient_rows = move |e: Tensor<3>| group_columns(unfold(e.swap_dims(1, 2)), groups);
-    tap_transposed(weight, bias, rows, gradient_rows, output.swap_dims(1, 2)).swap_dims(1, 2)
-}
-
-/// What the transposed-convolution drop-ins record for an output `[B, C_out, O_1, …, O_N]`
-/// of an input `[B, C_in, P_1, …, P_N]` (`D = N + 2`): the tap of
-/// [`tap_transposed_conv`], its output gradient unfolded after the backward pass by
-/// [`unfold_rows_3d`] over the uncropped output ([`uncropped_gradient`]). Returns the output with
-/// the recorder's zero leaf added.
+/// During the forward and backward passes: the input as rows `[B, P_in, C_in]` (`g` masked
+/// copies), a zero leaf the output's size. After them: the unfolded output gradient
+/// (`B·C_out·K·P_in`).
 pub(crate) fn record_transposed<const D: usize, const N: usize>(
     weight: ParamId,
     bias: Option<ParamId>,
@@ -245,29 +217,59 @@ pub(crate) fn record_transposed<const D: usize, const N: usize>(
 ) -> Tensor<D> {
     let in_dims = input.dims();
     let out_dims = output.dims();
-    let (batch, c_in, c_out) = (in_dims[0], in_dims[1], out_dims[1]);
+    let (batch, c_out) = (out_dims[0], out_dims[1]);
     let mut input_size = [0; N];
     input_size.copy_from_slice(&in_dims[2..]);
-    let in_positions: usize = input_size.iter().product();
     let out_positions: usize = out_dims[2..].iter().product();
-    let unfold = move |e: Tensor<3>| {
-        let full = uncropped_gradient(e.reshape(out_dims), input_size, padding, &unfolding);
+    let groups = groups.max(1);
+    let rows = channels_last_rows(input.detach());
+    let rows = if groups == 1 {
+        rows
+    } else {
+        // Group r's copy keeps its C_in/g channels: [B, g·P_in, C_in], group-major.
+        Tensor::cat(
+            (0..groups)
+                .map(|r| masked_to_group(rows.clone(), r, groups, 2))
+                .collect(),
+            1,
+        )
+    };
+    // The output gradient's rows [B, P_out, C_out] → the unfolding's rows [B, P_in, C_out·K].
+    let gradient_rows = move |e: Tensor<3>| {
+        let gradient = channels_last_view(e, out_dims);
+        let full = uncropped_gradient(gradient, input_size, padding, &unfolding);
         let dims = full.dims();
-        if N <= 2 {
+        let unfolded = if N <= 2 {
             unfold_rows_2d(full.reshape(lift_dims::<D, 4>(dims)), &unfolding.lifted())
         } else {
             unfold_rows_3d(full.reshape(lift_dims::<D, 5>(dims)), &unfolding.lifted())
-        }
+        };
+        group_columns(unfolded, groups)
     };
-    tap_transposed_conv(
+    match tap_transposed(
         weight,
         bias,
-        groups,
-        input.reshape([batch, c_in, in_positions]),
-        unfold,
-        output.reshape([batch, c_out, out_positions]),
-    )
-    .reshape(out_dims)
+        rows,
+        gradient_rows,
+        [batch, out_positions, c_out],
+        &output,
+    ) {
+        Some(leaf) => output + channels_last_view(leaf, out_dims),
+        None => output,
+    }
+}
+
+/// A tensor `[B, C, S_1, …, S_N]` as rows `[B, S_1⋯S_N, C]` (channels last: a view where the
+/// tensor is channels-last in memory, a copy otherwise).
+fn channels_last_rows<const D: usize>(x: Tensor<D>) -> Tensor<3> {
+    let dims = x.dims();
+    let positions: usize = dims[2..].iter().product();
+    let mut axes = [0; D];
+    axes[D - 1] = 1;
+    for (i, axis) in axes.iter_mut().enumerate().take(D - 1).skip(1) {
+        *axis = i + 1;
+    }
+    x.permute(axes).reshape([dims[0], positions, dims[1]])
 }
 
 /// The dimensions `[B, C, S_1, …, S_N]` of a tensor as `[B, C, 1, …, 1, S_1, …, S_N]` of

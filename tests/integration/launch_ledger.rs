@@ -2,9 +2,10 @@
 //! (lavapipe) through the launch ledger (`persample::launches::LaunchLedger`).
 //!
 //! With the histograms counted on the device, the kernels `economy` adds to a plain training
-//! step are bounded by the model — at most `8·P + 28` for `P` parameter tensors — and the
-//! same at batch sizes 32 and 128 (within burn's own shape-dependent fusion): nothing loops
-//! over samples or over pieces of a fixed size.
+//! step are bounded by the model — at most `8·P + 28` for `P` parameter tensors, on two small
+//! nets and on the four benchmark models (the MLP 784-256-128-10, cifar10_3c3d, the guide CNN,
+//! the text transformer) — and the same at batch sizes 32 and 128 (within burn's own
+//! shape-dependent fusion): nothing loops over samples or over pieces of a fixed size.
 //!
 //! The ledger counts the process's launches (burn's fusion launches from its own threads), so
 //! the measurement runs in a test process of its own: `economy_launches_are_bounded_by_the_model`
@@ -28,10 +29,11 @@ use burn_cockpit::{Cockpit, Configuration, OptimizerInfo, Schedule, StepInfo};
 
 /// Kernels per parameter tensor and per step that `economy` may add (see the module doc):
 /// the aim `a ≤ 8`, with `b` a few kernels above today's counts. Measured: mlp (6
-/// tensors) 69, cnn (4 tensors) 51 with the per-parameter sums in one launch per eight
-/// tensors (`cockpit_kernels::sums`, `row_sums`); 138 and 90 before them; 220 and 147 with
-/// the counting kernel alone; 365 and 241 with neither (tensor-operation counting, norms per
-/// quantity).
+/// tensors) 64, cnn (4 tensors) 53, the benchmark MLP 784-256-128-10 64, cifar10_3c3d (12)
+/// 116, the guide CNN (8) 84, the text transformer (36) 277, with the histograms counted onto
+/// one running total and the convolutions' layouts kept (69, 51, –, 145, 102.5, 345 before);
+/// 138 and 90 (mlp, cnn) before the per-parameter sums in one launch per eight tensors; 365
+/// and 241 with tensor-operation counting and norms per quantity.
 const PER_PARAMETER: u64 = 8;
 const PER_STEP: u64 = 28;
 
@@ -106,7 +108,34 @@ fn kernels_per_step<M: Net>(
     tracked: bool,
 ) -> u64 {
     let device = device.clone().autodiff();
-    let mut model = M::new(&device);
+    let inputs = device.clone();
+    kernels_per_step_of(
+        ledger,
+        M::new(&device),
+        move |model: &M, step| {
+            let x: Vec<f32> = (0..batch * M::FEATURES)
+                .map(|i| (((i + step) * 31 % 17) as f32 - 8.0) / 8.0)
+                .collect();
+            model.forward(Tensor::<2>::from_data(
+                TensorData::new(x, [batch, M::FEATURES]),
+                &inputs,
+            ))
+        },
+        (batch, 4),
+        tracked,
+    )
+}
+
+/// Kernels per step of `steps` SGD steps of `model` (`forward` gives step `step`'s logits
+/// `[B, C]`, `shape` is `(B, C)`), tracking `economy` (device histograms) when `tracked`,
+/// after two steps of warm-up; every step ends on a read, tracked or not.
+fn kernels_per_step_of<M: Module + Clone + 'static>(
+    ledger: &LaunchLedger,
+    mut model: M,
+    forward: impl Fn(&M, usize) -> Tensor<2>,
+    (batch, classes): (usize, usize),
+    tracked: bool,
+) -> u64 {
     let mut optim = SgdConfig::new().init();
     let mut cockpit = Cockpit::from_kinds(Configuration::Economy.kinds(), &Schedule::every_step())
         .unwrap()
@@ -117,16 +146,14 @@ fn kernels_per_step<M: Net>(
         if step == warm_up {
             before = ledger.launches();
         }
-        let x: Vec<f32> = (0..batch * M::FEATURES)
-            .map(|i| (((i + step) * 31 % 17) as f32 - 8.0) / 8.0)
-            .collect();
-        let x = Tensor::<2>::from_data(TensorData::new(x, [batch, M::FEATURES]), &device);
-        let onehot: Vec<f32> = (0..batch * 4)
-            .map(|i| f32::from(u8::from((i / 4 + step) % 4 == i % 4)))
-            .collect();
-        let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, 4]), &device);
         let recorder = tracked.then(Recorder::start);
-        let losses = (log_softmax(model.forward(x), 1) * onehot)
+        let logits = forward(&model, step);
+        let device = logits.device();
+        let onehot: Vec<f32> = (0..batch * classes)
+            .map(|i| f32::from(u8::from((i / classes + step) % classes == i % classes)))
+            .collect();
+        let onehot = Tensor::<2>::from_data(TensorData::new(onehot, [batch, classes]), &device);
+        let losses = (log_softmax(logits, 1) * onehot)
             .sum_dim(1)
             .neg()
             .reshape([batch]);
@@ -143,12 +170,115 @@ fn kernels_per_step<M: Net>(
         }
         model = optim.step(0.05, model, grads);
         // Every step ends on a read, tracked or not, so both flush their work alike.
-        let _ = model
-            .forward(Tensor::zeros([1, M::FEATURES], &device))
-            .sum()
-            .into_scalar::<f32>();
+        let _ = forward(&model, step).sum().into_scalar::<f32>();
     }
     (ledger.launches() - before) / steps as u64
+}
+
+/// The MLP of the benchmarks (`overhead --model mlp`), with the per-sample drop-ins.
+#[derive(Module, Debug)]
+struct BenchmarkMlp {
+    l1: Linear,
+    l2: Linear,
+    l3: Linear,
+}
+
+impl Net for BenchmarkMlp {
+    const FEATURES: usize = 784;
+    const PARAMETERS: u64 = 6;
+
+    fn new(device: &Device) -> Self {
+        Self {
+            l1: LinearConfig::new(784, 256).init(device).into(),
+            l2: LinearConfig::new(256, 128).init(device).into(),
+            l3: LinearConfig::new(128, 4).init(device).into(),
+        }
+    }
+
+    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        self.l3
+            .forward(relu(self.l2.forward(relu(self.l1.forward(x)))))
+    }
+}
+
+/// Inputs in `[-1, 1]` of shape `dims` for step `step` (a fixed pattern).
+fn pattern<const D: usize>(dims: [usize; D], step: usize, device: &Device) -> Tensor<D> {
+    let n: usize = dims.iter().product();
+    let values: Vec<f32> = (0..n)
+        .map(|i| (((i + step) * 37) % 23) as f32 / 11.5 - 1.0)
+        .collect();
+    Tensor::from_data(TensorData::new(values, dims), device)
+}
+
+/// The benchmark models of BENCHMARKS.md beyond the MLP (cifar10_3c3d, the guide CNN, the
+/// text transformer of `examples/architectures.rs`) and the MLP 784-256-128-10: `economy`
+/// adds at most `8·P + 28` kernels, alike at B 32 and B 128.
+fn benchmark_models(ledger: &LaunchLedger, device: &Device) {
+    use crate::architectures::{Cifar3c3d, GuideCnn, TextClassifier};
+    let device = device.clone().autodiff();
+    let check = |name: &str, parameters: u64, count: &dyn Fn(usize, bool) -> u64| {
+        let mut added = Vec::new();
+        for batch in [32, 128] {
+            let (plain, tracked) = (count(batch, false), count(batch, true));
+            println!(
+                "kernels_per_step {name} B {batch}: plain {plain}, economy {tracked}, added {}",
+                tracked - plain
+            );
+            added.push(tracked.saturating_sub(plain));
+        }
+        let bound = PER_PARAMETER * parameters + PER_STEP;
+        assert!(
+            added[0].abs_diff(added[1]) <= SHAPE_SLACK,
+            "{name}: the added kernels depend on the batch size: {added:?}"
+        );
+        for added in added {
+            assert!(added <= bound, "{name}: {added} added kernels > {bound}");
+        }
+    };
+    check(
+        "benchmark mlp",
+        BenchmarkMlp::PARAMETERS,
+        &|batch, tracked| kernels_per_step::<BenchmarkMlp>(ledger, &device, batch, tracked),
+    );
+    check("cifar10_3c3d", 12, &|batch, tracked| {
+        let inputs = device.clone();
+        kernels_per_step_of(
+            ledger,
+            Cifar3c3d::new(&device),
+            move |m: &Cifar3c3d, step| m.forward(pattern([batch, 3, 32, 32], step, &inputs)),
+            (batch, 10),
+            tracked,
+        )
+    });
+    check("guide_cnn", 8, &|batch, tracked| {
+        let inputs = device.clone();
+        kernels_per_step_of(
+            ledger,
+            GuideCnn::new(&device, 10, 512, 0.0),
+            move |m: &GuideCnn, step| m.forward(pattern([batch, 28, 28], step, &inputs)),
+            (batch, 10),
+            tracked,
+        )
+    });
+    check("text_transformer", 36, &|batch, tracked| {
+        let (length, vocabulary) = (64, 1000);
+        let inputs = device.clone();
+        kernels_per_step_of(
+            ledger,
+            TextClassifier::new(&device, vocabulary, length, 3, 128, 2, 4, 0.0),
+            move |m: &TextClassifier, step| {
+                let tokens: Vec<i64> = (0..batch * length)
+                    .map(|i| 1 + (((i + step) * 7919) % (vocabulary - 1)) as i64)
+                    .collect();
+                m.forward(Tensor::<2, burn::tensor::Int>::from_data(
+                    TensorData::new(tokens, [batch, length]),
+                    &inputs,
+                ))
+            },
+            (batch, 3),
+            tracked,
+        )
+    });
 }
 
 /// Runs in a process of its own (see the module doc): prints the counts and holds the bound.
@@ -179,6 +309,7 @@ fn measure_launches() {
     }
     measure::<Mlp>(&ledger, &device, "mlp");
     measure::<Cnn>(&ledger, &device, "cnn");
+    benchmark_models(&ledger, &device);
     // The exact GGN as one widened pass launches as many kernels for 4 outputs as for 8;
     // separate passes launch one pass's kernels per output.
     let widened = [4, 8].map(|c| ggn_kernels(&ledger, &device, c, GgnPasses::Widened));

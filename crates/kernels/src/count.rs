@@ -3,10 +3,9 @@
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, DispatchDevice, backend_extension};
-use burn::tensor::{DType, Int, Shape, Tensor, TensorCreationOptions};
+use burn::tensor::{DType, Int, Tensor, TensorCreationOptions};
 use burn_cubecl::cubecl::prelude::{CubeCount, CubeDim};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::zeros;
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 
 use super::kernel::{count_kernel, count_rank_one_kernel};
@@ -31,12 +30,14 @@ const MAX_SAMPLE_CUBES: usize = 65_535;
 /// Histogram counting as a backend operation.
 #[backend_extension(Cube, Fusion)]
 pub trait CountOps: Backend {
-    /// The counts `[bins · y_bins]` (u32) of the values (`a` `[n]` viewed as `[1, n]` with
-    /// `outer` false, or the products of `a` `[b, d_in]` and `e` `[b, d_out]`), each in cell
-    /// `bin·y_bins + y[k mod period]` (`y` is read only when `y_bins > 1`).
+    /// `counts` `[bins · y_bins]` (u32) plus the counts of the values (`a` `[n]` viewed as
+    /// `[1, n]` with `outer` false, or the products of `a` `[b, d_in]` and `e` `[b, d_out]`),
+    /// each in cell `bin·y_bins + y[k mod period]` (`y` is read only when `y_bins > 1`). The
+    /// values are added into `counts` itself where no other tensor shares it, else into a copy.
     #[fusion(dtype = burn::tensor::DType::U32, shape = burn::tensor::Shape::new([*bins * *y_bins]))]
     #[allow(clippy::too_many_arguments)]
     fn count_histogram(
+        counts: IntTensor<Self>,
         a: FloatTensor<Self>,
         e: FloatTensor<Self>,
         thresholds: FloatTensor<Self>,
@@ -52,6 +53,7 @@ pub trait CountOps: Backend {
 
 impl CountOps for CubeBackend {
     fn count_histogram(
+        counts: CubeTensor,
         a: CubeTensor,
         e: CubeTensor,
         thresholds: CubeTensor,
@@ -66,7 +68,14 @@ impl CountOps for CubeBackend {
         let (a, e) = (into_contiguous(a), into_contiguous(e));
         let (thresholds, y) = (into_contiguous(thresholds), into_contiguous(y));
         let cells = bins * y_bins;
-        let counts = zeros(a.device.clone(), Shape::new([cells]), DType::U32);
+        // Counted in place where nothing else holds the running counts (burn's fusion hands a
+        // tensor's last use over with its handle), else into a copy.
+        let counts = into_contiguous(counts);
+        let counts = if counts.can_mut() {
+            counts
+        } else {
+            counts.copy()
+        };
         let (a_dims, e_dims) = (a.meta.shape().clone(), e.meta.shape().clone());
         let (total, d_in, d_out) = if outer {
             (a_dims[0] * a_dims[1] * e_dims[1], a_dims[1], e_dims[1])
@@ -172,20 +181,19 @@ pub(crate) fn max_bindings(device: &DispatchDevice) -> Option<u32> {
     }
 }
 
-/// Launches the kernel (the caller checked the operands).
+/// Launches the kernel, counting onto `onto` (u32 `[bins · y_bins]`; the caller checked the
+/// operands).
 pub(crate) fn count(
+    onto: Tensor<1, Int>,
     values: Values,
     thresholds: Tensor<1>,
     y: Option<Tensor<1, Int>>,
     bins: usize,
     y_bins: usize,
     guess: Option<Guess>,
-) -> Option<Tensor<1, Int>> {
+) -> Result<Tensor<1, Int>, Box<Tensor<1, Int>>> {
     if values.is_empty() {
-        return Some(Tensor::zeros(
-            [bins * y_bins],
-            TensorCreationOptions::new(values.device()).with_dtype(DType::U32),
-        ));
+        return Ok(onto);
     }
     let (a, e, outer) = match values {
         Values::Dense(v) => {
@@ -211,6 +219,7 @@ pub(crate) fn count(
         ),
     };
     let counts = <Dispatch as CountOps>::count_histogram(
+        onto.inner().into_dispatch(),
         a.inner().into_dispatch(),
         e.inner().into_dispatch(),
         thresholds.inner().into_dispatch(),
@@ -223,7 +232,7 @@ pub(crate) fn count(
         // More rounds than a search is worth: search.
         guess.map_or(usize::MAX, |g| g.rounds),
     );
-    Some(Tensor::<1, Int>::from_dispatch(counts))
+    Ok(Tensor::<1, Int>::from_dispatch(counts))
 }
 
 /// The binary search's first step: the largest power of two below `bins` (0 for one bin).

@@ -221,7 +221,8 @@ pub fn count_bins(
     guess: Option<Guess>,
 ) -> Option<Tensor<1, Int>> {
     check(&values, &thresholds, bins)?;
-    imp::count(values, thresholds, None, bins, 1, guess)
+    let onto = zeroed(&values, bins);
+    imp::count(onto, values, thresholds, None, bins, 1, guess).ok()
 }
 
 /// The counts `[bins · y_bins]` (row-major, unsigned 32-bit integers) of the cells
@@ -239,14 +240,70 @@ pub fn count_cells(
     guess: Option<Guess>,
 ) -> Option<Tensor<1, Int>> {
     check(&values, &thresholds, bins)?;
-    let period = match &values {
+    if !cells_fit(&values, &y, y_bins) {
+        return None;
+    }
+    let onto = zeroed(&values, bins * y_bins);
+    imp::count(onto, values, thresholds, Some(y), bins, y_bins, guess).ok()
+}
+
+/// Zeroed counts (u32 `[cells]`) on the values' device.
+fn zeroed(values: &Values, cells: usize) -> Tensor<1, Int> {
+    Tensor::zeros(
+        [cells],
+        burn::tensor::TensorCreationOptions::new(values.device())
+            .with_dtype(burn::tensor::DType::U32),
+    )
+}
+
+/// Whether the kernel counts `values` against `thresholds` in `bins` bins (what
+/// [`count_bins`] checks before it launches): a caller counting many pieces onto one running
+/// total checks them all first.
+pub fn takes(values: &Values, thresholds: &Tensor<1>, bins: usize) -> bool {
+    check(values, thresholds, bins).is_some()
+}
+
+/// Whether `y` holds one second-axis bin per element of a sample of `values`.
+fn cells_fit(values: &Values, y: &Tensor<1, Int>, y_bins: usize) -> bool {
+    let period = match values {
         Values::Dense(_) => y.dims()[0],
         Values::Outer { a, e } => a.dims()[1] * e.dims()[1],
     };
-    if period == 0 || y.dims()[0] != period || !values.len().is_multiple_of(period) || y_bins == 0 {
-        return None;
+    period > 0 && y.dims()[0] == period && values.len().is_multiple_of(period) && y_bins > 0
+}
+
+/// [`count_bins`] (`cells` `None`) or [`count_cells`] (`cells` the second axis's bins `y` and
+/// their number), the counts added onto `onto` (u32 `[bins · y_bins]`, e.g. what an earlier
+/// call returned) instead of a zeroed output: a running histogram over many tensors costs one
+/// launch each, not a fill, a launch and an addition. `onto` is counted into in place where
+/// nothing else holds it (a clone held elsewhere keeps its values: the kernel then counts
+/// into a copy).
+///
+/// # Errors
+///
+/// `onto`, untouched (boxed), where [`count_bins`] or [`count_cells`] would return `None`, or where
+/// `onto` is not u32 `[bins · y_bins]` on the values' device.
+pub fn count_onto(
+    onto: Tensor<1, Int>,
+    values: Values,
+    thresholds: Tensor<1>,
+    bins: usize,
+    cells: Option<(Tensor<1, Int>, usize)>,
+    guess: Option<Guess>,
+) -> Result<Tensor<1, Int>, Box<Tensor<1, Int>>> {
+    let y_bins = cells.as_ref().map_or(1, |(_, y_bins)| *y_bins);
+    let fits = check(&values, &thresholds, bins).is_some()
+        && cells
+            .as_ref()
+            .is_none_or(|(y, y_bins)| cells_fit(&values, y, *y_bins))
+        && onto.dtype() == burn::tensor::DType::U32
+        && onto.dims() == [bins * y_bins]
+        && onto.device() == values.device();
+    if !fits {
+        return Err(Box::new(onto));
     }
-    imp::count(values, thresholds, Some(y), bins, y_bins, guess)
+    let y = cells.map(|(y, _)| y);
+    imp::count(onto, values, thresholds, y, bins, y_bins, guess)
 }
 
 /// What [`sums`] adds up over each tensor's elements.
@@ -486,14 +543,15 @@ mod imp {
     use burn::tensor::{Int, Tensor};
 
     pub(super) fn count(
+        onto: Tensor<1, Int>,
         _values: super::Values,
         _thresholds: Tensor<1>,
         _y: Option<Tensor<1, Int>>,
         _bins: usize,
         _y_bins: usize,
         _guess: Option<super::Guess>,
-    ) -> Option<Tensor<1, Int>> {
-        None
+    ) -> Result<Tensor<1, Int>, Box<Tensor<1, Int>>> {
+        Err(Box::new(onto))
     }
 
     pub(super) fn row_sums(

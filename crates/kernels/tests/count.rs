@@ -311,3 +311,98 @@ fn what_the_kernel_does_not_count_is_refused() {
         vec![0; 4]
     );
 }
+
+/// Counting onto a running total equals the host's counts of all the values together (dense
+/// and rank-one pieces, 1-d bins and 2-d cells); a total another tensor still holds keeps its
+/// values (the kernel counts into a copy); a total of another type or length comes back
+/// untouched.
+#[test]
+fn counts_onto_a_running_total() {
+    use cockpit_kernels::count_onto;
+    let device = device();
+    let bins = 16;
+    let t = thresholds(-1.0, 1.0, bins);
+    let first = floats(3, 5_000, 1.2);
+    let (a, e) = (floats(4, 3 * 40, 1.0), floats(5, 3 * 7, 1.0));
+    let mut expected = vec![0u64; bins];
+    for &v in &first {
+        expected[host_bin(v, &t)] += 1;
+    }
+    for n in 0..3 {
+        for i in 0..40 {
+            for j in 0..7 {
+                expected[host_bin(a[n * 40 + i] * e[n * 7 + j], &t)] += 1;
+            }
+        }
+    }
+    let dense = |v: &[f32]| {
+        Values::Dense(Tensor::from_data(
+            TensorData::new(v.to_vec(), [v.len()]),
+            f32s(&device),
+        ))
+    };
+    let total =
+        count_bins(dense(&first), device_thresholds(&t, &device), bins, None).expect("counted");
+    let held = total.clone();
+    let held_before = read(held.clone());
+    let outer = Values::Outer {
+        a: tensor2(a.clone(), [3, 40], &device),
+        e: tensor2(e.clone(), [3, 7], &device),
+    };
+    let total = count_onto(
+        total,
+        outer,
+        device_thresholds(&t, &device),
+        bins,
+        None,
+        None,
+    )
+    .unwrap_or_else(|_| panic!("the kernel counts onto a u32 total"));
+    assert_eq!(read(total), expected);
+    assert_eq!(
+        read(held),
+        held_before,
+        "a total held elsewhere is not counted into"
+    );
+
+    // 2-d cells: the same values' x bins with a second axis of two bins by element parity.
+    let y_bins = 2;
+    let y: Vec<i64> = (0..first.len()).map(|k| (k % 2) as i64).collect();
+    let y = Tensor::<1, Int>::from_data(TensorData::new(y, [first.len()]), &device);
+    let mut cells = vec![0u64; bins * y_bins];
+    for (k, &v) in first.iter().enumerate() {
+        cells[host_bin(v, &t) * y_bins + k % 2] += 2;
+    }
+    let once = count_cells(
+        dense(&first),
+        device_thresholds(&t, &device),
+        bins,
+        y.clone(),
+        y_bins,
+        None,
+    )
+    .expect("counted");
+    let twice = count_onto(
+        once,
+        dense(&first),
+        device_thresholds(&t, &device),
+        bins,
+        Some((y, y_bins)),
+        None,
+    )
+    .unwrap_or_else(|_| panic!("the kernel counts cells onto a u32 total"));
+    assert_eq!(read(twice), cells);
+
+    // Another type or length: handed back as it came.
+    let wrong = Tensor::<1, Int>::from_data(TensorData::new(vec![7i64; bins], [bins]), &device);
+    let back = count_onto(
+        wrong,
+        dense(&first),
+        device_thresholds(&t, &device),
+        bins,
+        None,
+        None,
+    )
+    .expect_err("an i64 total is refused");
+    assert_eq!(read(*back), vec![7; bins]);
+}

@@ -257,7 +257,7 @@ pub fn start_read<R: Into<Readable>>(parts: Vec<R>) -> PendingRead {
 /// transaction reads, their values one after the other in order: one tensor per sixteen parts
 /// where `cockpit-kernels` packs them (one launch each), else burn's `cat` of all of them (one
 /// slice assignment per part on a CubeCL device; a copy on a CPU backend).
-fn gathered(floats: Vec<Tensor<1>>) -> Vec<Tensor<1>> {
+pub(crate) fn gathered(floats: Vec<Tensor<1>>) -> Vec<Tensor<1>> {
     match kernel_pack(&floats) {
         Some(packed) => packed,
         None => vec![Tensor::cat(floats, 0)],

@@ -291,6 +291,39 @@ fn plan_for(device: &Device) -> (usize, bool) {
     (most, cube)
 }
 
+/// The element-wise sum of equal-length vectors `parts` (`None` for none). Where
+/// `cockpit-kernels` runs: the parts packed into `[P, n]` (one launch per sixteen) and summed
+/// over `P` in one reduction ([`sum_dim`]), two launches whatever burn's fusion does; elsewhere
+/// burn's additions (one fused kernel where fusion folds them, else `P − 1`).
+pub fn sum_parts(parts: &[Tensor<1>]) -> Option<Tensor<1>> {
+    let first = parts.first()?;
+    let n = first.dims()[0];
+    let packed = (parts.len() > 1 && parts.iter().all(|p| p.dims()[0] == n))
+        .then(|| gathered_by_kernel(parts))
+        .flatten();
+    if let Some(mut groups) = packed {
+        let stacked = match groups.len() {
+            1 => groups.remove(0),
+            _ => Tensor::cat(groups, 0),
+        };
+        return Some(sum_dim(stacked.reshape([parts.len(), n]), 0).reshape([n]));
+    }
+    parts.iter().cloned().reduce(|a, b| a + b)
+}
+
+/// `parts` packed by `cockpit-kernels` (`None` where it does not run).
+fn gathered_by_kernel(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    {
+        cockpit_kernels::pack(parts)
+    }
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    {
+        let _ = parts;
+        None
+    }
+}
+
 /// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values where [`stages`] says.
 pub fn sum_dim<const D: usize, K: Numeric>(tensor: Tensor<D, K>, dim: usize) -> Tensor<D, K> {
     let (most, noted) = plan_for(&tensor.device());

@@ -303,11 +303,28 @@ impl PerSampleStats {
     }
 }
 
+/// `parts` in order as one tensor: a single part as it is (burn's `cat` of one tensor is a
+/// copy: one slice assignment on a CubeCL device where its fusion does not fold it into other
+/// element-wise work), several through [`crate::readback::gathered`] (one packing launch per
+/// sixteen parts where `cockpit-kernels` runs).
+fn concatenated(mut parts: Vec<Tensor<1>>) -> Tensor<1> {
+    if parts.len() == 1
+        && let Some(part) = parts.pop()
+    {
+        return part;
+    }
+    let mut groups = crate::readback::gathered(parts);
+    match groups.len() {
+        1 => groups.remove(0),
+        _ => Tensor::cat(groups, 0),
+    }
+}
+
 /// `parts` of one parameter's statistic, in sample order, combined as `combine` says.
 pub(crate) fn combine_parts(combine: Combine, parts: Vec<Tensor<1>>) -> Option<Tensor<1>> {
     match combine {
         _ if parts.is_empty() => None,
-        Combine::Concatenate => Some(Tensor::cat(parts, 0)),
+        Combine::Concatenate => Some(concatenated(parts)),
         Combine::Add => parts.into_iter().reduce(|a, b| a + b),
         Combine::Max => Some(crate::reduce::max_nonnegative(Tensor::cat(parts, 0))),
     }

@@ -272,40 +272,68 @@ pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2
     }
 }
 
-/// GradHist1d's device counts of one chunk's elements: `[bins]` integers.
-pub(crate) fn count_elements(axis: &DeviceAxis, elements: Elements) -> Tensor<1, Int> {
+/// GradHist1d's device counts of one chunk's elements added to a running total `onto`
+/// (what an earlier call returned): `[bins]` integers. Our kernel counts into the total in
+/// place (one launch a chunk: no zeroed output, cast or addition); read it through
+/// [`counts_for_reading`].
+pub(crate) fn count_elements(
+    axis: &DeviceAxis,
+    elements: Elements,
+    onto: Option<Tensor<1, Int>>,
+) -> Tensor<1, Int> {
     let bins = axis.bins();
-    if let Some(counts) = kernel_counts(axis, &elements, None) {
+    let mut onto = onto;
+    if let Some(counts) = kernel_counts(axis, &elements, None, &mut onto) {
         return counts;
     }
-    dense_pieces(elements, PIECE_VALUES)
+    let counted = dense_pieces(elements, PIECE_VALUES)
         .into_iter()
         .map(|g| {
             let [b, numel] = g.dims();
             count_indices(axis.bins_of(g.reshape([b * numel])), bins)
         })
         .reduce(|a, b| a + b)
-        .unwrap_or_else(|| Tensor::zeros([bins], &axis.device))
+        .unwrap_or_else(|| Tensor::zeros([bins], &axis.device));
+    add_counts(onto.map(|t| same_int(t, &counted)), counted)
 }
 
-/// GradHist2d's device counts of one chunk: the pairs `(g_{n,j}, θ_j)` of per-sample gradient
-/// elements and their parameter's value, `[x bins · y bins]` row-major. The parameter's y
-/// bins are computed once; each pair's cell `x·(y bins) + y` is counted like GradHist1d's
-/// bins.
+/// `t` in `like`'s integer type.
+fn same_int(t: Tensor<1, Int>, like: &Tensor<1, Int>) -> Tensor<1, Int> {
+    let dtype = like.dtype();
+    if t.dtype() == dtype { t } else { t.cast(dtype) }
+}
+
+/// A running total of device counts in the device's integer type, for the step's read (our
+/// kernel counts in unsigned 32-bit integers).
+pub(crate) fn counts_for_reading(counts: Tensor<1, Int>) -> Tensor<1, Int> {
+    let dtype = counts.device().settings().int_dtype;
+    if counts.dtype() == DType::from(dtype) {
+        counts
+    } else {
+        counts.cast(dtype)
+    }
+}
+
+/// GradHist2d's device counts of one chunk added to a running total `onto`: the pairs
+/// `(g_{n,j}, θ_j)` of per-sample gradient elements and their parameter's value,
+/// `[x bins · y bins]` row-major. The parameter's y bins are computed once; each pair's cell
+/// `x·(y bins) + y` is counted like GradHist1d's bins (read through [`counts_for_reading`]).
 pub(crate) fn count_pairs(
     x: &DeviceAxis,
     y: &DeviceAxis,
     elements: Elements,
     theta: Tensor<1>,
+    onto: Option<Tensor<1, Int>>,
 ) -> Tensor<1, Int> {
     let (xb, yb) = (x.bins(), y.bins());
     let numel = theta.dims()[0];
     let theta_bins = y.bins_of(theta);
-    if let Some(counts) = kernel_counts(x, &elements, Some((theta_bins.clone(), yb))) {
+    let mut onto = onto;
+    if let Some(counts) = kernel_counts(x, &elements, Some((theta_bins.clone(), yb)), &mut onto) {
         return counts;
     }
     let theta_bins = theta_bins.reshape([1, numel]);
-    dense_pieces(elements, PIECE_VALUES)
+    let counted = dense_pieces(elements, PIECE_VALUES)
         .into_iter()
         .map(|g| {
             let [b, numel] = g.dims();
@@ -317,28 +345,34 @@ pub(crate) fn count_pairs(
             count_indices(cells.reshape([b * numel]), xb * yb)
         })
         .reduce(|a, b| a + b)
-        .unwrap_or_else(|| Tensor::zeros([xb * yb], &x.device))
+        .unwrap_or_else(|| Tensor::zeros([xb * yb], &x.device));
+    add_counts(onto.map(|t| same_int(t, &counted)), counted)
 }
 
-/// The counts from our own kernel ([`cockpit_kernels`]): float32 elements on a CubeCL device,
-/// one launch per [`cockpit_kernels::LAUNCH_VALUES`] values (rank-one chunks split by
-/// samples, never formed), each value binned against the same rounded-up thresholds as
-/// [`DeviceAxis::bins_of`] compares with, so the counts are the same. `None` elsewhere
-/// (CPU backends, other float types, no CubeCL backend in this build): the tensor-operation
-/// path counts instead.
+/// The counts from our own kernel ([`cockpit_kernels`]) added onto `onto`: float32 elements
+/// on a CubeCL device, one launch per [`cockpit_kernels::LAUNCH_VALUES`] values (rank-one
+/// chunks split by samples, never formed), each counted into the running total (u32), each
+/// value binned against the same rounded-up thresholds as [`DeviceAxis::bins_of`] compares
+/// with, so the counts are the same. `None`, with `onto` untouched, elsewhere (CPU backends,
+/// other float types, no CubeCL backend in this build, a total in another integer type): the
+/// tensor-operation path counts instead.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn kernel_counts(
     axis: &DeviceAxis,
     elements: &Elements,
     cells: Option<(Tensor<1, Int>, usize)>,
+    onto: &mut Option<Tensor<1, Int>>,
 ) -> Option<Tensor<1, Int>> {
-    use cockpit_kernels::{Guess, LAUNCH_VALUES, Values, count_bins, count_cells};
+    use cockpit_kernels::{Guess, LAUNCH_VALUES, Values, count_bins, count_cells, count_onto};
     let (device, dtype) = placement(elements);
-    if dtype != DType::F32 || axis.dtype != DType::F32 || !cockpit_kernels::supports(&device, dtype)
+    if dtype != DType::F32
+        || axis.dtype != DType::F32
+        || !cockpit_kernels::supports(&device, dtype)
+        || onto.as_ref().is_some_and(|t| t.dtype() != DType::U32)
     {
         return None;
     }
-    let pieces = match elements.clone() {
+    let pieces: Vec<Values> = match elements.clone() {
         Elements::Dense(g) => {
             let [b, numel] = g.dims();
             vec![Values::Dense(g.reshape([b * numel]))]
@@ -348,6 +382,14 @@ fn kernel_counts(
             .map(|(a, e)| Values::Outer { a, e })
             .collect(),
     };
+    // Every piece is checked before any is counted onto the total, so a refusal hands the
+    // total back as it came.
+    if !pieces
+        .iter()
+        .all(|values| cockpit_kernels::takes(values, &axis.thresholds, axis.bins()))
+    {
+        return None;
+    }
     let ((low, high), offset, mul, div) = axis.formula;
     let guess = Some(Guess {
         low: low as f32,
@@ -357,21 +399,33 @@ fn kernel_counts(
         div: div as f32,
         rounds: axis.rounds,
     });
-    let int_dtype = device.settings().int_dtype;
-    let mut total: Option<Tensor<1, Int>> = None;
+    let (thresholds, bins) = (&axis.thresholds, axis.bins());
+    // The checks above are the launches' own, so none is refused from here on (were one, the
+    // total counted so far goes back to the caller rather than being lost).
+    let mut total = onto.take();
     for values in pieces {
-        let counts = match &cells {
-            None => count_bins(values, axis.thresholds.clone(), axis.bins(), guess)?,
-            Some((y, y_bins)) => count_cells(
+        let counted = match (total.take(), &cells) {
+            (Some(running), cells) => count_onto(
+                running,
                 values,
-                axis.thresholds.clone(),
-                axis.bins(),
-                y.clone(),
-                *y_bins,
+                thresholds.clone(),
+                bins,
+                cells.clone(),
                 guess,
-            )?,
+            )
+            .map_err(|running| Some(*running)),
+            (None, None) => count_bins(values, thresholds.clone(), bins, guess).ok_or(None),
+            (None, Some((y, y_bins))) => {
+                count_cells(values, thresholds.clone(), bins, y.clone(), *y_bins, guess).ok_or(None)
+            }
         };
-        total = Some(add_counts(total, counts.cast(int_dtype)));
+        match counted {
+            Ok(counted) => total = Some(counted),
+            Err(running) => {
+                *onto = running;
+                return None;
+            }
+        }
     }
     total
 }
@@ -382,6 +436,7 @@ fn kernel_counts(
     _axis: &DeviceAxis,
     _elements: &Elements,
     _cells: Option<(Tensor<1, Int>, usize)>,
+    _onto: &mut Option<Tensor<1, Int>>,
 ) -> Option<Tensor<1, Int>> {
     None
 }
@@ -446,7 +501,7 @@ mod tests {
         )
         .cast(dtype);
         let g = tensor.reshape([1, values.len()]);
-        let counts = count_elements(device_axis, Elements::Dense(g));
+        let counts = count_elements(device_axis, Elements::Dense(g), None);
         read_counts(counts)
     }
 
@@ -508,6 +563,7 @@ mod tests {
                 f64s.clone(),
             )),
             Tensor::from_data(TensorData::new(theta, [numel]), f64s),
+            None,
         );
         let got = read_counts(counts);
         assert_eq!(got, expected);
@@ -554,6 +610,7 @@ mod tests {
                 a: Tensor::from_data(TensorData::new(a, [b, d_in]), f32s.clone()),
                 e: Tensor::from_data(TensorData::new(e, [b, d_out]), f32s),
             },
+            None,
         );
         let on_device = read_counts(counts);
         let on_host = host_counts(&axis, &exact);

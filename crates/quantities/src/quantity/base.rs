@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 
 use super::spec::QuantitySpec;
 use crate::histogram::BinsElements;
-use crate::persample::reduce::sum_all;
+use crate::persample::reduce::{sum_all, sum_parts};
 use crate::persample::{Direction, PerSampleNeeds, PerSampleSource, PerSampleStats, Statistic};
 use crate::readback::Readable;
 use crate::{CockpitError, QuantityError, Schedule, Snapshot, StepInfo, Value};
@@ -429,13 +429,10 @@ pub trait QuantityType: Quantity + Sized + 'static {
     fn with_settings(schedule: Schedule, settings: Self::Settings) -> Self;
 }
 
-/// Sums per-parameter `[B]` statistics over the parameters.
+/// Sums per-parameter `[B]` statistics over the parameters ([`sum_parts`]: two launches on a
+/// CubeCL device, whatever burn's fusion folds).
 pub(crate) fn sum_over_params(parts: &[Tensor<1>]) -> Result<Tensor<1>, QuantityError> {
-    parts
-        .iter()
-        .cloned()
-        .reduce(|a, b| a + b)
-        .ok_or_else(|| QuantityError::Shape("no parameter".into()))
+    sum_parts(parts).ok_or_else(|| QuantityError::Shape("no parameter".into()))
 }
 
 /// `x` if the batch has at least two samples, NaN otherwise (the `1/(B−1)` quantities are

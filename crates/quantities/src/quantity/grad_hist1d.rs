@@ -9,7 +9,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
-use crate::histogram::device::{DeviceAxis, add_counts, count_elements, placement};
+use crate::histogram::device::{DeviceAxis, count_elements, counts_for_reading, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds, Statistic};
 use crate::readback::{Readable, read_into};
@@ -243,7 +243,7 @@ impl Quantity for GradHist1d {
         };
         let reads: Vec<Readable> = counts
             .device
-            .map(Readable::from)
+            .map(|counts| Readable::from(counts_for_reading(counts)))
             .into_iter()
             .chain(maxima.map(Readable::from))
             .collect();
@@ -292,9 +292,8 @@ impl BinsElements for GradHist1d {
         let (device, dtype) = placement(&elements);
         if self.engine.counts_on(&device) {
             let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
-            let counted = count_elements(axis, elements);
             let counts = self.counts.at(step);
-            counts.device = Some(add_counts(counts.device.take(), counted));
+            counts.device = Some(count_elements(axis, elements, counts.device.take()));
             return Ok(());
         }
         let binned = match elements {

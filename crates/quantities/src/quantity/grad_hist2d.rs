@@ -10,7 +10,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
-use crate::histogram::device::{DeviceAxis, add_counts, count_pairs, placement};
+use crate::histogram::device::{DeviceAxis, count_pairs, counts_for_reading, placement};
 use crate::histogram::{
     Axis, MAX_BINS_2D, Rule, add_into, check_axis, count_in_parallel, device_matmul_tn,
     outer_histogram2d,
@@ -279,7 +279,7 @@ impl Quantity for GradHist2d {
         let on_device: Vec<(usize, Tensor<1, Int>)> = device
             .into_iter()
             .enumerate()
-            .filter_map(|(k, c)| c.map(|c| (k, c)))
+            .filter_map(|(k, c)| c.map(|c| (k, counts_for_reading(c))))
             .collect();
         let mut awaiting = Awaiting {
             step: ctx.step,
@@ -356,9 +356,8 @@ impl BinsElements for GradHist2d {
         if self.engine.counts_on(&device) {
             let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
             let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
-            let counts = count_pairs(dx, dy, elements, entry.value.clone());
             let slot = slot(&mut scratch.device, index);
-            *slot = Some(add_counts(slot.take(), counts));
+            *slot = Some(count_pairs(dx, dy, elements, entry.value.clone(), slot.take()));
             return Ok(());
         }
         let [a_host, e_host, theta] = &mut self.host;

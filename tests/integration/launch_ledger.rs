@@ -62,16 +62,23 @@ impl Net for Mlp {
     const PARAMETERS: u64 = 6;
 
     fn new(device: &Device) -> Self {
-        Self {
-            l1: LinearConfig::new(64, 48).init(device).into(),
-            l2: LinearConfig::new(48, 32).init(device).into(),
-            l3: LinearConfig::new(32, 4).init(device).into(),
-        }
+        Self::sized([64, 48, 32, 4], device)
     }
 
     fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         self.l3
             .forward(relu(self.l2.forward(relu(self.l1.forward(x)))))
+    }
+}
+
+impl Mlp {
+    /// Three Linear layers of widths `sizes`, ReLU between them.
+    fn sized(sizes: [usize; 4], device: &Device) -> Self {
+        Self {
+            l1: LinearConfig::new(sizes[0], sizes[1]).init(device).into(),
+            l2: LinearConfig::new(sizes[1], sizes[2]).init(device).into(),
+            l3: LinearConfig::new(sizes[2], sizes[3]).init(device).into(),
+        }
     }
 }
 
@@ -175,32 +182,6 @@ fn kernels_per_step_of<M: Module + Clone + 'static>(
     (ledger.launches() - before) / steps as u64
 }
 
-/// The MLP of the benchmarks (`overhead --model mlp`), with the per-sample drop-ins.
-#[derive(Module, Debug)]
-struct BenchmarkMlp {
-    l1: Linear,
-    l2: Linear,
-    l3: Linear,
-}
-
-impl Net for BenchmarkMlp {
-    const FEATURES: usize = 784;
-    const PARAMETERS: u64 = 6;
-
-    fn new(device: &Device) -> Self {
-        Self {
-            l1: LinearConfig::new(784, 256).init(device).into(),
-            l2: LinearConfig::new(256, 128).init(device).into(),
-            l3: LinearConfig::new(128, 4).init(device).into(),
-        }
-    }
-
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.l3
-            .forward(relu(self.l2.forward(relu(self.l1.forward(x)))))
-    }
-}
-
 /// Inputs in `[-1, 1]` of shape `dims` for step `step` (a fixed pattern).
 fn pattern<const D: usize>(dims: [usize; D], step: usize, device: &Device) -> Tensor<D> {
     let n: usize = dims.iter().product();
@@ -235,11 +216,16 @@ fn benchmark_models(ledger: &LaunchLedger, device: &Device) {
             assert!(added <= bound, "{name}: {added} added kernels > {bound}");
         }
     };
-    check(
-        "benchmark mlp",
-        BenchmarkMlp::PARAMETERS,
-        &|batch, tracked| kernels_per_step::<BenchmarkMlp>(ledger, &device, batch, tracked),
-    );
+    check("benchmark mlp", Mlp::PARAMETERS, &|batch, tracked| {
+        let inputs = device.clone();
+        kernels_per_step_of(
+            ledger,
+            Mlp::sized([784, 256, 128, 10], &device),
+            move |m: &Mlp, step| m.forward(pattern([batch, 784], step, &inputs)),
+            (batch, 10),
+            tracked,
+        )
+    });
     check("cifar10_3c3d", 12, &|batch, tracked| {
         let inputs = device.clone();
         kernels_per_step_of(

@@ -3,7 +3,8 @@
 //! One kernel counts histogram bins on a CubeCL device (wgpu, CUDA) in **one launch per chunk**:
 //! each unit takes values with a grid stride, finds each value's bin by a binary search over
 //! the bin thresholds, and adds one to a histogram in the cube's shared memory; each cube then
-//! adds its histogram to the output counts with atomic adds. Rank-one per-sample gradients
+//! adds its histogram to the output counts with atomic adds (a fresh zeroed output, or a running
+//! total the counts are added onto: [`count_onto`]). Rank-one per-sample gradients
 //! `g_n = a_n e_nᵀ` are counted **without forming them**: a unit computes each product
 //! `a_{n,i}·e_{n,o}` it counts (one float multiplication in the values' type, rounded as burn's
 //! element-wise product rounds it) and never writes it. Pairs of a per-sample gradient element
@@ -277,12 +278,13 @@ fn cells_fit(values: &Values, y: &Tensor<1, Int>, y_bins: usize) -> bool {
 /// call returned) instead of a zeroed output: a running histogram over many tensors costs one
 /// launch each, not a fill, a launch and an addition. `onto` is counted into in place where
 /// nothing else holds it (a clone held elsewhere keeps its values: the kernel then counts
-/// into a copy).
+/// into a copy). The counts are unsigned 32-bit: a running total holds at most 2³² − 1
+/// values in a cell.
 ///
 /// # Errors
 ///
-/// `onto`, untouched (boxed), where [`count_bins`] or [`count_cells`] would return `None`, or where
-/// `onto` is not u32 `[bins · y_bins]` on the values' device.
+/// `onto`, untouched (boxed), where [`count_bins`] or [`count_cells`] would return `None`, or
+/// where `onto` is not u32 `[bins · y_bins]` on the values' device.
 pub fn count_onto(
     onto: Tensor<1, Int>,
     values: Values,

@@ -272,10 +272,97 @@ pub(crate) fn dense_pieces(elements: Elements, per_piece: usize) -> Vec<Tensor<2
     }
 }
 
+/// A histogram's device counts over a step's chunks: a running total our kernel counts onto
+/// (unsigned 32-bit, [`count_elements`], [`count_pairs`]), folded into the device's integer
+/// type before it could hold 2³² values, so no bin overflows however many values a step has.
+#[derive(Debug, Clone)]
+pub(crate) struct RunningCounts {
+    /// The total counted onto, and how many values it holds.
+    narrow: Option<(Tensor<1, Int>, u64)>,
+    /// What earlier totals held, in the device's integer type.
+    wide: Option<Tensor<1, Int>>,
+    /// The most values one total holds (2³² − 1).
+    most: u64,
+}
+
+impl Default for RunningCounts {
+    fn default() -> Self {
+        Self {
+            narrow: None,
+            wide: None,
+            most: u64::from(u32::MAX),
+        }
+    }
+}
+
+impl RunningCounts {
+    /// Whether nothing was counted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.narrow.is_none() && self.wide.is_none()
+    }
+
+    /// The running total to count `values` more values onto and the values it holds (`None`
+    /// and 0: start a fresh one), a total that could not take them folded into `wide` first.
+    fn onto_for(&mut self, values: u64) -> (Option<Tensor<1, Int>>, u64) {
+        match self.narrow.take() {
+            Some((total, held)) if held.saturating_add(values) <= self.most => (Some(total), held),
+            Some((total, _)) => {
+                self.wide = Some(add_counts(self.wide.take(), counts_for_reading(total)));
+                (None, 0)
+            }
+            None => (None, 0),
+        }
+    }
+
+    /// GradHist1d: one chunk's elements counted ([`count_elements`]).
+    pub(crate) fn add_elements(&mut self, axis: &DeviceAxis, elements: Elements) {
+        let values = element_count(&elements);
+        let (onto, held) = self.onto_for(values);
+        self.narrow = Some((count_elements(axis, elements, onto), held + values));
+    }
+
+    /// GradHist2d: one chunk's pairs counted ([`count_pairs`]).
+    pub(crate) fn add_pairs(
+        &mut self,
+        x: &DeviceAxis,
+        y: &DeviceAxis,
+        elements: Elements,
+        theta: Tensor<1>,
+    ) {
+        let values = element_count(&elements);
+        let (onto, held) = self.onto_for(values);
+        self.narrow = Some((count_pairs(x, y, elements, theta, onto), held + values));
+    }
+
+    /// The values the running total holds.
+    #[cfg(test)]
+    fn held(&self) -> u64 {
+        self.narrow.as_ref().map_or(0, |(_, held)| *held)
+    }
+
+    /// The counts, in the device's integer type, for the step's read (`None` if nothing was
+    /// counted).
+    pub(crate) fn total(self) -> Option<Tensor<1, Int>> {
+        match (self.wide, self.narrow) {
+            (wide, Some((narrow, _))) => Some(add_counts(wide, counts_for_reading(narrow))),
+            (wide, None) => wide,
+        }
+    }
+}
+
+/// How many gradient elements a chunk holds.
+fn element_count(elements: &Elements) -> u64 {
+    let n = match elements {
+        Elements::Dense(g) => g.shape().num_elements(),
+        Elements::Outer { a, e } => a.dims()[0] * a.dims()[1] * e.dims()[1],
+    };
+    n as u64
+}
+
 /// GradHist1d's device counts of one chunk's elements added to a running total `onto`
 /// (what an earlier call returned): `[bins]` integers. Our kernel counts into the total in
-/// place (one launch a chunk: no zeroed output, cast or addition); read it through
-/// [`counts_for_reading`].
+/// place (one launch a chunk: no zeroed output, cast or addition; unsigned 32-bit, so at most
+/// 2³² − 1 values of a step in one bin); read it through [`counts_for_reading`].
 pub(crate) fn count_elements(
     axis: &DeviceAxis,
     elements: Elements,
@@ -446,6 +533,46 @@ mod tests {
     use burn::tensor::Device;
 
     use super::*;
+
+    /// A running total that would pass its most values is folded into the wide counts first:
+    /// the counts over many chunks are the host's, on flex (burn's operations) and, with the
+    /// `wgpu` feature, on lavapipe (the kernel counting onto the total).
+    #[test]
+    fn running_counts_fold_before_they_overflow() {
+        let axis = Axis::new(Rule::Histc, (-1.0, 1.0), 8);
+        let devices = vec![
+            Device::flex(),
+            #[cfg(feature = "wgpu")]
+            Device::wgpu(burn::tensor::DeviceKind::DefaultDevice),
+        ];
+        for device in devices {
+            let mut slot = None;
+            let device_axis = DeviceAxis::cached(&mut slot, &axis, &device, DType::F32);
+            let mut running = RunningCounts {
+                most: 10,
+                ..RunningCounts::default()
+            };
+            let mut expected = vec![0u64; 8];
+            for chunk in 0..5 {
+                let g: Vec<f32> = (0..6)
+                    .map(|k| ((chunk * 6 + k) as f32 * 0.61).sin())
+                    .collect();
+                for &v in &g {
+                    expected[axis.bin(f64::from(v))] += 1;
+                }
+                let g = Tensor::<2>::from_data(
+                    TensorData::new(g, [2, 3]),
+                    TensorCreationOptions::new(device.clone()).with_dtype(DType::F32),
+                );
+                running.add_elements(device_axis, Elements::Dense(g));
+                // 6 values a chunk, at most 10 a total: every second chunk starts a new one.
+                assert!(running.held() <= 10);
+            }
+            assert!(running.wide.is_some(), "totals were folded");
+            let total = running.total().expect("counted");
+            assert_eq!(read_counts(total), expected, "on {device:?}");
+        }
+    }
     use crate::histogram::Rule;
     use crate::readback::read_together;
 

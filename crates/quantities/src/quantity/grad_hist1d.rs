@@ -1,6 +1,5 @@
 //! GradHist1d.
 
-use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{QuantityType, 
@@ -9,7 +8,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
-use crate::histogram::device::{DeviceAxis, count_elements, counts_for_reading, placement};
+use crate::histogram::device::{DeviceAxis, RunningCounts, placement};
 use crate::histogram::{Axis, Rule, add_into, check_axis, count_in_parallel, outer_histogram};
 use crate::persample::{Elements, PerSampleNeeds, Statistic};
 use crate::readback::{Readable, read_into};
@@ -130,7 +129,7 @@ impl GradHist1d {
 #[derive(Debug, Clone, Default)]
 struct Counts {
     host: Option<Vec<u64>>,
-    device: Option<Tensor<1, Int>>,
+    device: RunningCounts,
 }
 
 /// A step waiting for its device counts (where it has any) and its adaptation's maxima.
@@ -239,11 +238,12 @@ impl Quantity for GradHist1d {
             step: ctx.step,
             range: self.range,
             host: counts.host.unwrap_or_else(|| vec![0; self.bins]),
-            device_counts: counts.device.is_some(),
+            device_counts: !counts.device.is_empty(),
         };
         let reads: Vec<Readable> = counts
             .device
-            .map(|counts| Readable::from(counts_for_reading(counts)))
+            .total()
+            .map(Readable::from)
             .into_iter()
             .chain(maxima.map(Readable::from))
             .collect();
@@ -293,7 +293,7 @@ impl BinsElements for GradHist1d {
         if self.engine.counts_on(&device) {
             let axis = DeviceAxis::cached(&mut self.device_axis, axis, &device, dtype);
             let counts = self.counts.at(step);
-            counts.device = Some(count_elements(axis, elements, counts.device.take()));
+            counts.device.add_elements(axis, elements);
             return Ok(());
         }
         let binned = match elements {

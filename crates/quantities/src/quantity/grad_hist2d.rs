@@ -10,7 +10,7 @@ use super::base::{QuantityType,
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
-use crate::histogram::device::{DeviceAxis, count_pairs, counts_for_reading, placement};
+use crate::histogram::device::{DeviceAxis, RunningCounts, placement};
 use crate::histogram::{
     Axis, MAX_BINS_2D, Rule, add_into, check_axis, count_in_parallel, device_matmul_tn,
     outer_histogram2d,
@@ -65,7 +65,7 @@ pub struct GradHist2d {
 /// One step's counts per parameter: binned on the device and on the host.
 #[derive(Debug, Clone, Default)]
 struct Counts {
-    device: Vec<Option<Tensor<1, Int>>>,
+    device: Vec<Option<RunningCounts>>,
     host: Vec<Option<Vec<u64>>>,
 }
 
@@ -279,7 +279,7 @@ impl Quantity for GradHist2d {
         let on_device: Vec<(usize, Tensor<1, Int>)> = device
             .into_iter()
             .enumerate()
-            .filter_map(|(k, c)| c.map(|c| (k, counts_for_reading(c))))
+            .filter_map(|(k, c)| c.and_then(RunningCounts::total).map(|c| (k, c)))
             .collect();
         let mut awaiting = Awaiting {
             step: ctx.step,
@@ -356,8 +356,9 @@ impl BinsElements for GradHist2d {
         if self.engine.counts_on(&device) {
             let dx = DeviceAxis::cached(&mut self.device_axes.0, x, &device, dtype);
             let dy = DeviceAxis::cached(&mut self.device_axes.1, y, &device, dtype);
-            let slot = slot(&mut scratch.device, index);
-            *slot = Some(count_pairs(dx, dy, elements, entry.value.clone(), slot.take()));
+            slot(&mut scratch.device, index)
+                .get_or_insert_with(RunningCounts::default)
+                .add_pairs(dx, dy, elements, entry.value.clone());
             return Ok(());
         }
         let [a_host, e_host, theta] = &mut self.host;

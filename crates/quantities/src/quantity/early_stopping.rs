@@ -2,8 +2,9 @@
 
 use serde::Deserialize;
 
-use super::base::{QuantityType, 
-    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, enqueue_ratio_sums, needs_two,
+use super::base::{
+    Awaiting, Enqueued, Quantity, QuantityType, StepContext, check_epsilon, enqueue_ratio_sums,
+    needs_two,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::persample::{PerSampleNeeds, Statistic};

@@ -2,9 +2,7 @@
 
 use serde::Deserialize;
 
-use super::base::{QuantityType, 
-    Enqueued, Quantity, StepContext, awaited, invalid,
-};
+use super::base::{Enqueued, Quantity, QuantityType, StepContext, awaited, invalid};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::examples::{ExampleRecord, Visit, WorstPosition};
 use crate::persample::{PerSampleNeeds, Statistic};

@@ -2,9 +2,7 @@
 
 use serde::Deserialize;
 
-use super::base::{QuantityType, 
-    Enqueued, Quantity, StepContext, awaited, grad_abs_max,
-};
+use super::base::{Enqueued, Quantity, QuantityType, StepContext, awaited, grad_abs_max};
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};

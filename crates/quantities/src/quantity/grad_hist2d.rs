@@ -3,10 +3,7 @@
 use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
-use super::base::{QuantityType, 
-    Enqueued, Quantity, StepContext, awaited, grad_abs_max,
-    invalid,
-};
+use super::base::{Enqueued, Quantity, QuantityType, StepContext, awaited, grad_abs_max, invalid};
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};

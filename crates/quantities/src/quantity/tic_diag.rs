@@ -4,8 +4,8 @@ use burn::tensor::Tensor;
 
 use serde::Deserialize;
 
-use super::base::{QuantityType, 
-    Awaiting, Enqueued, Quantity, StepContext, check_epsilon, check_mc_samples,
+use super::base::{
+    Awaiting, Enqueued, Quantity, QuantityType, StepContext, check_epsilon, check_mc_samples,
 };
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::curvature::DiagonalKind;

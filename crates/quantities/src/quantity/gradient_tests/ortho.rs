@@ -2,9 +2,7 @@
 
 use crate::persample::reduce::sum_all;
 use crate::persample::{Direction, PerSampleNeeds, Statistic};
-use crate::quantity::base::{QuantityType, 
-    Awaiting, Enqueued, Quantity, StepContext, needs_two,
-};
+use crate::quantity::base::{Awaiting, Enqueued, Quantity, QuantityType, StepContext, needs_two};
 use crate::quantity::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::{QuantityError, Schedule, Value};
 

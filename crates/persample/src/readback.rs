@@ -264,13 +264,15 @@ pub(crate) fn gathered(floats: Vec<Tensor<1>>) -> Vec<Tensor<1>> {
     }
 }
 
+/// `parts` packed by `cockpit-kernels` ([`cockpit_kernels::pack`]; `None` where it does not
+/// run).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn kernel_pack(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
+pub(crate) fn kernel_pack(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
     cockpit_kernels::pack(parts)
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-fn kernel_pack(_parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
+pub(crate) fn kernel_pack(_parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
     None
 }
 

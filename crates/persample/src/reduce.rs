@@ -299,7 +299,7 @@ pub fn sum_parts(parts: &[Tensor<1>]) -> Option<Tensor<1>> {
     let first = parts.first()?;
     let n = first.dims()[0];
     let packed = (parts.len() > 1 && parts.iter().all(|p| p.dims()[0] == n))
-        .then(|| gathered_by_kernel(parts))
+        .then(|| crate::readback::kernel_pack(parts))
         .flatten();
     if let Some(mut groups) = packed {
         let stacked = match groups.len() {
@@ -309,19 +309,6 @@ pub fn sum_parts(parts: &[Tensor<1>]) -> Option<Tensor<1>> {
         return Some(sum_dim(stacked.reshape([parts.len(), n]), 0).reshape([n]));
     }
     parts.iter().cloned().reduce(|a, b| a + b)
-}
-
-/// `parts` packed by `cockpit-kernels` (`None` where it does not run).
-fn gathered_by_kernel(parts: &[Tensor<1>]) -> Option<Vec<Tensor<1>>> {
-    #[cfg(any(feature = "wgpu", feature = "cuda"))]
-    {
-        cockpit_kernels::pack(parts)
-    }
-    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-    {
-        let _ = parts;
-        None
-    }
 }
 
 /// `tensor.sum_dim(dim)`, in stages of at most [`STAGE`] values where [`stages`] says.

@@ -381,13 +381,7 @@ pub(crate) fn count_elements(
         })
         .reduce(|a, b| a + b)
         .unwrap_or_else(|| Tensor::zeros([bins], &axis.device));
-    add_counts(onto.map(|t| same_int(t, &counted)), counted)
-}
-
-/// `t` in `like`'s integer type.
-fn same_int(t: Tensor<1, Int>, like: &Tensor<1, Int>) -> Tensor<1, Int> {
-    let dtype = like.dtype();
-    if t.dtype() == dtype { t } else { t.cast(dtype) }
+    add_counts(onto.map(counts_for_reading), counted)
 }
 
 /// A running total of device counts in the device's integer type, for the step's read (our
@@ -433,7 +427,7 @@ pub(crate) fn count_pairs(
         })
         .reduce(|a, b| a + b)
         .unwrap_or_else(|| Tensor::zeros([xb * yb], &x.device));
-    add_counts(onto.map(|t| same_int(t, &counted)), counted)
+    add_counts(onto.map(counts_for_reading), counted)
 }
 
 /// The counts from our own kernel ([`cockpit_kernels`]) added onto `onto`: float32 elements

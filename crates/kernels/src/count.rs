@@ -24,8 +24,14 @@ const RANK_ONE_UNITS: u32 = 64;
 /// Rows each unit of the rank-one kernel takes, about.
 const ROWS_PER_UNIT: usize = 8;
 
-/// The most samples the rank-one kernel takes (its grid's second axis).
+/// The most samples the rank-one kernel takes (its grid's second axis), and the most cubes a
+/// grid axis holds.
 const MAX_SAMPLE_CUBES: usize = 65_535;
+
+/// Loop iterations a unit may take in one walk (its values, or rows of products): lavapipe
+/// stops a shader's nested loops after 65 535 iterations counted together (see the kernels'
+/// `bin_of`), so launches spread a count over enough cubes to stay well below that.
+const LOOP_BUDGET: usize = 1 << 14;
 
 /// Histogram counting as a backend operation.
 #[backend_extension(Cube, Fusion)]
@@ -96,9 +102,12 @@ impl CountOps for CubeBackend {
             // at most RANK_ONE_UNITS: the cube's sample statistics cost a barrier per halving,
             // and each unit takes about ROWS_PER_UNIT rows.
             let units = 1u32 << (u32::BITS - 1 - units.clamp(1, RANK_ONE_UNITS).leading_zeros());
+            // A row costs at most `2·d_out + bins` iterations (its products walked beside the
+            // thresholds, or searched for each threshold crossed when that takes fewer).
+            let rows_per_unit = (LOOP_BUDGET / (2 * d_out + bins)).clamp(1, ROWS_PER_UNIT);
             let chunks = d_in
-                .div_ceil(units as usize * ROWS_PER_UNIT)
-                .clamp(1, MAX_CUBES);
+                .div_ceil(units as usize * rows_per_unit)
+                .clamp(1, MAX_SAMPLE_CUBES);
             count_rank_one_kernel::launch(
                 &client,
                 CubeCount::Static(chunks as u32, samples as u32, 1),
@@ -117,17 +126,26 @@ impl CountOps for CubeBackend {
                 guess[3],
                 guess[4],
                 rounds.min(MAX_ROUNDS) as u32,
+                search_steps(d_out),
                 rounds <= MAX_ROUNDS,
+                search_levels(bins),
                 if shared { cells } else { 1 },
                 shared,
                 units as usize,
+                sorted_len(d_out, if shared { cells } else { 0 }),
                 dtype_to_storage_type(dtype),
             );
             return counts;
         }
         // Units take values (or rank-one rows of `d_out` values) with a stride.
         let work = if outer { total / d_out } else { total };
-        let cubes = work.div_ceil(units as usize).clamp(1, MAX_CUBES);
+        let per_item = if outer { d_out } else { 1 };
+        let within_budget = (work * per_item).div_ceil(units as usize * LOOP_BUDGET);
+        let cubes = work
+            .div_ceil(units as usize)
+            .clamp(1, MAX_CUBES)
+            .max(within_budget)
+            .min(MAX_SAMPLE_CUBES);
         count_kernel::launch(
             &client,
             CubeCount::Static(cubes as u32, 1, 1),
@@ -151,6 +169,7 @@ impl CountOps for CubeBackend {
             guess[4],
             rounds.min(MAX_ROUNDS) as u32,
             rounds <= MAX_ROUNDS,
+            search_levels(bins),
             outer,
             if shared { cells } else { 1 },
             shared,
@@ -234,6 +253,39 @@ pub(crate) fn count(
     );
     Ok(Tensor::<1, Int>::from_dispatch(counts))
 }
+
+/// Shared memory the rank-one kernel's sorted column factors may take, in values, next to its
+/// histogram's cells: with the cells and the sample statistics it stays within the 16 KiB of
+/// workgroup memory every wgpu device offers.
+const SORTED_BUDGET: usize = 2048;
+
+/// The length of the rank-one kernel's sorted column factors (`d_out` rounded up to a power of
+/// two), or 1 where they do not fit next to `cells` shared counters: those rows are formed.
+fn sorted_len(d_out: usize, cells: usize) -> usize {
+    let len = d_out.next_power_of_two();
+    if len >= 2 && len + cells <= SORTED_BUDGET {
+        len
+    } else {
+        1
+    }
+}
+
+/// Probes a binary search over `d` sorted values takes, `⌈log₂(d + 1)⌉`.
+fn search_steps(d: usize) -> usize {
+    (usize::BITS - d.leading_zeros()) as usize
+}
+
+/// The binary search's steps over `bins` bins: `⌈log₂ bins⌉`.
+fn search_levels(bins: usize) -> u32 {
+    if bins <= 1 {
+        0
+    } else {
+        usize::BITS - (bins - 1).leading_zeros()
+    }
+}
+
+// The kernels unroll the formula's correction rounds to this many.
+const _: () = assert!(MAX_ROUNDS == 4);
 
 /// The binary search's first step: the largest power of two below `bins` (0 for one bin).
 fn search_top(bins: usize) -> usize {

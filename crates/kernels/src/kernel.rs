@@ -4,13 +4,25 @@ use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::prelude::*;
 
 /// The bin of `x`: the number of thresholds `thresholds[1..bins]` it reaches (NaN reaches
-/// none), by a binary search whose steps (`top`, `top/2`, …, 1: `top` the largest power of two
-/// below `bins`) are the same for every value, so units never diverge.
+/// none), by a binary search whose `levels` steps (`top`, `top/2`, …, 1: `top` the largest
+/// power of two below `bins`) are the same for every value, so units never diverge.
+///
+/// The steps are unrolled, as is every loop inside a unit's walk over its values: lavapipe
+/// (Mesa's gallivm) counts the iterations of nested loops together from each entry into the
+/// outermost one and leaves them all after 65 535, so a loop per value would cut a unit's
+/// count short (the launches bound each unit's values for the same reason).
 #[cube]
-fn bin_of<F: Float>(x: F, thresholds: &Tensor<F>, bins: usize, top: usize) -> usize {
+fn bin_of<F: Float>(
+    x: F,
+    thresholds: &Tensor<F>,
+    bins: usize,
+    top: usize,
+    #[comptime] levels: u32,
+) -> usize {
     let mut lo = 0usize;
     let mut step = top;
-    while step > 0 {
+    #[unroll]
+    for _ in 0..levels {
         let probe = lo + step;
         if probe < bins && x >= thresholds[probe] {
             lo = probe;
@@ -58,17 +70,19 @@ fn guessed_bin<F: Float>(
             guess = last;
         }
         index = usize::cast_from(guess);
-        let mut round = 0u32;
-        while round < rounds {
+        // Unrolled to `MAX_ROUNDS` (see `bin_of`).
+        #[unroll]
+        for round in 0..4u32 {
             // `T_bins = +∞` and `T_0 = −∞`: both reads stay in bounds.
-            if x >= thresholds[index + 1] {
-                if index + 1 < bins {
-                    index += 1;
+            if round < rounds {
+                if x >= thresholds[index + 1] {
+                    if index + 1 < bins {
+                        index += 1;
+                    }
+                } else if x < thresholds[index] {
+                    index -= 1;
                 }
-            } else if x < thresholds[index] {
-                index -= 1;
             }
-            round += 1;
         }
     }
     index
@@ -105,6 +119,7 @@ pub(crate) fn count_kernel<F: Float>(
     div: f32,
     rounds: u32,
     #[comptime] guessed: bool,
+    #[comptime] levels: u32,
     #[comptime] outer: bool,
     #[comptime] local_cells: usize,
     #[comptime] shared: bool,
@@ -128,7 +143,7 @@ pub(crate) fn count_kernel<F: Float>(
     let hot_cell = if guessed {
         guessed_bin::<F>(zero, thresholds, bins, low, high, offset, mul, div, rounds)
     } else {
-        bin_of::<F>(zero, thresholds, bins, top)
+        bin_of::<F>(zero, thresholds, bins, top, levels)
     };
     let mut hot = 0u32;
     if outer {
@@ -146,7 +161,7 @@ pub(crate) fn count_kernel<F: Float>(
                 let mut cell = if guessed {
                     guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
                 } else {
-                    bin_of::<F>(x, thresholds, bins, top)
+                    bin_of::<F>(x, thresholds, bins, top, levels)
                 };
                 if y_bins > 1 {
                     cell = cell * y_bins + (y[y_row + o] as usize);
@@ -172,7 +187,7 @@ pub(crate) fn count_kernel<F: Float>(
                 let mut cell = if guessed {
                     guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
                 } else {
-                    bin_of::<F>(x, thresholds, bins, top)
+                    bin_of::<F>(x, thresholds, bins, top, levels)
                 };
                 if y_bins > 1 {
                     cell = cell * y_bins + (y[k % period] as usize);
@@ -223,11 +238,12 @@ fn bin<F: Float>(
     div: f32,
     rounds: u32,
     #[comptime] guessed: bool,
+    #[comptime] levels: u32,
 ) -> usize {
     if guessed {
         guessed_bin::<F>(x, thresholds, bins, low, high, offset, mul, div, rounds)
     } else {
-        bin_of::<F>(x, thresholds, bins, top)
+        bin_of::<F>(x, thresholds, bins, top, levels)
     }
 }
 
@@ -237,7 +253,11 @@ fn bin<F: Float>(
 /// rank-one binning does); then most rows need no product formed: a zero factor's row is
 /// `d_out` zeros; a row whose extreme products fall in one bin lands there whole; a row
 /// spanning two bins whose threshold lies nearer zero than every nonzero product of the row
-/// splits by the signs. Other rows are formed and binned one product at a time.
+/// splits by the signs. Rows spanning more bins are counted from the sample's column factors
+/// sorted in shared memory (where they fit beside the histogram: `sorted_len`, a power of two,
+/// above 1): runs of equal bins by a binary search per threshold crossed, or by walking the
+/// sorted products beside the thresholds, whichever reads less; elsewhere (too many column
+/// factors, a NaN or an infinity among them) such rows are formed one product at a time.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn count_rank_one_kernel<F: Float>(
@@ -255,10 +275,13 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
     mul: f32,
     div: f32,
     rounds: u32,
+    search_steps: usize,
     #[comptime] guessed: bool,
+    #[comptime] levels: u32,
     #[comptime] local_cells: usize,
     #[comptime] shared: bool,
     #[comptime] units: usize,
+    #[comptime] sorted_len: usize,
     #[define(F)] _dtype: ElemType,
 ) {
     let n = CUBE_POS_Y as usize;
@@ -270,6 +293,11 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
             local[c].store(0u32);
             c += units;
         }
+    }
+    // Whether any unit left rows for the sorted pass (set before the first barrier below).
+    let deferring = Shared::<[Atomic<u32>]>::new_slice(1usize);
+    if unit == 0 {
+        deferring[0].store(0u32);
     }
     // The sample's column factors, reduced over the cube in shared memory.
     let zero = F::new(0.0);
@@ -344,9 +372,10 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
     let all = u32::cast_from(d_out);
     let finite = s_bad[0] == 0u32;
     let hot_cell = bin::<F>(
-        zero, thresholds, bins, top, low, high, offset, mul, div, rounds, guessed,
+        zero, thresholds, bins, top, low, high, offset, mul, div, rounds, guessed, levels,
     );
     let mut hot = 0u32;
+    let mut deferred = 0u32;
     let mut i = CUBE_POS_X as usize * units + unit;
     let stride = CUBE_COUNT_X as usize * units;
     while i < d_in {
@@ -369,6 +398,7 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                 div,
                 rounds,
                 guessed,
+                levels,
             );
             let last = bin::<F>(
                 F::max(p, q),
@@ -382,6 +412,7 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                 div,
                 rounds,
                 guessed,
+                levels,
             );
             // Two bins whose threshold `t` lies nearer zero than every nonzero product (a
             // rule's threshold at zero is a tiny number, not zero; rounding is monotonic, so
@@ -428,12 +459,16 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                 } else {
                     counts[last].fetch_add(above);
                 }
+            } else if sorted_len > 1 && row_finite {
+                // Counted in the sorted pass below.
+                deferred += 1u32;
             } else {
                 let mut o = 0usize;
                 while o < d_out {
                     let x = factor * e[base + o];
                     let cell = bin::<F>(
                         x, thresholds, bins, top, low, high, offset, mul, div, rounds, guessed,
+                        levels,
                     );
                     if cell == hot_cell {
                         hot += 1u32;
@@ -447,6 +482,198 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
             }
         }
         i += stride;
+    }
+    if sorted_len > 1 {
+        // Rows spanning more bins: the sample's column factors sorted once in shared memory
+        // (a bitonic sort, only where some unit of the cube needs it), then each such row's
+        // products split into runs of equal bins by a binary search per threshold crossed
+        // (as the host's `rank_one.rs` does), or by walking them in order where that takes
+        // fewer reads: no bin formula and one atomic add per run, not per product.
+        if deferred > 0u32 {
+            deferring[0].fetch_add(1u32);
+        }
+        sync_cube();
+        // The same for every unit of the cube: the barriers below stay uniform.
+        if deferring[0].load() > 0u32 {
+            let mut sorted = Shared::<[F]>::new_slice(sorted_len);
+            let mut k = unit;
+            while k < sorted_len {
+                // Padding sorts last (every column factor is finite here).
+                let mut v = F::max_value();
+                if k < d_out {
+                    v = e[base + k];
+                }
+                sorted[k] = v;
+                k += units;
+            }
+            sync_cube();
+            let mut size = 2usize;
+            while size <= sorted_len {
+                let mut gap = size / 2;
+                while gap > 0 {
+                    let mut k = unit;
+                    while k < sorted_len {
+                        let partner = k ^ gap;
+                        if partner > k {
+                            let x = sorted[k];
+                            let y = sorted[partner];
+                            let ascending = (k & size) == 0;
+                            let mut swap = x < y;
+                            if ascending {
+                                swap = x > y;
+                            }
+                            if swap {
+                                sorted[k] = y;
+                                sorted[partner] = x;
+                            }
+                        }
+                        k += units;
+                    }
+                    sync_cube();
+                    gap /= 2;
+                }
+                size *= 2;
+            }
+            // Only the units that left rows walk theirs again.
+            let mut i = CUBE_POS_X as usize * units + unit;
+            if deferred == 0u32 {
+                i = d_in;
+            }
+            while i < d_in {
+                let factor = a[n * d_in + i];
+                let row_finite = finite && factor >= -infinity && factor <= infinity;
+                if row_finite && factor != zero {
+                    let p = factor * e_lo;
+                    let q = factor * e_hi;
+                    let first = bin::<F>(
+                        F::min(p, q),
+                        thresholds,
+                        bins,
+                        top,
+                        low,
+                        high,
+                        offset,
+                        mul,
+                        div,
+                        rounds,
+                        guessed,
+                        levels,
+                    );
+                    let last = bin::<F>(
+                        F::max(p, q),
+                        thresholds,
+                        bins,
+                        top,
+                        low,
+                        high,
+                        offset,
+                        mul,
+                        div,
+                        rounds,
+                        guessed,
+                        levels,
+                    );
+                    let mut split = false;
+                    if last == first + 1 {
+                        split = F::abs(factor) * e_small > F::abs(thresholds[last]);
+                    }
+                    if first != last && !split {
+                        if (last - first) * search_steps < d_out {
+                            // `r·sorted[o]` is monotone in `o` (rounding is monotone): the
+                            // products at or above `T_b` are a suffix (`r > 0`) or a prefix.
+                            let rising = factor > zero;
+                            // Products at or above `T_first`: all of them.
+                            let mut above = d_out;
+                            let mut b = first + 1;
+                            while b <= last {
+                                let t = thresholds[b];
+                                let mut lo = 0usize;
+                                let mut hi = d_out;
+                                while lo < hi {
+                                    let mid = (lo + hi) / 2;
+                                    let reached = factor * sorted[mid] >= t;
+                                    // The first index past the boundary.
+                                    let mut past = !reached;
+                                    if rising {
+                                        past = reached;
+                                    }
+                                    if past {
+                                        hi = mid;
+                                    } else {
+                                        lo = mid + 1;
+                                    }
+                                }
+                                let mut reach = lo;
+                                if rising {
+                                    reach = d_out - lo;
+                                }
+                                let here = u32::cast_from(above - reach);
+                                let cell = b - 1;
+                                if here > 0u32 {
+                                    if cell == hot_cell {
+                                        hot += here;
+                                    } else if shared {
+                                        local[cell].fetch_add(here);
+                                    } else {
+                                        counts[cell].fetch_add(here);
+                                    }
+                                }
+                                above = reach;
+                                b += 1;
+                            }
+                            let here = u32::cast_from(above);
+                            if here > 0u32 {
+                                if last == hot_cell {
+                                    hot += here;
+                                } else if shared {
+                                    local[last].fetch_add(here);
+                                } else {
+                                    counts[last].fetch_add(here);
+                                }
+                            }
+                        } else {
+                            // Many bins: the products walked in order beside the thresholds,
+                            // a run counted per bin (`d_out + last − first` comparisons).
+                            let mut cell = first;
+                            let mut next = thresholds[first + 1];
+                            let mut run = 0u32;
+                            let mut o = 0usize;
+                            while o < d_out {
+                                let mut k = o;
+                                if factor < zero {
+                                    k = d_out - 1 - o;
+                                }
+                                let x = factor * sorted[k];
+                                while cell < last && x >= next {
+                                    if run > 0u32 {
+                                        if cell == hot_cell {
+                                            hot += run;
+                                        } else if shared {
+                                            local[cell].fetch_add(run);
+                                        } else {
+                                            counts[cell].fetch_add(run);
+                                        }
+                                    }
+                                    run = 0u32;
+                                    cell += 1;
+                                    next = thresholds[cell + 1];
+                                }
+                                run += 1u32;
+                                o += 1;
+                            }
+                            if cell == hot_cell {
+                                hot += run;
+                            } else if shared {
+                                local[cell].fetch_add(run);
+                            } else {
+                                counts[cell].fetch_add(run);
+                            }
+                        }
+                    }
+                }
+                i += stride;
+            }
+        }
     }
     if hot > 0u32 {
         if shared {

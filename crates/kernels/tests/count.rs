@@ -406,3 +406,81 @@ fn counts_onto_a_running_total() {
     .expect_err("an i64 total is refused");
     assert_eq!(read(*back), vec![7; bins]);
 }
+
+/// Rows whose products span more than the two bins around zero: counted from the sample's
+/// sorted column factors, by a binary search per threshold crossed (a few bins) or by walking
+/// the sorted products (many bins), for positive and negative row factors, products exactly
+/// on a threshold, tied column factors, two cubes of rows per sample, column factors too many
+/// to sort in shared memory (formed one by one), with the rule's formula and without, all as
+/// the host bins the formed products.
+#[test]
+fn rows_spanning_bins_are_counted_from_sorted_columns() {
+    let device = device();
+    let bins = 100;
+    let mut t = thresholds(-2.0, 2.0, bins);
+    t[bins / 2 - 1] = -2.2e-16;
+    let guess = Guess {
+        low: -2.0,
+        high: 2.0,
+        offset: -2.0,
+        mul: bins as f32,
+        div: 4.0,
+        rounds: 2,
+    };
+    let (b, d_in) = (3, 700);
+    // Row scales from a zero row to rows spanning every bin, both signs.
+    let scales = [
+        0.0f32, 0.01, -0.01, 0.3, -0.3, 2.0, 3.0, -7.0, 40.0, -45.0, 1e-30,
+    ];
+    for d_out in [70, 256, 2100] {
+        let mut a = floats(11, b * d_in, 1.0);
+        for (k, v) in a.iter_mut().enumerate() {
+            *v = scales[k % scales.len()] * (1.0 + v.abs());
+        }
+        // Rows of exactly 2 and −2: their products with half a threshold are the threshold.
+        a[5] = 2.0;
+        a[d_in + 6] = -2.0;
+        let mut e = floats(12, b * d_out, 0.5);
+        for (k, &threshold) in t.iter().enumerate().step_by(7) {
+            let o = k % d_out;
+            e[o] = round_up(threshold) / 2.0;
+            e[d_out + o] = -round_up(threshold) / 2.0;
+        }
+        // Rows of ±0.25 over a few bins (searched): products exactly on the thresholds near
+        // zero.
+        a[8] = 0.25;
+        a[d_in + 8] = -0.25;
+        for (o, &threshold) in (15..).zip(&t[bins / 2 - 5..bins / 2 + 5]) {
+            e[o] = 4.0 * round_up(threshold);
+            e[d_out + o] = -4.0 * round_up(threshold);
+        }
+        // Ties and zeros among the column factors.
+        for o in (0..d_out).step_by(9) {
+            e[2 * d_out + o] = 0.125;
+        }
+        e[2 * d_out + 1] = 0.0;
+        e[2 * d_out + 2] = -0.0;
+        let mut expected = vec![0u64; bins];
+        for n in 0..b {
+            for i in 0..d_in {
+                for o in 0..d_out {
+                    let p = a[n * d_in + i] * e[n * d_out + o];
+                    expected[host_bin(p, &t)] += 1;
+                }
+            }
+        }
+        for g in [None, Some(guess)] {
+            let counts = count_bins(
+                Values::Outer {
+                    a: tensor2(a.clone(), [b, d_in], &device),
+                    e: tensor2(e.clone(), [b, d_out], &device),
+                },
+                device_thresholds(&t, &device),
+                bins,
+                g,
+            )
+            .expect("counted");
+            assert_eq!(read(counts), expected, "d_out {d_out}, guess {g:?}");
+        }
+    }
+}

@@ -5,9 +5,11 @@
 //! the bin thresholds, and adds one to a histogram in the cube's shared memory; each cube then
 //! adds its histogram to the output counts with atomic adds (a fresh zeroed output, or a running
 //! total the counts are added onto: [`count_onto`]). Rank-one per-sample gradients
-//! `g_n = a_n e_nᵀ` are counted **without forming them**: a unit computes each product
-//! `a_{n,i}·e_{n,o}` it counts (one float multiplication in the values' type, rounded as burn's
-//! element-wise product rounds it) and never writes it. Pairs of a per-sample gradient element
+//! `g_n = a_n e_nᵀ` are counted **without forming them**: a row `a_{n,i}·e_n` within one bin,
+//! or split at zero by the signs, is counted whole; a row spanning more bins as runs along the
+//! sample's column factors sorted in shared memory; any product it does compute (one float
+//! multiplication in the values' type, rounded as burn's element-wise product rounds it) is
+//! never written. Pairs of a per-sample gradient element
 //! and its parameter's bin (GradHist2d's cells) are counted the same way.
 //!
 //! Bins are exactly the host's: the thresholds handed in are the smallest value of each bin

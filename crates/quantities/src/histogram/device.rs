@@ -5,7 +5,8 @@
 //! thresholds below, as on the tensor-operation path, but in registers (a binary search over
 //! the thresholds where the corrections would take more than a few rounds), counted in the
 //! cube's shared memory and merged with atomic adds; rank-one chunks
-//! (Linear layers, one-position taps) are binned product by product without being formed.
+//! (Linear layers, one-position taps) are binned without being formed (whole rows where the
+//! signs decide, else runs along the sample's sorted column factors).
 //! Launches per chunk: the kernel, its zeroed counts and a cast; no piece is materialised.
 //!
 //! **Elsewhere** (CPU backends, other float types, builds without a CubeCL backend): tensor

@@ -27,7 +27,9 @@ use crate::{CockpitError, Histogram1d, ParamEntry, QuantityError, Schedule, Valu
 /// On the device (CubeCL backends, float32), each chunk's elements get their bin from the
 /// rule's formula, corrected in registers against the exact thresholds, and are counted in one
 /// launch of `cockpit-kernels`' counting kernel (shared-memory counts merged with atomic
-/// adds); rank-one gradients are binned product by product, never formed. Other devices and
+/// adds); rank-one gradients are never formed: a row within one bin or split at zero is counted
+/// whole, a row spanning more bins as runs along its sample's column factors sorted in shared
+/// memory (a search per bin edge, or a walk), as on the host. Other devices and
 /// types use the tensor-operation path (the same formula and correction, a scatter-add). `bins`
 /// integers per step join the step's one batched read, and nothing else is read.
 ///

@@ -247,6 +247,59 @@ fn bin<F: Float>(
     }
 }
 
+/// The bins of a row's lowest and highest products `factor·e_lo`, `factor·e_hi` (rounding is
+/// monotonic: every product of the row lies between them).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn row_bins<F: Float>(
+    factor: F,
+    e_lo: F,
+    e_hi: F,
+    thresholds: &Tensor<F>,
+    bins: usize,
+    top: usize,
+    low: f32,
+    high: f32,
+    offset: f32,
+    mul: f32,
+    div: f32,
+    rounds: u32,
+    #[comptime] guessed: bool,
+    #[comptime] levels: u32,
+) -> (usize, usize) {
+    let p = factor * e_lo;
+    let q = factor * e_hi;
+    let first = bin::<F>(
+        F::min(p, q),
+        thresholds,
+        bins,
+        top,
+        low,
+        high,
+        offset,
+        mul,
+        div,
+        rounds,
+        guessed,
+        levels,
+    );
+    let last = bin::<F>(
+        F::max(p, q),
+        thresholds,
+        bins,
+        top,
+        low,
+        high,
+        offset,
+        mul,
+        div,
+        rounds,
+        guessed,
+        levels,
+    );
+    (first, last)
+}
+
 /// A 1-d histogram of the rank-one products `a_{n,i}·e_{n,o}`, one sample per row of cubes
 /// (cube `(c, n)` takes the rows `i ≡ c·units + unit` of sample `n`). The cube first finds its
 /// sample's column factors' extremes, sign counts and smallest nonzero magnitude (as the host's
@@ -384,35 +437,9 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
             // (With a NaN or an infinite column factor, `0·e` is NaN: formed below.)
             hot += all;
         } else {
-            let p = factor * e_lo;
-            let q = factor * e_hi;
-            let first = bin::<F>(
-                F::min(p, q),
-                thresholds,
-                bins,
-                top,
-                low,
-                high,
-                offset,
-                mul,
-                div,
-                rounds,
-                guessed,
-                levels,
-            );
-            let last = bin::<F>(
-                F::max(p, q),
-                thresholds,
-                bins,
-                top,
-                low,
-                high,
-                offset,
-                mul,
-                div,
-                rounds,
-                guessed,
-                levels,
+            let (first, last) = row_bins::<F>(
+                factor, e_lo, e_hi, thresholds, bins, top, low, high, offset, mul, div, rounds,
+                guessed, levels,
             );
             // Two bins whose threshold `t` lies nearer zero than every nonzero product (a
             // rule's threshold at zero is a tiny number, not zero; rounding is monotonic, so
@@ -543,35 +570,9 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                 let factor = a[n * d_in + i];
                 let row_finite = finite && factor >= -infinity && factor <= infinity;
                 if row_finite && factor != zero {
-                    let p = factor * e_lo;
-                    let q = factor * e_hi;
-                    let first = bin::<F>(
-                        F::min(p, q),
-                        thresholds,
-                        bins,
-                        top,
-                        low,
-                        high,
-                        offset,
-                        mul,
-                        div,
-                        rounds,
-                        guessed,
-                        levels,
-                    );
-                    let last = bin::<F>(
-                        F::max(p, q),
-                        thresholds,
-                        bins,
-                        top,
-                        low,
-                        high,
-                        offset,
-                        mul,
-                        div,
-                        rounds,
-                        guessed,
-                        levels,
+                    let (first, last) = row_bins::<F>(
+                        factor, e_lo, e_hi, thresholds, bins, top, low, high, offset, mul, div,
+                        rounds, guessed, levels,
                     );
                     let mut split = false;
                     if last == first + 1 {

@@ -12,8 +12,8 @@ use serde::Deserialize;
 ///   launch per chunk, rank-one gradients without being formed (`cockpit-kernels`).
 /// - `Auto` (the default): the device on a graphics card (wgpu, cuda), the host everywhere
 ///   else: on CPU backends (flex, ndarray) and on wgpu over a software rasterizer (Mesa's
-///   lavapipe), where host counting is still about 4× faster than the kernel, measured
-///   (`BENCHMARKS.md`).
+///   lavapipe), where host counting is still faster than the kernel (a GradHist1d step
+///   1.3–1.8× faster on the benchmark MLP, measured: `BENCHMARKS.md`).
 ///
 /// Both engines give identical counts for materialised elements. For rank-one gradients
 /// `a_{n,i}·e_{n,o}` the host bins the exact product; the device bins the product rounded to

@@ -126,7 +126,8 @@ impl CountOps for CubeBackend {
                 guess[3],
                 guess[4],
                 rounds.min(MAX_ROUNDS) as u32,
-                search_steps(d_out),
+                // Probes of a binary search over the `d_out` sorted values: `⌈log₂(d_out + 1)⌉`.
+                search_levels(d_out + 1) as usize,
                 rounds <= MAX_ROUNDS,
                 search_levels(bins),
                 if shared { cells } else { 1 },
@@ -270,11 +271,6 @@ fn sorted_len(d_out: usize, cells: usize) -> usize {
     }
 }
 
-/// Probes a binary search over `d` sorted values takes, `⌈log₂(d + 1)⌉`.
-fn search_steps(d: usize) -> usize {
-    (usize::BITS - d.leading_zeros()) as usize
-}
-
 /// The binary search's steps over `bins` bins: `⌈log₂ bins⌉`.
 fn search_levels(bins: usize) -> u32 {
     if bins <= 1 {
@@ -289,9 +285,8 @@ const _: () = assert!(MAX_ROUNDS == 4);
 
 /// The binary search's first step: the largest power of two below `bins` (0 for one bin).
 fn search_top(bins: usize) -> usize {
-    if bins <= 1 {
-        0
-    } else {
-        1 << (usize::BITS - 1 - (bins - 1).leading_zeros())
+    match search_levels(bins) {
+        0 => 0,
+        levels => 1 << (levels - 1),
     }
 }

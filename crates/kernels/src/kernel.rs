@@ -247,6 +247,28 @@ fn bin<F: Float>(
     }
 }
 
+/// Adds `count` values to `cell`: in the cube's shared counts (`shared`) or the output's,
+/// except the hot cell's, which the caller keeps in a register: returned for it to add.
+#[cube]
+fn file(
+    local: &Shared<[Atomic<u32>]>,
+    counts: &mut Tensor<Atomic<u32>>,
+    cell: usize,
+    count: u32,
+    hot_cell: usize,
+    #[comptime] shared: bool,
+) -> u32 {
+    let mut hot = 0u32;
+    if cell == hot_cell {
+        hot = count;
+    } else if shared {
+        local[cell].fetch_add(count);
+    } else {
+        counts[cell].fetch_add(count);
+    }
+    hot
+}
+
 /// The bins of a row's lowest and highest products `factor·e_lo`, `factor·e_hi` (rounding is
 /// monotonic: every product of the row lies between them).
 #[cube]
@@ -454,13 +476,7 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
             }
             let row_finite = finite && factor >= -infinity && factor <= infinity;
             if row_finite && first == last {
-                if first == hot_cell {
-                    hot += all;
-                } else if shared {
-                    local[first].fetch_add(all);
-                } else {
-                    counts[first].fetch_add(all);
-                }
+                hot += file(&local, counts, first, all, hot_cell, shared);
             } else if row_finite && split {
                 // Negative products: the factor's sign times the column's; zeros join them
                 // below a positive threshold.
@@ -471,21 +487,9 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                 if t_positive {
                     below += all - e_neg - e_pos;
                 }
-                if first == hot_cell {
-                    hot += below;
-                } else if shared {
-                    local[first].fetch_add(below);
-                } else {
-                    counts[first].fetch_add(below);
-                }
+                hot += file(&local, counts, first, below, hot_cell, shared);
                 let above = all - below;
-                if last == hot_cell {
-                    hot += above;
-                } else if shared {
-                    local[last].fetch_add(above);
-                } else {
-                    counts[last].fetch_add(above);
-                }
+                hot += file(&local, counts, last, above, hot_cell, shared);
             } else if sorted_len > 1 && row_finite {
                 // Counted in the sorted pass below.
                 deferred += 1u32;
@@ -497,13 +501,7 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                         x, thresholds, bins, top, low, high, offset, mul, div, rounds, guessed,
                         levels,
                     );
-                    if cell == hot_cell {
-                        hot += 1u32;
-                    } else if shared {
-                        local[cell].fetch_add(1u32);
-                    } else {
-                        counts[cell].fetch_add(1u32);
-                    }
+                    hot += file(&local, counts, cell, 1u32, hot_cell, shared);
                     o += 1;
                 }
             }
@@ -611,26 +609,14 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                                 let here = u32::cast_from(above - reach);
                                 let cell = b - 1;
                                 if here > 0u32 {
-                                    if cell == hot_cell {
-                                        hot += here;
-                                    } else if shared {
-                                        local[cell].fetch_add(here);
-                                    } else {
-                                        counts[cell].fetch_add(here);
-                                    }
+                                    hot += file(&local, counts, cell, here, hot_cell, shared);
                                 }
                                 above = reach;
                                 b += 1;
                             }
                             let here = u32::cast_from(above);
                             if here > 0u32 {
-                                if last == hot_cell {
-                                    hot += here;
-                                } else if shared {
-                                    local[last].fetch_add(here);
-                                } else {
-                                    counts[last].fetch_add(here);
-                                }
+                                hot += file(&local, counts, last, here, hot_cell, shared);
                             }
                         } else {
                             // Many bins: the products walked in order beside the thresholds,
@@ -647,13 +633,7 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                                 let x = factor * sorted[k];
                                 while cell < last && x >= next {
                                     if run > 0u32 {
-                                        if cell == hot_cell {
-                                            hot += run;
-                                        } else if shared {
-                                            local[cell].fetch_add(run);
-                                        } else {
-                                            counts[cell].fetch_add(run);
-                                        }
+                                        hot += file(&local, counts, cell, run, hot_cell, shared);
                                     }
                                     run = 0u32;
                                     cell += 1;
@@ -662,13 +642,7 @@ pub(crate) fn count_rank_one_kernel<F: Float>(
                                 run += 1u32;
                                 o += 1;
                             }
-                            if cell == hot_cell {
-                                hot += run;
-                            } else if shared {
-                                local[cell].fetch_add(run);
-                            } else {
-                                counts[cell].fetch_add(run);
-                            }
+                            hot += file(&local, counts, cell, run, hot_cell, shared);
                         }
                     }
                 }

@@ -18,7 +18,7 @@ use burn_cockpit::{
 /// Input features.
 const INPUTS: usize = 8;
 /// Classes.
-const CLASSES: usize = 4;
+pub const CLASSES: usize = 4;
 /// Training samples (one epoch).
 const SAMPLES: usize = 512;
 

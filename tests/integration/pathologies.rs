@@ -44,7 +44,7 @@ fn each_pathology_is_named_and_the_healthy_run_is_clean() {
     let (healthy, _) = diagnose(Pathology::Healthy);
     assert!(!healthy.is_flagged(), "healthy run: {}", healthy.report());
     for (pathology, code) in expected {
-        let (d, _) = diagnose(pathology);
+        let (d, run) = diagnose(pathology);
         assert_eq!(
             verdict(&d),
             Some(code),
@@ -58,6 +58,18 @@ fn each_pathology_is_named_and_the_healthy_run_is_clean() {
         let summary = d.summary.clone().unwrap();
         assert!(summary.contains("first sign at step"), "{summary}");
         assert!(!d.report().contains("parameter #"), "{}", d.report());
+        // Told the loss's classes (chance level ln 4), the diagnosis names the same cause.
+        let told = Diagnoser::new()
+            .with_names(&run.names)
+            .with_classes(gallery::CLASSES)
+            .run(&run.output);
+        assert_eq!(
+            verdict(&told),
+            Some(code),
+            "{}: {}",
+            pathology.name(),
+            told.report()
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cockpit plot LOG.json|LOG.jsonl -o OUT.png|OUT.svg [--secondary] [--watch]   # the dashboard
-//! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...]             # what it shows, in words
+//! cockpit diagnose LOG.json|LOG.jsonl [--json] [--names N,N,...] [--classes C] # what it shows, in words
 //! cockpit replay FIXTURE.json --out LOG.json [--variants]                     # a PyTorch run in burn
 //! cockpit check CONFIG.toml|CONFIG.json                                      # a config, before training
 //! cockpit examples LOG.json|TABLE.csv [--top N] [--kind K,K] [--json] [--map OUT.png]  # which examples
@@ -184,6 +184,11 @@ struct DiagnoseArgs {
     /// names the log carries).
     #[arg(long, value_delimiter = ',')]
     names: Vec<String>,
+    /// The classes of the run's cross-entropy loss (a language model's vocabulary): the first
+    /// loss is then judged against chance level `ln C`, so a start near it is never called an
+    /// exploding start and one far above it always is.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    classes: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -462,9 +467,11 @@ fn examples(args: ExamplesArgs, reader: &Reader) -> Result<(), CliError> {
 /// `Ok(true)` when nothing is flagged.
 fn diagnose(args: DiagnoseArgs, reader: &Reader) -> Result<bool, CliError> {
     let output = read(reader, &args.log)?;
-    let diagnosis = Diagnoser::new()
-        .with_names(&names(&output, &args.names)?)
-        .run(&output);
+    let mut diagnoser = Diagnoser::new().with_names(&names(&output, &args.names)?);
+    if let Some(classes) = args.classes {
+        diagnoser = diagnoser.with_classes(usize::try_from(classes).unwrap_or(usize::MAX));
+    }
+    let diagnosis = diagnoser.run(&output);
     if args.json {
         sayln!("{}", diagnosis.to_json());
     } else {

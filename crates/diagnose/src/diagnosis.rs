@@ -21,6 +21,7 @@ use crate::{Finding, Run, check};
 #[derive(Debug, Clone, Default)]
 pub struct Diagnoser {
     names: Vec<String>,
+    classes: Option<usize>,
 }
 
 impl Diagnoser {
@@ -37,6 +38,15 @@ impl Diagnoser {
         self
     }
 
+    /// Says that the loss is a cross-entropy over `classes` classes (a language model's: its
+    /// vocabulary), so that the first loss is judged against chance level `ln C`: a start
+    /// near it is healthy however far the run falls, one far above it is an exploding start
+    /// even without a cliff. Without it, an exploding start needs a cliff in the first steps.
+    pub fn with_classes(mut self, classes: usize) -> Self {
+        self.classes = Some(classes);
+        self
+    }
+
     /// Every check on `output`, with the names given to [`Diagnoser::with_names`], else the
     /// output's own.
     pub fn run(&self, output: &Output) -> Diagnosis {
@@ -45,7 +55,9 @@ impl Diagnoser {
         } else {
             &self.names
         };
-        let mut diagnosis = Diagnosis::from_findings(check::all(&Run::new(output, names)));
+        let mut diagnosis = Diagnosis::from_findings(check::all(
+            &Run::new(output, names).with_classes(self.classes),
+        ));
         diagnosis.unread = READ
             .iter()
             .filter(|(kind, _)| kind.series(output).is_empty())

@@ -35,8 +35,23 @@ pub struct Run {
     pub hist1d: Vec<(usize, Histogram1d)>,
     /// Which examples carried each step's gradient (Examples).
     pub examples: Vec<(usize, ExampleShares)>,
+    /// The classes of a cross-entropy loss, where known ([`Run::with_classes`]).
+    pub classes: Option<usize>,
     names: Vec<String>,
 }
+
+/// A run has converged where the median loss of its last 10 % of steps is at most this share
+/// of its first 10 %'s: the loss fell by more than an order of magnitude and stayed there.
+/// Near such a floor the gradient shrinks with the loss, and what is left of it is mostly the
+/// noise between mini-batches: success, not a vanishing gradient or a batch too small.
+pub const CONVERGED: f64 = 0.1;
+
+/// A run learned where the median loss of its last 10 % of steps is at most this share of its
+/// first 10 %'s: the loss fell at least threefold. Transient loss spikes (a large learning
+/// rate's catapult, recovered from), a surface that sharpens as the network fits (progressive
+/// sharpening) and a gradient that is mostly noise are then how a good run looks, not what
+/// holds it back.
+pub const LEARNED: f64 = 1.0 / 3.0;
 
 impl Run {
     /// The series of `output`, with `names` for the per-parameter lists (may be empty).
@@ -102,8 +117,52 @@ impl Run {
                     _ => None,
                 })
                 .collect(),
+            classes: None,
             names: names.to_vec(),
         }
+    }
+
+    /// The same run, its loss a cross-entropy over `classes` classes (a language model's: its
+    /// vocabulary), so that the start can be compared with chance level `ln C`.
+    pub fn with_classes(mut self, classes: Option<usize>) -> Self {
+        self.classes = classes.filter(|c| *c >= 2);
+        self
+    }
+
+    /// A cross-entropy's loss at chance level, `ln C`, where the classes are known.
+    pub fn chance_loss(&self) -> Option<f64> {
+        self.classes.map(|c| (c as f64).ln())
+    }
+
+    /// The median loss of the first and of the last 10 % of steps, where the run is long
+    /// enough to judge ([`MIN_LOSSES`](crate::run::MIN_LOSSES)) and both are finite.
+    pub fn loss_ends(&self) -> Option<(f64, f64)> {
+        if self.loss.len() < MIN_LOSSES {
+            return None;
+        }
+        let (first, last) = ends(&self.loss, 0.1);
+        let (a, b) = (median(values(first)), median(values(last)));
+        (a.is_finite() && b.is_finite()).then_some((a, b))
+    }
+
+    /// Whether the run learned: its loss fell to [`LEARNED`] of where it started or below,
+    /// with no value that is not finite.
+    pub fn learned(&self) -> bool {
+        self.fell_to(LEARNED)
+    }
+
+    /// Whether the loss fell to `share` of where it started or below, finite throughout.
+    fn fell_to(&self, share: f64) -> bool {
+        self.loss.iter().all(|(_, l)| l.is_finite())
+            && self
+                .loss_ends()
+                .is_some_and(|(a, b)| a > 0.0 && b >= 0.0 && b <= share * a)
+    }
+
+    /// Whether the loss converged: it fell to [`CONVERGED`] of where it started or below,
+    /// with no value that is not finite.
+    pub fn converged(&self) -> bool {
+        self.fell_to(CONVERGED)
     }
 
     /// The name of parameter `p`: its dotted name where known, else `parameter #p`.
@@ -141,6 +200,9 @@ impl Run {
             .map(|(_, lr)| *lr)
     }
 }
+
+/// Below this many loss values a run is too short to judge its progress.
+pub const MIN_LOSSES: usize = 20;
 
 /// The median of the finite values; NaN when there is none.
 pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {

@@ -90,8 +90,8 @@ impl Panel {
             "hyperparameter_gauge" => "the learning rate (Cockpit::log with an EpochLog)",
             "performance_gauge" => "Loss",
             "mean_gsnr_gauge" => "MeanGSNR",
-            "cabs_gauge" => "CABS",
-            "early_stopping_gauge" => "EarlyStopping",
+            "cabs_gauge" => "CABS (plain SGD only)",
+            "early_stopping_gauge" => "EarlyStopping (plain SGD only)",
             "examples_gauge" => "Examples (with sample ids)",
             name if name.starts_with("layerwise") => "GradHist2d",
             // The quantities drawn by name (the secondary screen's GradParamRatio).
@@ -100,6 +100,15 @@ impl Panel {
                 .find(|kind| name.strip_suffix("_gauge") == Some(kind.name()))
                 .map_or("its quantity", |kind| kind.name()),
         }
+    }
+}
+
+impl Panel {
+    /// Whether the quantity this panel draws is computed only under plain SGD (CABS and
+    /// EarlyStopping: the Cockpit refuses them under momentum, Adam and the others, as
+    /// Cockpit does).
+    pub fn plain_sgd_only(&self) -> bool {
+        matches!(self.name.as_str(), "cabs_gauge" | "early_stopping_gauge")
     }
 }
 
@@ -114,8 +123,20 @@ impl Rendered {
     /// HessTrace; …", the line `cockpit plot` prints. A run with `economy` leaves the
     /// curvature column blank, one without an epoch log the hyperparameters.
     pub fn blank_advice(&self) -> Option<String> {
+        self.blank_advice_for(true)
+    }
+
+    /// [`Rendered::blank_advice`] for a run under `plain_sgd` or not
+    /// ([`OptimizerInfo::is_plain_sgd`](cockpit_quantities::OptimizerInfo::is_plain_sgd)):
+    /// under momentum, Adam and the others it never asks for CABS or EarlyStopping, which the
+    /// Cockpit refuses there.
+    pub fn blank_advice_for(&self, plain_sgd: bool) -> Option<String> {
         let mut missing: Vec<&str> = Vec::new();
-        for panel in self.panels.iter().filter(|p| !p.drawn) {
+        for panel in self
+            .panels
+            .iter()
+            .filter(|p| !p.drawn && (plain_sgd || !p.plain_sgd_only()))
+        {
             if !missing.contains(&panel.needs()) {
                 missing.push(panel.needs());
             }
@@ -361,8 +382,32 @@ impl<DB: crate::Canvas> Page<'_, DB> {
     }
 
     /// Records that instrument `name` was (or was not) drawn into `rect`.
-    fn record(&mut self, name: String, rect: Rect, drawn: bool) {
-        self.rendered.panels.push(Panel { name, rect, drawn });
+    /// Records a panel; a blank one is labelled with what fills it ("not tracked: add …").
+    fn record(&mut self, name: String, rect: Rect, drawn: bool) -> Result<(), PlotError> {
+        let panel = Panel { name, rect, drawn };
+        if !drawn {
+            let (w, h) = (rect.w as i32, rect.h as i32);
+            let style = self
+                .scale
+                .font(13.0)
+                .color(&GREY)
+                .pos(Pos::new(HPos::Center, VPos::Center));
+            let area = self.area(rect);
+            area.draw(&Text::new(
+                "not tracked: add".to_string(),
+                (w / 2, h / 2 - self.scale.px(10.0) as i32),
+                style.clone(),
+            ))
+            .map_err(draw_err)?;
+            area.draw(&Text::new(
+                panel.needs().to_string(),
+                (w / 2, h / 2 + self.scale.px(10.0) as i32),
+                style,
+            ))
+            .map_err(draw_err)?;
+        }
+        self.rendered.panels.push(panel);
+        Ok(())
     }
 
     /// A header and instruments stacked below it.
@@ -383,12 +428,12 @@ impl<DB: crate::Canvas> Page<'_, DB> {
         };
         for (i, (name, instrument)) in instruments.iter().enumerate() {
             let drawn = instrument(&self.area(rect(i)), self.scale, self.data)?;
-            self.record((*name).to_string(), rect(i), drawn);
+            self.record((*name).to_string(), rect(i), drawn)?;
         }
         for (j, kind) in quantities.iter().enumerate() {
             let at = rect(instruments.len() + j);
             let drawn = quantity_gauge::draw(&self.area(at), self.scale, self.data, *kind)?;
-            self.record(format!("{}_gauge", kind.name()), at, drawn);
+            self.record(format!("{}_gauge", kind.name()), at, drawn)?;
         }
         Ok(())
     }
@@ -420,7 +465,7 @@ impl<DB: crate::Canvas> Page<'_, DB> {
                 .cloned()
                 .unwrap_or_else(|| format!("parameter {i}"));
             let drawn = histogram_2d_gauge::draw_histogram(&self.area(rect), small, &title, hist)?;
-            self.record(format!("layerwise[{i}]"), rect, drawn);
+            self.record(format!("layerwise[{i}]"), rect, drawn)?;
         }
         if individual.is_empty() {
             self.area(body)

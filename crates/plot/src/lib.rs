@@ -303,5 +303,13 @@ mod tests {
         let advice = rendered.blank_advice().unwrap();
         assert!(advice.contains("GradParamRatio"), "{advice}");
         assert!(!advice.contains("its quantity"), "{advice}");
+        assert!(advice.contains("CABS (plain SGD only)"), "{advice}");
+        // Under Adam (or momentum), nothing the Cockpit would refuse is asked for.
+        let adam = rendered.blank_advice_for(false).unwrap();
+        assert!(
+            !adam.contains("CABS") && !adam.contains("EarlyStopping"),
+            "{adam}"
+        );
+        assert!(adam.contains("MeanGSNR"), "{adam}");
     }
 }

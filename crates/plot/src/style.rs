@@ -19,6 +19,8 @@ pub const PANEL: RGBColor = RGBColor(0xea, 0xea, 0xf2);
 pub const BAR_GREY: RGBColor = RGBColor(0x99, 0x99, 0x99);
 /// Text.
 pub const INK: RGBColor = RGBColor(0x26, 0x26, 0x26);
+/// Markers of values off an axis's scale, at its edge.
+pub const OUTLIER: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 
 /// Matplotlib's viridis at `t` in [0, 1] (piecewise-linear through 9 of its stops).
 pub fn viridis(t: f64) -> RGBColor {

@@ -13,14 +13,17 @@ pub(crate) const NOISE_SHARE: f64 = 0.9;
 /// of its median level.
 pub(crate) const LOSS_JITTER: f64 = 0.25;
 
-/// The gradient tests near their limit together with a jittering mini-batch loss.
+/// The gradient tests near their limit together with a jittering mini-batch loss, in a run
+/// that did not learn ([`Run::learned`]).
 pub(crate) fn small_batch(run: &Run) -> Option<Finding> {
     let norm_test = run
         .tests
         .iter()
         .find(|(k, _)| *k == "NormTest")
         .map(|(_, s)| s)?;
-    if norm_test.len() < 4 || run.loss.len() < 4 {
+    // A run whose loss fell threefold or more learned despite the noise: most healthy runs
+    // have a mini-batch gradient that is mostly noise (NormTest ≈ 1) for most of their steps.
+    if norm_test.len() < 4 || run.loss.len() < 4 || run.learned() {
         return None;
     }
     let noise = median(values(norm_test));

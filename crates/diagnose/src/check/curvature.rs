@@ -6,15 +6,17 @@ use crate::{Code, Finding, Run};
 /// `rising-curvature`: the median of the last 10 % at least this many times the first 10 %'s.
 pub(crate) const RISE: f64 = 10.0;
 
-/// HessMaxEV (or the summed HessTrace) rose [`RISE`]-fold; it counts from the first step
-/// past √RISE times the start.
+/// HessMaxEV (or the summed HessTrace) rose [`RISE`]-fold in a run that did not learn
+/// ([`Run::learned`]); it counts from the first step past √RISE times the start.
 pub(crate) fn rising(run: &Run) -> Option<Finding> {
     let (key, series): (&str, &Scalars) = if run.max_ev.len() >= 4 {
         ("HessMaxEV", &run.max_ev)
     } else {
         ("HessTrace", &run.trace)
     };
-    if series.len() < 4 {
+    // A network that fits its data sharpens the surface it settles in (progressive
+    // sharpening, Cohen et al. 2021): in a run that learned, that is no finding.
+    if series.len() < 4 || run.learned() {
         return None;
     }
     let (first, last) = ends(series, 0.1);

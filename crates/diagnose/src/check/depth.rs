@@ -111,6 +111,8 @@ pub(crate) fn over_time(run: &Run) -> Vec<Finding> {
     }
     let layers = series.iter().map(|(_, l)| l.len()).min().unwrap_or(0);
     let (first, last) = ends(series, 0.1);
+    // A loss that reached its floor takes the gradient down with it: success.
+    let converged = run.converged();
     let mut exploding = Vec::new();
     let mut vanishing = Vec::new();
     for p in 0..layers {
@@ -121,7 +123,7 @@ pub(crate) fn over_time(run: &Run) -> Vec<Finding> {
         }
         if b > 0.0 && b >= EXPLODING * a {
             exploding.push((p, a, b));
-        } else if a > 0.0 && b <= VANISHING * a {
+        } else if a > 0.0 && b <= VANISHING * a && !converged {
             vanishing.push((p, a, b));
         }
     }

@@ -3,8 +3,7 @@
 use crate::run::{ends, median, values};
 use crate::{Code, Finding, Run};
 
-/// Below this many loss values a run is too short to judge its progress.
-pub(crate) const MIN_LOSSES: usize = 20;
+use crate::run::MIN_LOSSES;
 /// `loss-not-decreasing`: the median loss of the last 10 % of steps is at least this share
 /// of the first 10 %'s.
 pub(crate) const FLAT_LOSS: f64 = 0.97;

@@ -12,13 +12,25 @@ pub(crate) const LOSS_JUMP: f64 = 10.0;
 pub(crate) const GRAD_JUMP: f64 = 30.0;
 /// Steps that count as the start.
 pub(crate) const START: usize = 3;
-/// A loss jump alone is an exploding start only where the start is a cliff — the first loss
-/// at least this many times the median of the next [`START`] losses — or the gradient norm at
-/// the first step is at least this many times its settled median too. A network that learns
-/// well from a healthy start falls gradually with gradients of the same order (a language
-/// model's cross-entropy from `ln V` = 2.66 to 0.24 over 160 steps is 11×; its first steps fall
-/// 12 %, its gradient norm starts at 1.7× its settled median), and is not flagged.
-pub(crate) const CLIFF: f64 = 3.0;
+/// The start must also be a cliff: the first loss at least this many times the median of
+/// the next [`START`]…
+pub(crate) const CLIFF: f64 = 5.0;
+/// …or the highest of the first [`START`] + 1 losses at least this many times the median of
+/// the [`START`] after them (a too-large initialisation's loss may rise for a step or two
+/// before it falls)…
+pub(crate) const LOSS_CLIFF: f64 = 10.0;
+/// …and for the gradient norm's own jump ([`GRAD_JUMP`]), the same window at least this many
+/// times. A network that learns well from a healthy start falls with its early trend, however
+/// far it falls in the end: a GELU classifier under SGD at lr 0.5 from chance level falls 6×
+/// over its first 7 steps (1.4× from step 0 to the next three) with its gradient norm 2× down,
+/// a regression 6× (2.5×) with 3.5×, while a 30× too large initialisation falls 16× with 7×
+/// (the healthy and pathology galleries, `examples/healthy.rs` and `examples/pathologies.rs`).
+pub(crate) const GRAD_CLIFF: f64 = 3.0;
+/// Where the loss is a cross-entropy over known classes ([`Run::with_classes`]), a start
+/// below this many times chance level `ln C` is a healthy start whatever follows (a
+/// well-initialised classifier predicts near-uniform classes); one above it is far from
+/// chance, as a too-large initialisation's confident wrong answers are.
+pub(crate) const ABOVE_CHANCE: f64 = 3.0;
 /// `misscaled-inputs`: the first layer's `‖∇W‖/‖∇b‖` at least this over the first steps. For a
 /// dense layer it is the (gradient-weighted) input norm `‖x‖`: standardised inputs have
 /// `‖x‖ ≈ √d`, so this flags raw pixel scales for any `d` below 10⁴.
@@ -51,15 +63,55 @@ fn edge_evidence(run: &Run) -> Option<String> {
     })
 }
 
-/// The initial loss or gradient norm is orders of magnitude above where the run settles: the
-/// initialisation (or something else fixed before the first step) is off by far.
+/// The first value of a series and the median of the next [`START`], where the first is
+/// `ratio` times that or more.
+fn first_cliff(series: &[(usize, f64)], ratio: f64) -> Option<(f64, f64)> {
+    if series.len() <= START {
+        return None;
+    }
+    let first = series[0].1;
+    let next = median(values(&series[1..=START]));
+    (first.is_finite() && next.is_finite() && next > 0.0 && first >= ratio * next)
+        .then_some((first, next))
+}
+
+/// The highest of the first [`START`] + 1 values of a series and the median of the [`START`]
+/// values after them, where the first is `ratio` times the second or more: a cliff at the
+/// start that the trend after it does not continue.
+fn window_cliff(series: &[(usize, f64)], ratio: f64) -> Option<(f64, f64)> {
+    if series.len() <= 2 * START {
+        return None;
+    }
+    let head = series[..=START]
+        .iter()
+        .map(|(_, v)| *v)
+        .fold(f64::NAN, f64::max);
+    let next = median(values(&series[START + 1..=2 * START]));
+    (head.is_finite() && next.is_finite() && next > 0.0 && head >= ratio * next)
+        .then_some((head, next))
+}
+
+/// The initial loss or gradient norm is orders of magnitude above where the run settles
+/// ([`LOSS_JUMP`], [`GRAD_JUMP`]), and the start is not a healthy one. Where the classes are
+/// known, a first loss near chance level is healthy whatever follows, and one far above it
+/// ([`ABOVE_CHANCE`]) is not; without them the run must fall off a cliff in its first steps
+/// ([`CLIFF`], [`LOSS_CLIFF`], [`GRAD_CLIFF`]). The initialisation (or something else fixed
+/// before the first step) is off by far.
 pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
     let total: Vec<(usize, f64)> = run.grad_norm.iter().map(|(s, l)| (*s, norm(l))).collect();
-    let grad = jump(&total, GRAD_JUMP);
-    let loss = jump(&run.loss, LOSS_JUMP).filter(|(first, _)| {
-        let next = median(values(&run.loss[1..=START.min(run.loss.len() - 1)]));
-        *first >= CLIFF * next || grad.is_some() || jump(&total, CLIFF).is_some()
-    });
+    let chance = run.chance_loss();
+    if let (Some(chance), Some((_, first))) = (chance, run.loss.first())
+        && *first < ABOVE_CHANCE * chance
+    {
+        return None;
+    }
+    let loss_cliff = first_cliff(&run.loss, CLIFF).or_else(|| window_cliff(&run.loss, LOSS_CLIFF));
+    let grad_cliff = window_cliff(&total, GRAD_CLIFF);
+    let loss = jump(&run.loss, LOSS_JUMP).filter(|_| chance.is_some() || loss_cliff.is_some());
+    let grad = jump(&total, GRAD_JUMP).filter(|_| grad_cliff.is_some());
+    if loss.is_none() && grad.is_none() {
+        return None;
+    }
     let first = run.loss.first().or(total.first())?.0;
     let mut evidence = Vec::new();
     if let Some((a, b)) = loss {
@@ -67,6 +119,12 @@ pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
             "loss {a:.4} at step {first}, median {b:.4} over the second half ({:.0}×)",
             a / b
         ));
+        if let (Some(chance), Some(classes)) = (chance, run.classes) {
+            evidence.push(format!(
+                "the first loss is {:.0}× chance level (ln {classes} = {chance:.3})",
+                a / chance,
+            ));
+        }
     }
     if let Some((a, b)) = grad {
         evidence.push(format!(
@@ -74,8 +132,14 @@ pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
             a / b
         ));
     }
-    if evidence.is_empty() {
-        return None;
+    for (what, cliff) in [("the loss", loss_cliff), ("‖∇L‖", grad_cliff)] {
+        if let Some((high, next)) = cliff {
+            evidence.push(format!(
+                "{what} falls from {high:.3e} to {next:.3e} in its first {} steps ({:.0}×)",
+                2 * START + 1,
+                high / next
+            ));
+        }
     }
     evidence.extend(edge_evidence(run));
     Some(Finding::new(
@@ -145,4 +209,76 @@ pub(crate) fn misscaled_inputs(run: &Run) -> Option<Finding> {
         )
         .with_parameters(vec![run.name(w), run.name(b)]),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run of `n` steps whose loss and network gradient norm follow `loss` and `grad`.
+    fn run(n: usize, loss: impl Fn(usize) -> f64, grad: impl Fn(usize) -> f64) -> Run {
+        let mut run = Run::default();
+        run.loss = (0..n).map(|s| (s, loss(s))).collect();
+        run.grad_norm = (0..n).map(|s| (s, vec![grad(s)])).collect();
+        run
+    }
+
+    /// A smooth fall from chance level to near zero is no exploding start, told the classes or
+    /// not; the same fall from 100× chance level is one once the classes are known.
+    #[test]
+    fn chance_level_decides_without_a_cliff() {
+        let smooth = |start: f64| {
+            run(
+                200,
+                move |s| start * (-(s as f64) / 20.0).exp(),
+                |s| (-(s as f64) / 40.0).exp(),
+            )
+        };
+        let chance = 3f64.ln();
+        let healthy = smooth(chance);
+        assert!(exploding_start(&healthy).is_none());
+        assert!(exploding_start(&healthy.clone().with_classes(Some(3))).is_none());
+        let far = smooth(100.0 * chance);
+        assert!(
+            exploding_start(&far).is_none(),
+            "no cliff, no classes: nothing to say"
+        );
+        let finding = exploding_start(&far.with_classes(Some(3))).expect("far above chance");
+        assert!(
+            finding.evidence.contains("chance level (ln 3"),
+            "{}",
+            finding.evidence
+        );
+    }
+
+    /// Without the classes, a start that falls off a cliff is an exploding start; a steep but
+    /// smooth fall is not.
+    #[test]
+    fn a_cliff_in_loss_and_gradient_without_the_classes() {
+        let cliff_loss = |s: usize| {
+            if s <= START {
+                1000.0
+            } else {
+                1.0 / (1.0 + s as f64)
+            }
+        };
+        let both = run(100, cliff_loss, |s| if s <= START { 50.0 } else { 1.0 });
+        let finding = exploding_start(&both).expect("a cliff in both");
+        assert!(
+            finding.evidence.contains("first 7 steps"),
+            "{}",
+            finding.evidence
+        );
+        // A loss that falls steeply but smoothly from its first step, gradients steady: a
+        // healthy fast start.
+        let smooth = run(100, |s| (-(s as f64) / 2.5).exp(), |_| 1.0);
+        assert!(exploding_start(&smooth).is_none());
+        // Told the classes, a start at chance level is healthy whatever its cliff.
+        let at_chance = run(
+            100,
+            |s| if s <= START { 2.3 } else { 0.01 },
+            |s| if s <= START { 50.0 } else { 1.0 },
+        );
+        assert!(exploding_start(&at_chance.with_classes(Some(10))).is_none());
+    }
 }

@@ -1,12 +1,17 @@
 //! The step size: too large (loss spikes or rises, α > 1, `lr·λ_max > 2`) and too small
 //! (α ≈ −1 and a loss that does not fall).
 
-use super::progress::MIN_LOSSES;
+use crate::run::MIN_LOSSES;
 use crate::run::{ends, median, share, values};
 use crate::{Code, Finding, Run};
 
-/// A loss spike: the loss at least this many times the lowest loss before it.
+/// A loss spike: the loss at least this many times the lowest loss before it…
 pub(crate) const SPIKE: f64 = 3.0;
+/// …and above it by at least this share of the first loss: near the floor of a converged run,
+/// a mini-batch loss from 1e-4 to 5e-4 is no blow-up. In a run that learned
+/// ([`Run::learned`]), spikes are transients it recovered from (a large learning rate's
+/// catapult) and are not counted.
+pub(crate) const SPIKE_HEIGHT: f64 = 0.1;
 /// A rising loss: the median of the last 10 % at least this many times the first 10 %'s.
 pub(crate) const RISING: f64 = 1.5;
 /// `step-too-large`: at least this share of the α values above 1.
@@ -19,12 +24,24 @@ pub(crate) const CRAWL_ALPHA: f64 = -0.4;
 /// `step-too-small`: the loss fell by less than this share of its start.
 pub(crate) const CRAWL_PROGRESS: f64 = 0.05;
 
-/// The first step whose loss is [`SPIKE`] × the lowest loss before it (or not finite after
-/// finite ones), with that loss and the lowest one.
+/// The first step whose loss is [`SPIKE`] × the lowest loss before it and [`SPIKE_HEIGHT`] of
+/// the first loss above it (or not finite after finite ones), with that loss and the lowest one.
 fn first_spike(run: &Run) -> Option<(usize, f64, f64)> {
+    if run.learned() {
+        return None;
+    }
+    let scale = run
+        .loss
+        .iter()
+        .map(|(_, l)| *l)
+        .find(|l| l.is_finite())
+        .map_or(0.0, f64::abs);
     let mut lowest = f64::INFINITY;
     for &(step, loss) in &run.loss {
-        if lowest.is_finite() && (!loss.is_finite() || loss >= SPIKE * lowest) {
+        if lowest.is_finite()
+            && (!loss.is_finite()
+                || (loss >= SPIKE * lowest && loss - lowest >= SPIKE_HEIGHT * scale))
+        {
             return Some((step, lowest, loss));
         }
         if loss.is_finite() {

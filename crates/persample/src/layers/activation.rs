@@ -208,6 +208,11 @@ macro_rules! unit_drop_in {
         }
 
         impl $name {
+            /// The activation, as burn's `new()` makes it.
+            pub fn new() -> Self {
+                Self
+            }
+
             /// The forward pass, `[B, ...] → [B, ...]`, recorded.
             pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
                 elementwise($function, input)
@@ -264,6 +269,16 @@ impl From<burn::nn::Gelu> for Gelu {
 }
 
 impl Gelu {
+    /// The exact GELU `z Φ(z)`, as `burn::nn::Gelu::new()`.
+    pub fn new() -> Self {
+        Self { approximate: false }
+    }
+
+    /// The tanh approximation, as `burn::nn::Gelu::new_approximate()`.
+    pub fn new_approximate() -> Self {
+        Self { approximate: true }
+    }
+
     /// The forward pass, `[B, ...] → [B, ...]`, recorded.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let function = if self.approximate {
@@ -291,6 +306,11 @@ impl From<burn::nn::LeakyRelu> for LeakyRelu {
 }
 
 impl LeakyRelu {
+    /// The activation `config` describes, as burn's `config.init()` makes it.
+    pub fn new(config: &burn::nn::activation::LeakyReluConfig) -> Self {
+        config.init().into()
+    }
+
     /// The forward pass, `[B, ...] → [B, ...]`.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         elementwise(
@@ -321,6 +341,11 @@ impl From<burn::nn::Softplus> for Softplus {
 }
 
 impl Softplus {
+    /// The activation `config` describes, as burn's `config.init()` makes it.
+    pub fn new(config: &burn::nn::activation::SoftplusConfig) -> Self {
+        config.init().into()
+    }
+
     /// The forward pass, `[B, ...] → [B, ...]`, recorded.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         elementwise(
@@ -347,6 +372,11 @@ impl From<burn::nn::Elu> for Elu {
 }
 
 impl Elu {
+    /// The activation `config` describes, as burn's `config.init()` makes it.
+    pub fn new(config: &burn::nn::activation::EluConfig) -> Self {
+        config.init().into()
+    }
+
     /// The forward pass, `[B, ...] → [B, ...]`, recorded.
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         elementwise(Elementwise::Elu { alpha: self.alpha }, input)
@@ -358,6 +388,81 @@ mod tests {
     use burn::tensor::{DType, Device, Tensor, TensorData};
 
     use super::*;
+
+    /// Every drop-in has burn's constructor (`new()`, or `new(&config)` where burn has a
+    /// config) and computes what burn's layer built the same way computes.
+    #[test]
+    fn constructors_match_burns_layers() {
+        use burn::nn::activation as nn;
+        let device = Device::flex();
+        let x = Tensor::<2>::from_data(
+            TensorData::new(
+                (0..12).map(|i| -3.0 + 0.55 * i as f32).collect::<Vec<_>>(),
+                [3, 4],
+            ),
+            &device,
+        );
+        let same = |ours: Tensor<2>, theirs: Tensor<2>, what: &str| {
+            let (a, b) = (
+                ours.into_data().try_to_vec::<f32>(),
+                theirs.into_data().try_to_vec::<f32>(),
+            );
+            assert_eq!(a.expect("f32"), b.expect("f32"), "{what}");
+        };
+        same(
+            Gelu::new().forward(x.clone()),
+            nn::Gelu::new().forward(x.clone()),
+            "gelu",
+        );
+        same(
+            Gelu::new_approximate().forward(x.clone()),
+            nn::Gelu::new_approximate().forward(x.clone()),
+            "gelu (tanh)",
+        );
+        same(
+            Relu::new().forward(x.clone()),
+            nn::Relu::new().forward(x.clone()),
+            "relu",
+        );
+        same(
+            Sigmoid::new().forward(x.clone()),
+            nn::Sigmoid::new().forward(x.clone()),
+            "sigmoid",
+        );
+        same(
+            Tanh::new().forward(x.clone()),
+            nn::Tanh::new().forward(x.clone()),
+            "tanh",
+        );
+        same(
+            SiLU::new().forward(x.clone()),
+            nn::SiLU::new().forward(x.clone()),
+            "silu",
+        );
+        same(
+            Softsign::new().forward(x.clone()),
+            nn::Softsign::new().forward(x.clone()),
+            "softsign",
+        );
+        let leaky = nn::LeakyReluConfig::new().with_negative_slope(0.2);
+        same(
+            LeakyRelu::new(&leaky).forward(x.clone()),
+            leaky.init().forward(x.clone()),
+            "leaky",
+        );
+        let softplus = nn::SoftplusConfig::new().with_beta(2.0);
+        same(
+            Softplus::new(&softplus).forward(x.clone()),
+            softplus.init().forward(x.clone()),
+            "softplus",
+        );
+        let elu = nn::EluConfig::new().with_alpha(0.5);
+        same(
+            Elu::new(&elu).forward(x.clone()),
+            elu.init().forward(x),
+            "elu",
+        );
+    }
 
     /// Each `σ''` equals central differences of burn's own `σ'` (autodiff), in float64.
     #[test]

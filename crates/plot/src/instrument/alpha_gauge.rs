@@ -14,7 +14,8 @@ const BINS: usize = 30;
 
 /// The unit parabola `y = x²` on `[−1.5, 1.5]` with lines at α = −1, 0, 1, and histograms of
 /// all α (grey) and of the last 10 % (blue), scaled to the panel; values beyond ±1.5 count in
-/// the edge bins and are marked with an arrow and their number. Needs two values.
+/// the edge bins and are marked with an arrow and their number; a line says how a healthy run
+/// reads (SGD just above 0, Adam below 0). Needs two values.
 pub fn draw<DB: crate::Canvas>(
     area: &Area<DB>,
     scale: Scale,
@@ -35,7 +36,9 @@ pub fn draw<DB: crate::Canvas>(
     chart
         .configure_mesh()
         .disable_mesh()
-        .x_desc("local step length α")
+        // How to read it (Schneider et al. 2021 for SGD; an adaptive optimizer's steps are
+        // its own, short and cautious where it is well tuned).
+        .x_desc("local step length α (healthy: SGD just above 0, Adam below 0)")
         .label_style(scale.font(12.0))
         .axis_desc_style(scale.font(13.0))
         .x_label_formatter(&|v| number(*v))

@@ -8,7 +8,7 @@ use plotters::style::text_anchor;
 
 use crate::data::Series;
 use crate::error::{PlotError, draw_err};
-use crate::style::{INK, PANEL, cool, viridis};
+use crate::style::{INK, OUTLIER, PANEL, cool, viridis};
 
 /// A drawing area of any plotters backend.
 pub type Area<DB> = DrawingArea<DB, Shift>;
@@ -64,6 +64,38 @@ pub fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
         return None;
     }
     Some(padded_range(lo, hi))
+}
+
+/// A value more than this many times the span of the central 90 % of a series (its 5th to
+/// 95th percentile) beyond that span may be an outlier…
+pub const OUTLIER_FENCE: f64 = 2.0;
+/// …where such values are at most this share of the series (at least one value): a few
+/// isolated values (a TIC of −10 000 among values within ±300) are outliers, a trend is not (a
+/// gradient norm falling over decades keeps its first steps on the axis), nor a tail of many.
+pub const OUTLIER_SHARE: f64 = 0.05;
+
+/// The values' range robust to a few outliers: where at most [`OUTLIER_SHARE`] of the finite
+/// values (at least one) lie more than [`OUTLIER_FENCE`] times the span of the central 90 %
+/// beyond it, the padded range of the others; else the padded range of all ([`bounds`]). A
+/// series of fewer than 8 values is taken whole.
+pub fn robust_bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    let mut finite: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+    if finite.len() < 8 {
+        return bounds(finite);
+    }
+    finite.sort_by(f64::total_cmp);
+    let quantile = |q: f64| finite[((finite.len() - 1) as f64 * q).round() as usize];
+    let (low, high) = (quantile(0.05), quantile(0.95));
+    let (lo, hi) = (
+        low - OUTLIER_FENCE * (high - low),
+        high + OUTLIER_FENCE * (high - low),
+    );
+    let outside = finite.iter().filter(|v| **v < lo || **v > hi).count();
+    let allowed = ((finite.len() as f64 * OUTLIER_SHARE) as usize).max(1);
+    if outside == 0 || outside > allowed {
+        return bounds(finite);
+    }
+    bounds(finite.into_iter().filter(|v| (lo..=hi).contains(v)))
 }
 
 /// Whether histogram `edges` can be drawn for `bins` bins: one more edge than bins, finite,
@@ -343,10 +375,13 @@ pub(crate) fn primary<DB: crate::Canvas>(
         .map_err(draw_err)?;
     let (points, smooth) = (
         inside(points, &x_range, &y_range),
-        inside(smooth, &x_range, &y_range),
+        pinned(smooth, y_range.clone()),
     );
     chart
         .draw_series(scatter(&points, false, scale.px(3.0)))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(edge_markers(&points, y_range, scale.px(3.0)))
         .map_err(draw_err)?;
     chart
         .draw_series(ema_line(&smooth, false, scale.px(2.0)))
@@ -372,6 +407,39 @@ pub(crate) fn inside(
         .collect()
 }
 
+/// How many of `points` lie outside the axis range `y` (drawn as markers at its edge).
+fn off_scale(points: &[(f64, f64)], y: std::ops::Range<f64>) -> usize {
+    points
+        .iter()
+        .filter(|p| p.1 < y.start || p.1 > y.end)
+        .count()
+}
+
+/// `points` with their values pulled onto the axis range `y`: a moving average past an
+/// outlier runs along the edge instead of off the panel.
+fn pinned(points: &[(f64, f64)], y: std::ops::Range<f64>) -> Points {
+    points
+        .iter()
+        .map(|&(x, v)| (x, v.clamp(y.start, y.end)))
+        .collect()
+}
+
+/// A red triangle at the edge of the axis range `y` for every point beyond it: outliers are
+/// marked where they left the panel, never dropped silently.
+fn edge_markers(
+    points: &[(f64, f64)],
+    y: std::ops::Range<f64>,
+    radius: u32,
+) -> impl Iterator<Item = TriangleMarker<(f64, f64), u32>> + '_ {
+    points
+        .iter()
+        .filter(move |p| p.1 < y.start || p.1 > y.end)
+        .map(move |&(x, v)| {
+            let at = if v < y.start { y.start } else { y.end };
+            TriangleMarker::new((x, at), radius * 2, OUTLIER.filled())
+        })
+}
+
 /// Cockpit's most common instrument: the values as points coloured by iteration plus their
 /// exponential moving average, optionally a second series on a twin axis. Returns `false`
 /// (drawing nothing) when the main series is empty.
@@ -391,11 +459,21 @@ pub fn scatter_ema<DB: crate::Canvas>(
         .chain(&smooth)
         .chain(twin.iter().flat_map(|(_, (p, s))| p.iter().chain(s)))
         .map(|p| p.0);
-    let (Some((x0, x1)), Some((y0, y1))) = (
-        step_bounds(xs),
-        bounds(points.iter().chain(&smooth).map(|p| p.1)),
-    ) else {
+    let (Some((x0, x1)), Some((y0, y1))) =
+        (step_bounds(xs), robust_bounds(points.iter().map(|p| p.1)))
+    else {
         return Ok(false);
+    };
+    let (main_off, twin_off) = (
+        off_scale(&points, y0..y1),
+        twin.as_ref().map_or(0, |(_, (p, _))| {
+            robust_bounds(p.iter().map(|p| p.1)).map_or(0, |(a, b)| off_scale(p, a..b))
+        }),
+    );
+    let title = match main_off + twin_off {
+        0 => title.to_string(),
+        1 => format!("{title} (1 value off scale, marked at the edge)"),
+        n => format!("{title} ({n} values off scale, marked at the edge)"),
     };
     let mut builder = ChartBuilder::on(area);
     builder
@@ -413,7 +491,7 @@ pub fn scatter_ema<DB: crate::Canvas>(
     let (_, h) = area.dim_in_pixel();
     let y_count = label_count(h, scale);
     let twin = twin.and_then(|(plot, (points, smooth))| {
-        bounds(points.iter().chain(&smooth).map(|p| p.1)).map(|b| (plot, points, smooth, b))
+        robust_bounds(points.iter().map(|p| p.1)).map(|b| (plot, points, smooth, b))
     });
     let Some((plot, twin_points, twin_smooth, (t0, t1))) = twin else {
         let mut chart = chart;
@@ -435,10 +513,13 @@ pub fn scatter_ema<DB: crate::Canvas>(
         .map_err(draw_err)?;
     let (twin_points, twin_smooth) = (
         inside(&twin_points, &(x0..x1), &(t0..t1)),
-        inside(&twin_smooth, &(x0..x1), &(t0..t1)),
+        pinned(&twin_smooth, t0..t1),
     );
     chart
         .draw_secondary_series(scatter(&twin_points, true, radius))
+        .map_err(draw_err)?;
+    chart
+        .draw_secondary_series(edge_markers(&twin_points, t0..t1, radius))
         .map_err(draw_err)?;
     chart
         .draw_secondary_series(ema_line(&twin_smooth, true, scale.px(2.0)))
@@ -474,6 +555,41 @@ pub(crate) use scatter_gauge;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One value far off a series near 1 is left out of the range (and drawn at its edge);
+    /// a trend over decades and a handful of values too many are not.
+    #[test]
+    fn robust_bounds_leave_out_a_few_outliers_only() {
+        let mut tic: Vec<f64> = (0..200).map(|i| 1.0 + 0.01 * (i % 7) as f64).collect();
+        tic[57] = -10_000.0;
+        let (lo, hi) = robust_bounds(tic.iter().copied()).unwrap();
+        assert!(lo > -1.0 && hi < 2.0, "{lo} {hi}");
+        assert_eq!(
+            off_scale(
+                &tic.iter()
+                    .enumerate()
+                    .map(|(i, v)| (i as f64, *v))
+                    .collect::<Vec<_>>(),
+                lo..hi
+            ),
+            1
+        );
+        let falling: Vec<f64> = (0..200).map(|i| (-(i as f64) / 20.0).exp()).collect();
+        assert_eq!(
+            robust_bounds(falling.iter().copied()),
+            bounds(falling.iter().copied())
+        );
+        // Twelve wild values among two hundred (6 %) are a tail, not outliers.
+        let mut many: Vec<f64> = (0..200).map(|i| 1.0 + 0.01 * (i % 7) as f64).collect();
+        for v in many.iter_mut().step_by(18) {
+            *v = -500.0;
+        }
+        assert_eq!(many.iter().filter(|v| **v < 0.0).count(), 12);
+        assert_eq!(
+            robust_bounds(many.iter().copied()),
+            bounds(many.iter().copied())
+        );
+    }
 
     #[test]
     fn bounds_pad_and_skip_non_finite() {

@@ -356,7 +356,8 @@ impl Cockpit {
                 loss.clone(),
                 step as u64,
             )
-            .with_linearity_verdicts(self.linearity.clone());
+            .with_linearity_verdicts(self.linearity.clone())
+            .declared_by("StepOptions::with_piecewise_linear(true)");
             if forward.widens() {
                 let widened = forward.clone();
                 curvature = curvature

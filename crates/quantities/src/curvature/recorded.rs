@@ -176,6 +176,9 @@ pub struct RecordedCurvature<M: Module> {
     activation_residuals: Mutex<Option<Vec<Tensor<2>>>>,
     /// The piecewise-linear verdicts this source reads and adds to.
     verdicts: LinearityVerdicts,
+    /// The call that declares the network piecewise linear in the API that built this source,
+    /// as the notes name it.
+    declared_by: &'static str,
     notes: Mutex<Vec<String>>,
 }
 
@@ -237,6 +240,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             mc_samples: None,
             activation_residuals: Mutex::new(None),
             verdicts: LinearityVerdicts::default(),
+            declared_by: "RecordedCurvature::piecewise_linear()",
             notes: Mutex::new(Vec::new()),
         }
     }
@@ -301,6 +305,14 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
     /// the exact one would take.
     pub fn with_activation_passes(mut self, passes: usize) -> Self {
         self.activation_passes = passes;
+        self
+    }
+
+    /// Names `call` as the way to declare the network piecewise linear in the notes (the API
+    /// that built this source: [`Cockpit::step`](crate::Cockpit::step) builds it for its
+    /// users, who declare through `StepOptions`).
+    pub(crate) fn declared_by(mut self, call: &'static str) -> Self {
+        self.declared_by = call;
         self
     }
 
@@ -665,8 +677,9 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
             .is_some_and(|e| e.value.dtype() == burn::tensor::DType::F64);
         if !float64 {
             self.note(
-                "the piecewise-linear declaration was believed, not checked: in float32, central \
-                 differences cannot tell ReLU kinks from curvature (a float64 model is checked)"
+                "the declaration that the model is piecewise linear between its drop-ins was \
+                 believed, not checked: in float32, central differences cannot tell a kink from \
+                 curvature (a float64 model is checked)"
                     .into(),
             );
             return Ok(());
@@ -925,7 +938,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
         params: &Snapshot,
         probes: usize,
         ggn: &[Tensor<1>],
-        (why, then): (String, &str),
+        (why, then): (String, String),
     ) -> Result<Vec<Tensor<1>>, QuantityError> {
         let estimate = self
             .estimator(self.residual_products(), probes, self.seed ^ 0x5245_5344)
@@ -985,7 +998,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                     "Monte-Carlo GGN diagonal"
                 };
                 // Why the residual is estimated; the note names the probes once drawn.
-                let estimated = "an estimate";
+                let estimated = || "an estimate".to_string();
                 let (probes, why, then) = match (self.hessian, curved.is_empty()) {
                     // Exact, and labelled by nothing: notes are for estimates and fallbacks.
                     // The declaration is checked first (once per model).
@@ -1005,7 +1018,7 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                                      {ggn_is} plus Hutchinson's estimate of the residual",
                                     self.activation_passes
                                 ),
-                                estimated,
+                                estimated(),
                             ),
                         }
                     }
@@ -1017,15 +1030,20 @@ impl<M: Module + Sync + 'static> RecordedCurvature<M> {
                              residual",
                             curved.join(", ")
                         ),
-                        estimated,
+                        estimated(),
                     ),
                     (HessianDiagonal::GgnPlusResidual { probes }, _) => (
                         probes,
                         format!(
                             "diag_h is the {ggn_is} plus Hutchinson's estimate of the residual"
                         ),
-                        "an estimate; declare a piecewise-linear network with \
-                         RecordedCurvature::piecewise_linear for an exact one",
+                        format!(
+                            "an estimate; {} makes it exact where the model's only curved \
+                             functions are activation drop-ins such as persample::Gelu and the \
+                             rest is piecewise linear, at a cost of two backward passes per \
+                             curved unit and step and a check once per float64 model",
+                            self.declared_by
+                        ),
                     ),
                 };
                 let residual = self.residual(params, probes, &ggn, (why, then))?;

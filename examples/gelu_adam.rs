@@ -56,37 +56,24 @@ impl Mlp {
     }
 }
 
+#[path = "common/splitmix.rs"]
+mod splitmix;
+
 /// Three Gaussian blobs: one centre per class, unit noise around it; the same batches on
 /// every run (a fixed SplitMix64 stream).
 pub struct Blobs {
-    state: u64,
+    rng: splitmix::Rng,
     centres: Vec<Vec<f64>>,
 }
 
 impl Blobs {
     /// The blobs and their stream.
     pub fn new(seed: u64) -> Self {
-        let mut blobs = Self {
-            state: seed,
-            centres: Vec::new(),
-        };
-        blobs.centres = (0..CLASSES)
-            .map(|_| (0..FEATURES).map(|_| blobs.normal()).collect())
+        let mut rng = splitmix::Rng(seed);
+        let centres = (0..CLASSES)
+            .map(|_| (0..FEATURES).map(|_| rng.normal()).collect())
             .collect();
-        blobs
-    }
-
-    fn uniform(&mut self) -> f64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform().max(1e-300), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        Self { rng, centres }
     }
 
     /// A batch: inputs `[32, 20]` and labels `[32]`.
@@ -94,9 +81,9 @@ impl Blobs {
         let mut x = Vec::with_capacity(BATCH * FEATURES);
         let mut y = Vec::with_capacity(BATCH);
         for _ in 0..BATCH {
-            let class = ((self.uniform() * CLASSES as f64) as usize).min(CLASSES - 1);
+            let class = self.rng.below(CLASSES);
             for f in 0..FEATURES {
-                x.push((self.centres[class][f] + self.normal()) as f32);
+                x.push((self.centres[class][f] + self.rng.normal()) as f32);
             }
             y.push(class as i64);
         }
@@ -108,18 +95,25 @@ impl Blobs {
 }
 
 /// Trains the model for `steps` steps on `device` with `business` at every step and returns
-/// the Cockpit, calling `progress` after each step.
+/// the Cockpit, calling `progress` after each step; with `seed`, the initial weights are drawn
+/// from it (else burn draws them).
 ///
 /// # Errors
 ///
 /// What the Cockpit reports.
 pub fn train(
     steps: usize,
+    seed: Option<u64>,
     device: &Device,
     mut progress: impl FnMut(usize),
 ) -> Result<Cockpit, Box<dyn std::error::Error>> {
     let device = device.clone().autodiff();
     let mut model = Mlp::new(&device);
+    if let Some(seed) = seed {
+        // The same initial weights on every run (tests run beside others that draw from
+        // burn's generator).
+        model = model.map(&mut splitmix::Deterministic::new(seed));
+    }
     let (adam, lr) = (AdamConfig::new(), 1e-3);
     let mut optimizer = adam.init();
     let mut cockpit =
@@ -157,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = <Args as clap::Parser>::parse();
     let (_, device) = burn_cockpit::backend::device()?;
     let bar = indicatif::ProgressBar::new(args.steps as u64);
-    let mut cockpit = train(args.steps, &device, |_| bar.inc(1))?;
+    let mut cockpit = train(args.steps, None, &device, |_| bar.inc(1))?;
     bar.finish_and_clear();
     std::fs::create_dir_all("cockpit-logs")?;
     cockpit.write("cockpit-logs/gelu_adam.json")?;

@@ -98,27 +98,9 @@ pub struct Run {
     pub names: Vec<String>,
 }
 
-/// SplitMix64: the same data and initial weights on every run and backend.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.next().max(1e-300), self.next());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
-    fn uniform(&mut self, bound: f64) -> f64 {
-        (2.0 * self.next() - 1.0) * bound
-    }
-}
+#[path = "splitmix.rs"]
+mod splitmix;
+use splitmix::Rng;
 
 /// The student: Linear layers with ReLU (or sigmoid) between them.
 #[derive(Module, Debug)]

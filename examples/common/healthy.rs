@@ -106,27 +106,9 @@ pub struct Run {
     pub names: Vec<String>,
 }
 
-/// SplitMix64: the same data and initial weights on every run and backend.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.next().max(1e-300), self.next());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() * n as f64) as usize).min(n - 1)
-    }
-}
+#[path = "splitmix.rs"]
+mod splitmix;
+use splitmix::{Deterministic, Rng};
 
 /// An MLP of drop-in Linear layers with one elementwise activation between them.
 #[derive(Module, Debug)]
@@ -234,37 +216,74 @@ impl Blobs {
     }
 }
 
-/// Which run, for how long, where.
-struct BlobsSetup<'a> {
-    run: Healthy,
-    steps: usize,
-    device: &'a Device,
-}
-
-/// A run on Gaussian blobs: `classes` of them in `dims` dimensions, an MLP of `widths` with
-/// `activation`, batches of `batch` fresh samples.
-#[allow(clippy::too_many_arguments)]
-fn blobs(
-    setup: BlobsSetup<'_>,
-    progress: &mut dyn FnMut(usize),
+/// A run on Gaussian blobs: `classes` of them in `dims` dimensions (centres drawn with
+/// standard deviation `spread`), an MLP of `widths` with `activation`, batches of `batch` fresh
+/// samples, stepped by `opt`.
+struct BlobsSetting {
     classes: usize,
     dims: usize,
     spread: f64,
-    widths: &[usize],
+    widths: &'static [usize],
     activation: Elementwise,
     batch: usize,
     opt: Opt,
+}
+
+impl Healthy {
+    /// The setting of a run on blobs; `None` for the others.
+    fn blobs(self) -> Option<BlobsSetting> {
+        use Elementwise::{Gelu, Relu, Silu, Tanh};
+        let sgd = |lr| Opt::Sgd { lr, momentum: 0.0 };
+        let softplus = Elementwise::Softplus {
+            beta: 1.0,
+            threshold: 20.0,
+        };
+        let momentum = Opt::Sgd {
+            lr: 0.05,
+            momentum: 0.9,
+        };
+        #[rustfmt::skip]
+        let (classes, dims, spread, widths, activation, batch, opt): (_, _, _, &'static [usize], _, _, _) = match self {
+            Self::GeluAdam => (3, 20, 1.0, &[20, 64, 64, 3], Gelu, 32, Opt::Adam { lr: 1e-3 }),
+            Self::GeluSgdFast => (3, 20, 1.0, &[20, 64, 64, 3], Gelu, 32, sgd(0.5)),
+            Self::TenClasses => (10, 20, 1.0, &[20, 64, 10], Relu, 32, sgd(0.1)),
+            Self::HundredClasses => (100, 32, 1.0, &[32, 128, 100], Silu, 64, Opt::Adam { lr: 3e-3 }),
+            Self::TanhSlow => (4, 8, 0.5, &[8, 32, 4], Tanh, 32, sgd(0.02)),
+            Self::LargeBatchMomentum => (3, 16, 1.0, &[16, 32, 32, 3], Relu, 128, momentum),
+            Self::SoftplusAdamNoisy => (5, 16, 0.7, &[16, 48, 5], softplus, 16, Opt::Adam { lr: 1e-2 }),
+            _ => return None,
+        };
+        Some(BlobsSetting {
+            classes,
+            dims,
+            spread,
+            widths,
+            activation,
+            batch,
+            opt,
+        })
+    }
+}
+
+/// Trains a run on blobs ([`Healthy::blobs`]).
+fn blobs(
+    run: Healthy,
+    setting: BlobsSetting,
+    steps: usize,
+    device: &Device,
+    progress: &mut dyn FnMut(usize),
 ) -> Result<Run, Box<dyn std::error::Error>> {
-    let mut rng = Rng(0xB10B_0000 + setup.run as u64);
-    let blobs = Blobs::new(classes, dims, spread, &mut rng);
-    let model = Mlp::new(widths, activation, setup.device);
-    let device = setup.device.clone();
+    let mut rng = Rng(0xB10B_0000 + run as u64);
+    let data = Blobs::new(setting.classes, setting.dims, setting.spread, &mut rng);
+    let model = Mlp::new(setting.widths, setting.activation, device);
+    let device = device.clone();
+    let (batch, classes) = (setting.batch, setting.classes);
     train_loop(
         model,
-        opt,
-        setup.steps,
+        setting.opt,
+        steps,
         move |_| {
-            let (x, y) = blobs.batch(batch, &mut rng, &device);
+            let (x, y) = data.batch(batch, &mut rng, &device);
             (
                 move |m: &Mlp| m.forward(x.clone()),
                 OutputLoss::classes(y, classes),
@@ -284,7 +303,7 @@ enum Opt {
 /// Steps a run's training: the Cockpit, an optimizer of `opt`'s kind and the learning rate
 /// logged every 25 steps; `batch(step)` gives the step's forward pass and loss.
 fn train_loop<M, F>(
-    mut model: M,
+    model: M,
     opt: Opt,
     steps: usize,
     mut batch: impl FnMut(usize) -> (F, OutputLoss),
@@ -294,6 +313,8 @@ where
     M: Module + Sync + 'static,
     F: StepForward<M>,
 {
+    // The same initial weights on every run, whatever else draws from burn's generator.
+    let mut model = model.map(&mut Deterministic::new(0x1417_0000));
     let mut cockpit = Cockpit::from_configuration(Configuration::Economy, &Schedule::every_step())?;
     cockpit.add(Box::new(
         HessMaxEV::new(Schedule::linear(10, 0)?).with_method(EigenMethod::Lanczos {
@@ -354,127 +375,10 @@ pub fn train(
 ) -> Result<Run, Box<dyn std::error::Error>> {
     let device = device.clone().autodiff();
     let mut rng = Rng(0x5EED_0000 + run as u64);
+    if let Some(setting) = run.blobs() {
+        return blobs(run, setting, steps, &device, &mut progress);
+    }
     match run {
-        Healthy::GeluAdam => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            3,
-            20,
-            1.0,
-            &[20, 64, 64, 3],
-            Elementwise::Gelu,
-            32,
-            Opt::Adam { lr: 1e-3 },
-        ),
-        Healthy::GeluSgdFast => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            3,
-            20,
-            1.0,
-            &[20, 64, 64, 3],
-            Elementwise::Gelu,
-            32,
-            Opt::Sgd {
-                lr: 0.5,
-                momentum: 0.0,
-            },
-        ),
-        Healthy::TenClasses => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            10,
-            20,
-            1.0,
-            &[20, 64, 10],
-            Elementwise::Relu,
-            32,
-            Opt::Sgd {
-                lr: 0.1,
-                momentum: 0.0,
-            },
-        ),
-        Healthy::HundredClasses => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            100,
-            32,
-            1.0,
-            &[32, 128, 100],
-            Elementwise::Silu,
-            64,
-            Opt::Adam { lr: 3e-3 },
-        ),
-        Healthy::TanhSlow => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            4,
-            8,
-            0.5,
-            &[8, 32, 4],
-            Elementwise::Tanh,
-            32,
-            Opt::Sgd {
-                lr: 0.02,
-                momentum: 0.0,
-            },
-        ),
-        Healthy::LargeBatchMomentum => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            3,
-            16,
-            1.0,
-            &[16, 32, 32, 3],
-            Elementwise::Relu,
-            128,
-            Opt::Sgd {
-                lr: 0.05,
-                momentum: 0.9,
-            },
-        ),
-        Healthy::SoftplusAdamNoisy => blobs(
-            BlobsSetup {
-                run,
-                steps,
-                device: &device,
-            },
-            &mut progress,
-            5,
-            16,
-            0.7,
-            &[16, 48, 5],
-            Elementwise::Softplus {
-                beta: 1.0,
-                threshold: 20.0,
-            },
-            16,
-            Opt::Adam { lr: 1e-2 },
-        ),
         Healthy::Memorise => {
             // 64 examples with labels drawn at random: nothing to learn but the examples.
             let (n, dims, classes, batch) = (64, 20, 10, 32);
@@ -577,6 +481,14 @@ pub fn train(
                 &mut progress,
             )
         }
+        // Trained on blobs above.
+        Healthy::GeluAdam
+        | Healthy::GeluSgdFast
+        | Healthy::TenClasses
+        | Healthy::HundredClasses
+        | Healthy::TanhSlow
+        | Healthy::LargeBatchMomentum
+        | Healthy::SoftplusAdamNoisy => Err("a run on blobs".into()),
         Healthy::Regression => {
             let (batch, dims) = (32, 8);
             let teacher: Vec<f64> = (0..dims)

@@ -21,7 +21,7 @@ const ORANGE: (u8, u8, u8) = (0xf2, 0x80, 0x33);
 #[test]
 fn the_gelu_adam_model_reads_as_healthy() {
     let device = burn_cockpit::backend::device_named("flex").unwrap();
-    let cockpit = gelu_adam::train(STEPS, &device, |_| {}).unwrap();
+    let cockpit = gelu_adam::train(STEPS, Some(42), &device, |_| {}).unwrap();
 
     // Notes: the fix for the API in use, with its cost; nothing of ReLU in a GELU model.
     let warnings = cockpit.warnings().join("\n");

@@ -24,7 +24,7 @@
 //! |---|---|---|---|
 //! | `step-too-large` | learning rate too large | Loss, Alpha or HessMaxEV + `learning_rate` | a loss spike (≥ 3× the lowest loss before it and above it by ≥ 10 % of the first loss, or NaN) or a rising loss (last 10 % ≥ 1.5× the first 10 %), together with α > 1 on ≥ 25 % of steps or `lr·λ_max > 2` (beyond the stability limit of the local quadratic model); spikes in a run that learned (see below) are transients and do not count |
 //! | `step-too-small` | learning rate too small | Loss, Alpha | median α ≤ −0.4 and the loss fell by < 5 % (first 10 % vs last 10 % of steps, ≥ 20 steps) |
-//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the first loss ≥ 10× the median of the run's second half and, with the classes known (`with_classes`, `--classes`), ≥ 3× chance level `ln C`, without them a cliff (the first loss ≥ 5× the median of the next 3, or the highest of the first 4 ≥ 10× the median of the 3 after them); or the network gradient norm ≥ 30× its second-half median with the same window cliff ≥ 3×. With the classes known, a first loss below 3× chance level is never an exploding start |
+//! | `exploding-start` | too-large initialisation | Loss or GradNorm | the first loss ≥ 10× the median of the run's second half and, with the classes known (`with_classes`, `--classes`), ≥ 3× chance level `ln C`; without them a cliff: the first loss ≥ 5× the median of the next 3, or, from a first loss above `ln 10⁶` (no chance level), the highest of the first 4 ≥ 10× the median of the 3 after them. Or the network gradient norm ≥ 30× its second-half median with the same window ≥ 10×. With the classes known, a first loss below 3× chance level is never an exploding start |
 //! | `misscaled-inputs` | inputs not standardised | GradNorm per parameter and the parameter names | the first layer's `‖∇W‖/‖∇b‖` (the gradient-weighted input norm) ≥ 100, median over the first 3 steps where that layer still has a gradient (a layer that dies after a bad start is read before it died) |
 //! | `gradient-imbalance` | gradients vanish through depth | GradNorm (Parameters: relative to ‖θ‖) | per step, the parameters' `‖∇θ‖/‖θ‖` (or `‖∇θ‖`), biases and zeros left out, span ≥ 3 decades on ≥ 80 % of steps |
 //! | `frozen-layer` | a parameter stopped moving | UpdateSize | every update of the last 10 % of steps ≤ 1e-12, or ≤ 1e-6 × the median update |
@@ -34,8 +34,8 @@
 //! | `loss-not-decreasing` | no progress | Loss | median loss of the last 10 % ≥ 0.97× the first 10 % (≥ 20 steps) |
 //! | `non-finite` | divergence | any | NaN or ±∞ in Loss, Alpha, HessMaxEV, GradNorm or UpdateSize |
 //!
-//! A run *learned* where the median loss of its last 10 % of steps is at most a third of its
-//! first 10 %'s ([`run::LEARNED`]): most healthy runs have a mini-batch gradient that is mostly
+//! A run *learned* where the median loss of its last 10 % of steps is at most a third of the
+//! median of its first 5 losses ([`run::LEARNED`]): most healthy runs have a mini-batch gradient that is mostly
 //! noise, sharpen the surface they settle in and, at a large learning rate, spike and recover;
 //! none of that is flagged in a run that learned.
 //!

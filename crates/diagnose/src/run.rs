@@ -41,13 +41,13 @@ pub struct Run {
 }
 
 /// A run has converged where the median loss of its last 10 % of steps is at most this share
-/// of its first 10 %'s: the loss fell by more than an order of magnitude and stayed there.
+/// of its first [`START_LOSSES`] losses' the loss fell by more than an order of magnitude and stayed there.
 /// Near such a floor the gradient shrinks with the loss, and what is left of it is mostly the
 /// noise between mini-batches: success, not a vanishing gradient or a batch too small.
 pub const CONVERGED: f64 = 0.1;
 
 /// A run learned where the median loss of its last 10 % of steps is at most this share of its
-/// first 10 %'s: the loss fell at least threefold. Transient loss spikes (a large learning
+/// first [`START_LOSSES`]': the loss fell at least threefold. Transient loss spikes (a large learning
 /// rate's catapult, recovered from), a surface that sharpens as the network fits (progressive
 /// sharpening) and a gradient that is mostly noise are then how a good run looks, not what
 /// holds it back.
@@ -151,12 +151,16 @@ impl Run {
         self.fell_to(LEARNED)
     }
 
-    /// Whether the loss fell to `share` of where it started or below, finite throughout.
+    /// Whether the loss fell to `share` of where it started or below, finite throughout:
+    /// the median of the last 10 % of steps against the median of the first
+    /// [`START_LOSSES`] (a run that learns within its first tenth of steps started where its
+    /// first losses are, not where its first tenth's median is).
     fn fell_to(&self, share: f64) -> bool {
+        let start = median(values(&self.loss[..START_LOSSES.min(self.loss.len())]));
         self.loss.iter().all(|(_, l)| l.is_finite())
             && self
                 .loss_ends()
-                .is_some_and(|(a, b)| a > 0.0 && b >= 0.0 && b <= share * a)
+                .is_some_and(|(_, b)| start > 0.0 && b >= 0.0 && b <= share * start)
     }
 
     /// Whether the loss converged: it fell to [`CONVERGED`] of where it started or below,
@@ -203,6 +207,10 @@ impl Run {
 
 /// Below this many loss values a run is too short to judge its progress.
 pub const MIN_LOSSES: usize = 20;
+
+/// The losses whose median is where a run started, for [`Run::learned`] and
+/// [`Run::converged`].
+pub const START_LOSSES: usize = 5;
 
 /// The median of the finite values; NaN when there is none.
 pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {

@@ -15,17 +15,19 @@ pub(crate) const START: usize = 3;
 /// The start must also be a cliff: the first loss at least this many times the median of
 /// the next [`START`]…
 pub(crate) const CLIFF: f64 = 5.0;
-/// …or the highest of the first [`START`] + 1 losses at least this many times the median of
-/// the [`START`] after them (a too-large initialisation's loss may rise for a step or two
-/// before it falls)…
+/// …or, from a first loss above any chance level ([`MAX_CHANCE`]), the highest of the first
+/// [`START`] + 1 losses at least this many times the median of the [`START`] after them (a
+/// too-large initialisation's loss may rise for a step or two before it falls).
 pub(crate) const LOSS_CLIFF: f64 = 10.0;
-/// …and for the gradient norm's own jump ([`GRAD_JUMP`]), the same window at least this many
-/// times. A network that learns well from a healthy start falls with its early trend, however
-/// far it falls in the end: a GELU classifier under SGD at lr 0.5 from chance level falls 6×
-/// over its first 7 steps (1.4× from step 0 to the next three) with its gradient norm 2× down,
-/// a regression 6× (2.5×) with 3.5×, while a 30× too large initialisation falls 16× with 7×
-/// (the healthy and pathology galleries, `examples/healthy.rs` and `examples/pathologies.rs`).
-pub(crate) const GRAD_CLIFF: f64 = 3.0;
+/// `ln 10⁶`: no classifier of up to a million classes starts above it at chance level, and a
+/// regression on standardised targets starts far below it. A healthy run that learns fast
+/// falls as steeply in its first steps as a too-large initialisation's (a GELU classifier under
+/// SGD at lr 0.5 from chance level 1.17 falls 11× over its first 7 steps), but from a loss near
+/// chance level; the too-large initialisation of the pathology gallery starts at 2 363.
+pub(crate) const MAX_CHANCE: f64 = 13.815_510_557_964_274;
+/// The gradient norm's own path ([`GRAD_JUMP`]) needs the same window to fall at least this
+/// many times: by an order of magnitude at once (the healthy gallery's steepest is 3.5×).
+pub(crate) const GRAD_CLIFF: f64 = 10.0;
 /// Where the loss is a cross-entropy over known classes ([`Run::with_classes`]), a start
 /// below this many times chance level `ln C` is a healthy start whatever follows (a
 /// well-initialised classifier predicts near-uniform classes); one above it is far from
@@ -95,7 +97,7 @@ fn window_cliff(series: &[(usize, f64)], ratio: f64) -> Option<(f64, f64)> {
 /// ([`LOSS_JUMP`], [`GRAD_JUMP`]), and the start is not a healthy one. Where the classes are
 /// known, a first loss near chance level is healthy whatever follows, and one far above it
 /// ([`ABOVE_CHANCE`]) is not; without them the run must fall off a cliff in its first steps
-/// ([`CLIFF`], [`LOSS_CLIFF`], [`GRAD_CLIFF`]). The initialisation (or something else fixed
+/// ([`CLIFF`]; [`LOSS_CLIFF`] from above [`MAX_CHANCE`]; [`GRAD_CLIFF`] for the gradient). The initialisation (or something else fixed
 /// before the first step) is off by far.
 pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
     let total: Vec<(usize, f64)> = run.grad_norm.iter().map(|(s, l)| (*s, norm(l))).collect();
@@ -105,7 +107,9 @@ pub(crate) fn exploding_start(run: &Run) -> Option<Finding> {
     {
         return None;
     }
-    let loss_cliff = first_cliff(&run.loss, CLIFF).or_else(|| window_cliff(&run.loss, LOSS_CLIFF));
+    let above_any_chance = run.loss.first().is_some_and(|(_, l)| *l > MAX_CHANCE);
+    let loss_cliff = first_cliff(&run.loss, CLIFF)
+        .or_else(|| window_cliff(&run.loss, LOSS_CLIFF).filter(|_| above_any_chance));
     let grad_cliff = window_cliff(&total, GRAD_CLIFF);
     let loss = jump(&run.loss, LOSS_JUMP).filter(|_| chance.is_some() || loss_cliff.is_some());
     let grad = jump(&total, GRAD_JUMP).filter(|_| grad_cliff.is_some());

@@ -67,35 +67,51 @@ pub fn bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
 }
 
 /// A value more than this many times the span of the central 90 % of a series (its 5th to
-/// 95th percentile) beyond that span may be an outlier…
+/// 95th percentile) beyond that span, with neither neighbour in the series beyond it on the
+/// same side, is an outlier: an isolated value (a TIC of −10 000 among values within ±300),
+/// not a trend (a gradient norm falling over decades keeps its first steps on the axis).
 pub const OUTLIER_FENCE: f64 = 2.0;
-/// …where such values are at most this share of the series (at least one value): a few
-/// isolated values (a TIC of −10 000 among values within ±300) are outliers, a trend is not (a
-/// gradient norm falling over decades keeps its first steps on the axis), nor a tail of many.
-pub const OUTLIER_SHARE: f64 = 0.05;
+/// Where outliers are more than this share of the series, the series is taken whole.
+pub const OUTLIER_SHARE: f64 = 0.1;
 
-/// The values' range robust to a few outliers: where at most [`OUTLIER_SHARE`] of the finite
-/// values (at least one) lie more than [`OUTLIER_FENCE`] times the span of the central 90 %
-/// beyond it, the padded range of the others; else the padded range of all ([`bounds`]). A
-/// series of fewer than 8 values is taken whole.
+/// The range of a series (in step order) robust to a few isolated outliers
+/// ([`OUTLIER_FENCE`]): the padded range of the other values, where the outliers are at most
+/// [`OUTLIER_SHARE`] of the finite values; else the padded range of all ([`bounds`]). A
+/// series of fewer than 8 finite values is taken whole.
 pub fn robust_bounds(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
-    let mut finite: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
-    if finite.len() < 8 {
-        return bounds(finite);
+    let series: Vec<f64> = values.into_iter().filter(|v| v.is_finite()).collect();
+    if series.len() < 8 {
+        return bounds(series);
     }
-    finite.sort_by(f64::total_cmp);
-    let quantile = |q: f64| finite[((finite.len() - 1) as f64 * q).round() as usize];
+    let mut sorted = series.clone();
+    sorted.sort_by(f64::total_cmp);
+    let quantile = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
     let (low, high) = (quantile(0.05), quantile(0.95));
     let (lo, hi) = (
         low - OUTLIER_FENCE * (high - low),
         high + OUTLIER_FENCE * (high - low),
     );
-    let outside = finite.iter().filter(|v| **v < lo || **v > hi).count();
-    let allowed = ((finite.len() as f64 * OUTLIER_SHARE) as usize).max(1);
-    if outside == 0 || outside > allowed {
-        return bounds(finite);
+    // −1 below the fence, +1 above it, 0 within.
+    let side = |v: f64| (v > hi) as i8 - (v < lo) as i8;
+    let outlier: Vec<bool> = (0..series.len())
+        .map(|i| {
+            let s = side(series[i]);
+            let beside =
+                |j: Option<usize>| j.and_then(|j| series.get(j)).is_some_and(|v| side(*v) == s);
+            s != 0 && !beside(i.checked_sub(1)) && !beside(Some(i + 1))
+        })
+        .collect();
+    let count = outlier.iter().filter(|o| **o).count();
+    if count == 0 || count as f64 > OUTLIER_SHARE * series.len() as f64 {
+        return bounds(series);
     }
-    bounds(finite.into_iter().filter(|v| (lo..=hi).contains(v)))
+    bounds(
+        series
+            .iter()
+            .zip(&outlier)
+            .filter(|(_, o)| !**o)
+            .map(|(v, _)| *v),
+    )
 }
 
 /// Whether histogram `edges` can be drawn for `bins` bins: one more edge than bins, finite,
@@ -579,15 +595,29 @@ mod tests {
             robust_bounds(falling.iter().copied()),
             bounds(falling.iter().copied())
         );
-        // Twelve wild values among two hundred (6 %) are a tail, not outliers.
-        let mut many: Vec<f64> = (0..200).map(|i| 1.0 + 0.01 * (i % 7) as f64).collect();
-        for v in many.iter_mut().step_by(18) {
+        // Eight isolated spikes among two hundred (4 %) are outliers too; a dozen values in a
+        // row (a plateau, a trend) are not, nor are spikes on one in five steps.
+        let spiky = |every: usize| -> Vec<f64> {
+            (0..200)
+                .map(|i| {
+                    if i % every == 3 {
+                        -500.0
+                    } else {
+                        1.0 + 0.01 * (i % 7) as f64
+                    }
+                })
+                .collect()
+        };
+        let (lo, _) = robust_bounds(spiky(25)).unwrap();
+        assert!(lo > -1.0, "{lo}");
+        assert_eq!(robust_bounds(spiky(5)), bounds(spiky(5)));
+        let mut plateau: Vec<f64> = (0..200).map(|i| 1.0 + 0.01 * (i % 7) as f64).collect();
+        for v in &mut plateau[100..112] {
             *v = -500.0;
         }
-        assert_eq!(many.iter().filter(|v| **v < 0.0).count(), 12);
         assert_eq!(
-            robust_bounds(many.iter().copied()),
-            bounds(many.iter().copied())
+            robust_bounds(plateau.iter().copied()),
+            bounds(plateau.iter().copied())
         );
     }
 

@@ -98,7 +98,7 @@ impl Healthy {
     }
 }
 
-/// A finished run: the Cockpit's output, the parameter names and the classes of its loss.
+/// A finished run: the Cockpit's output and the model's parameter names.
 pub struct Run {
     /// Everything the Cockpit tracked.
     pub output: Output,

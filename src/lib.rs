@@ -34,7 +34,7 @@ pub use cockpit_quantities::{
     ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Named, OnBatch,
     OptimizerInfo, Output, QuantityConfig, QuantityError, ReadTiming, Schedule, StepForward,
     StepInfo, StepOptions, StepReport, Stepped, Value, curvature, examples, histogram, log,
-    persample, quantity, sink,
+    persample, quantity, record, sink,
 };
 /// Cockpit's values as TensorBoard event files, a sink (the `cockpit-tensorboard` crate).
 pub use cockpit_tensorboard as tensorboard;

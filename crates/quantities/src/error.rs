@@ -101,6 +101,26 @@ pub enum CockpitError {
     /// and the values are kept).
     #[error(transparent)]
     Sink(#[from] crate::sink::SinkError),
+    /// The run record could not be written or read (the values of the call are kept in
+    /// [`Cockpit::latest`](crate::Cockpit::latest)).
+    #[error(transparent)]
+    Record(#[from] crate::record::RecordError),
+    /// [`Cockpit::checkpoint`](crate::Cockpit::checkpoint) needs a record to save into
+    /// ([`Cockpit::with_record`](crate::Cockpit::with_record)).
+    #[error("a checkpoint is saved into the run's record: give the Cockpit one with `with_record`")]
+    NoRecord,
+    /// A run record cannot be exported (`Cockpit::write` with a record).
+    #[error(transparent)]
+    Export(#[from] crate::record::ExportError),
+    /// A saved Cockpit state does not fit this Cockpit or this model ([`Cockpit::resume`](crate::Cockpit::resume)).
+    #[error("the run cannot resume from step {step} of its record: {reason}")]
+    Resume {
+        /// The step the resume asked for.
+        step: usize,
+        /// What does not fit.
+        #[source]
+        reason: crate::quantity::CarriedError,
+    },
 }
 
 /// Why a config file was refused ([`CockpitError::ConfigFile`]), with the cause as its source.

@@ -21,6 +21,8 @@
 //!   iteration and Lanczos, exact curvature diagonals of MLPs, Hutchinson's estimate.
 //! - [`Cockpit`]: runs quantities at their steps with Cockpit's two-step bookkeeping.
 //! - [`log`]: the Cockpit JSON log (json_tricks encoding) and the JSON-lines stream.
+//! - [`record`]: the run record (SQLite) written as the run goes, read while it grows,
+//!   exported to the log formats, and resumed from.
 //! - [`sink`]: where each tracked step's values go as training runs (the stream, TensorBoard
 //!   in `cockpit-tensorboard`, the Learner's board, a user's own); the Cockpit knows none.
 //! - [`QuantityKind`]: Cockpit's quantities by name, each with its facts ([`QuantityType`]:
@@ -44,6 +46,7 @@ mod info;
 pub mod log;
 mod output;
 pub mod quantity;
+pub mod record;
 mod schedule;
 pub mod sink;
 

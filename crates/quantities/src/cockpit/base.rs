@@ -43,11 +43,14 @@ pub struct EpochLog {
     pub learning_rate: Option<f64>,
 }
 
+/// The warnings [`Cockpit::warnings`] keeps (the oldest half goes when they are reached).
+pub const MAX_WARNINGS: usize = 10_000;
+
 #[derive(Debug)]
-struct ParamSet {
-    first_step: usize,
-    ids: Vec<ParamId>,
-    names: Vec<String>,
+pub(super) struct ParamSet {
+    pub(super) first_step: usize,
+    pub(super) ids: Vec<ParamId>,
+    pub(super) names: Vec<String>,
 }
 
 /// Watches a training run: call [`Cockpit::track`] once per step, after `backward` and before
@@ -70,10 +73,10 @@ struct ParamSet {
 /// # Ok(()) }
 /// ```
 pub struct Cockpit {
-    quantities: Vec<Box<dyn Quantity>>,
-    output: Output,
-    param_set: Option<ParamSet>,
-    last_step: Option<usize>,
+    pub(super) quantities: Vec<Box<dyn Quantity>>,
+    pub(super) output: Output,
+    pub(super) param_set: Option<ParamSet>,
+    pub(super) last_step: Option<usize>,
     /// Where each call's values go besides `output` ([`Cockpit::with_sink`]).
     sinks: Vec<Box<dyn Sink>>,
     warnings: Vec<String>,
@@ -87,7 +90,7 @@ pub struct Cockpit {
     pub(super) depth: Depth,
     /// The mean gradients of the last tracked step (one per device), kept while a quantity
     /// asks for [`Statistic::Dot`]`(`[`Direction::PreviousGradient`]`)` at the next one.
-    previous_grads: PreviousGradients,
+    pub(super) previous_grads: PreviousGradients,
     /// The optimizer of steps whose info names none.
     pub(super) optimizer: Option<OptimizerInfo>,
     /// Whether warnings and failures are printed to stderr (each distinct message once).
@@ -100,11 +103,14 @@ pub struct Cockpit {
     /// checked once, at its first tracked step).
     pub(super) linearity: crate::curvature::LinearityVerdicts,
     /// Whether the parameters move by the plain SGD step the optimizer info announces.
-    update_check: UpdateCheck,
+    pub(super) update_check: UpdateCheck,
     /// When a tracked step's numbers are read back ([`Cockpit::with_read_timing`]).
     read_timing: ReadTiming,
     /// A tracked step whose numbers are still on their way (a deferred read).
     pending: Option<(Pending, PendingRead)>,
+    /// The run's record ([`Cockpit::with_record`]): every call's values go there, and
+    /// `output` then keeps no history.
+    pub(super) record: Option<crate::record::RunRecord>,
 }
 
 /// When a tracked step's numbers (every quantity's, in its one batched read) come back to the
@@ -198,6 +204,7 @@ impl Cockpit {
             update_check: UpdateCheck::default(),
             read_timing: ReadTiming::default(),
             pending: None,
+            record: None,
         };
         for quantity in quantities {
             cockpit.add(quantity)?;
@@ -278,13 +285,18 @@ impl Cockpit {
             run: &self.output,
             examples: self.quantities.iter().find_map(|q| q.example_record()),
         };
-        let mut first = None;
+        let mut first: Option<CockpitError> = None;
         for sink in &mut self.sinks {
             if let Err(err) = sink.write(&record) {
-                first.get_or_insert(err);
+                first.get_or_insert(err.into());
             }
         }
-        first.map_or(Ok(()), |err| Err(err.into()))
+        if let Some(run) = &mut self.record
+            && let Err(err) = run.write_values(values, parameter_names)
+        {
+            first.get_or_insert(err.into());
+        }
+        first.map_or(Ok(()), Err)
     }
 
     /// Adds a quantity.
@@ -673,7 +685,7 @@ impl Cockpit {
         {
             self.previous_grads.keep(step, grads);
         }
-        self.output.merge(computed.clone());
+        self.keep(&computed);
         self.latest.merge(computed.clone());
         self.feed(Origin::Tracked, step, &computed)?;
         Ok(StepReport::tracked(step, failures))
@@ -829,11 +841,13 @@ impl Cockpit {
                 values.insert(step, key, Value::Float(value));
             }
         }
-        self.output.merge(values.clone());
+        self.keep(&values);
         self.feed(Origin::Epoch, step, &values)
     }
 
-    /// Everything tracked so far: `output[step][name]`.
+    /// Everything tracked so far: `output[step][name]`. With a record
+    /// ([`Cockpit::with_record`]) nothing is kept here but the parameters' names: the history
+    /// is in the record, read with [`RecordReader`](crate::record::RecordReader).
     ///
     /// With a deferred read ([`ReadTiming`]) the last tracked step's values arrive at the next
     /// [`Cockpit::track`] or [`Cockpit::flush`].
@@ -879,6 +893,9 @@ impl Cockpit {
     /// memory. [`CockpitError::Sink`] as [`Cockpit::flush`].
     pub fn write(&mut self, path: impl AsRef<Path>) -> Result<(), CockpitError> {
         self.flush()?;
+        if self.record.is_some() {
+            return self.write_from_record(path.as_ref());
+        }
         crate::sink::LogFile::new(path.as_ref()).write_run(&self.output, self.examples())?;
         Ok(())
     }
@@ -913,6 +930,10 @@ impl Cockpit {
     fn warn(&mut self, message: String) {
         log::warn!("cockpit: {message}");
         self.print(message.clone());
+        if self.warnings.len() >= MAX_WARNINGS {
+            // A warning repeated every step of a long run must not grow memory: the oldest go.
+            self.warnings.drain(..MAX_WARNINGS / 2);
+        }
         self.warnings.push(message);
     }
 

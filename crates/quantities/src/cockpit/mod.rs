@@ -4,6 +4,7 @@
 mod base;
 mod constructors;
 mod previous;
+mod record;
 mod report;
 mod step;
 mod update_check;

@@ -36,3 +36,31 @@ impl PreviousGradients {
         self.0.retain(|(at, _)| *at >= step);
     }
 }
+
+impl PreviousGradients {
+    /// The kept gradients for a checkpoint: their steps and values.
+    pub(crate) fn carry(&self) -> Result<crate::quantity::Carried, crate::QuantityError> {
+        let mut carried = crate::quantity::Carried::new()
+            .with_numbers("steps", self.0.iter().map(|(s, _)| *s as f64).collect());
+        for (i, (_, grads)) in self.0.iter().enumerate() {
+            carried = carried.with_snapshot(&format!("grads.{i}"), grads)?;
+        }
+        Ok(carried)
+    }
+
+    /// Takes back [`PreviousGradients::carry`]'s state on the device of `params`.
+    pub(crate) fn restore(
+        &mut self,
+        carried: &crate::quantity::Carried,
+        params: &Snapshot,
+    ) -> Result<(), crate::quantity::CarriedError> {
+        const OWNER: &str = "Cockpit (previous gradients)";
+        self.0 = carried
+            .numbers(OWNER, "steps")?
+            .iter()
+            .enumerate()
+            .map(|(i, &step)| Ok((step as usize, carried.snapshot(OWNER, &format!("grads.{i}"), params)?)))
+            .collect::<Result<_, crate::quantity::CarriedError>>()?;
+        Ok(())
+    }
+}

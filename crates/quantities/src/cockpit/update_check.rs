@@ -12,7 +12,8 @@ use burn::tensor::{DType, Tensor};
 
 use crate::persample::reduce::sum_all;
 use crate::readback::Readable;
-use crate::{OptimizerInfo, Snapshot};
+use crate::quantity::{Carried, CarriedError};
+use crate::{OptimizerInfo, QuantityError, Snapshot};
 
 /// The relative mismatch `‖(θ_{s+1} − θ_s) + lr·∇L_s‖ / ‖lr·∇L_s‖` above which the step was
 /// not the announced plain SGD step.
@@ -222,6 +223,68 @@ impl UpdateCheck {
 
 /// The unit roundoff of the parameters' float type (`2⁻²⁴` for float32, `2⁻⁵³` for float64;
 /// half precision's for the halves).
+impl UpdateCheck {
+    /// The check's state for a checkpoint (between steps: nothing is awaited or being read).
+    pub(crate) fn carry(&self) -> Result<Carried, QuantityError> {
+        let mut carried = Carried::new()
+            .with_numbers(
+                "flags",
+                vec![
+                    f64::from(u8::from(self.confirmed)),
+                    self.contradicted.map_or(-1.0, |s| s as f64),
+                    self.since_confirmed as f64,
+                ],
+            )
+            .with_numbers("offered", self.offered.iter().map(|&s| s as f64).collect());
+        if let Some(kept) = &self.kept {
+            carried = carried
+                .with_numbers("kept", vec![kept.step as f64, kept.lr])
+                .with_tensor("kept_norm", &kept.grad_sq_norm)?
+                .with_snapshot("kept_params", &kept.params)?
+                .with_snapshot("kept_grads", &kept.grads)?;
+        }
+        Ok(carried)
+    }
+
+    /// Takes back [`UpdateCheck::carry`]'s state on the device and with the ids of `params`.
+    pub(crate) fn restore(&mut self, carried: &Carried, params: &Snapshot) -> Result<(), CarriedError> {
+        const OWNER: &str = "Cockpit (update check)";
+        let &[confirmed, contradicted, since] = carried.numbers(OWNER, "flags")? else {
+            return Err(CarriedError::Missing {
+                owner: OWNER.into(),
+                part: "flags".into(),
+            });
+        };
+        *self = Self {
+            confirmed: confirmed != 0.0,
+            contradicted: (contradicted >= 0.0).then_some(contradicted as usize),
+            since_confirmed: since as usize,
+            offered: carried
+                .numbers(OWNER, "offered")?
+                .iter()
+                .map(|&s| s as usize)
+                .collect(),
+            ..Self::default()
+        };
+        if carried.has("kept") {
+            let &[step, lr] = carried.numbers(OWNER, "kept")? else {
+                return Err(CarriedError::Missing {
+                    owner: OWNER.into(),
+                    part: "kept".into(),
+                });
+            };
+            self.kept = Some(Kept {
+                step: step as usize,
+                lr,
+                params: carried.snapshot(OWNER, "kept_params", params)?,
+                grads: carried.snapshot(OWNER, "kept_grads", params)?,
+                grad_sq_norm: carried.tensor(OWNER, "kept_norm", &params.device())?,
+            });
+        }
+        Ok(())
+    }
+}
+
 fn unit_roundoff(params: &Snapshot) -> f64 {
     match params.entries().first().map(|e| e.value.dtype()) {
         Some(DType::F64) => f64::EPSILON / 2.0,

@@ -138,6 +138,18 @@ impl Quantity for Named {
         self.inner.compute(ctx)
     }
 
+    fn carry(&self) -> Result<crate::quantity::Carried, QuantityError> {
+        self.inner.carry()
+    }
+
+    fn restore(
+        &mut self,
+        carried: &crate::quantity::Carried,
+        params: &crate::Snapshot,
+    ) -> Result<(), crate::quantity::CarriedError> {
+        self.inner.restore(carried, params)
+    }
+
     fn example_record(&self) -> Option<&crate::examples::ExampleRecord> {
         self.inner.example_record()
     }

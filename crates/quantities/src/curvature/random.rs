@@ -12,6 +12,11 @@ impl SplitMix {
         Self(AtomicU64::new(seed))
     }
 
+    /// The state, for a checkpoint (`SplitMix::new(state)` goes on with the same draws).
+    pub(crate) fn state(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
     fn next_u64(&self) -> u64 {
         let mut x = self
             .0

@@ -8,6 +8,7 @@ use super::base::{QuantityType, Enqueued, Quantity, StepContext, sum_over_params
 use super::spec::{Needs, NoSettings, QuantitySpec, ValueShape};
 use crate::persample::reduce::sum_all;
 use crate::persample::{Direction, PerSampleNeeds, PerSampleSource, Request, Statistic};
+use super::{Carried, CarriedError};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// One end of Alpha's step: parameters, loss and its variance, and how the step's
@@ -333,6 +334,70 @@ impl QuantityType for Alpha {
 impl Quantity for Alpha {
     fn spec(&self) -> &'static QuantitySpec {
         &Self::SPEC
+    }
+
+    /// The SGD path's start point is saved (its parameters, loss, variance and the two
+    /// projections' device numbers); the general path's start keeps the whole per-sample
+    /// source of its step, which is not saved: the α of the step before a resume is then
+    /// missing (the resumed run says so in its warnings).
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        let mut carried = Carried::new();
+        if let Some(sgd) = self.sgd {
+            carried = carried.with_numbers("sgd", vec![f64::from(u8::from(sgd))]);
+        }
+        if let Some(Point {
+            step,
+            params,
+            f,
+            var_f,
+            path:
+                Some(Path::Sgd {
+                    lr,
+                    grad_sq_norm,
+                    dots,
+                }),
+        }) = &self.start
+        {
+            carried = carried
+                .with_numbers("start", vec![*step as f64, *f, *var_f, *lr])
+                .with_tensor("start_norm", grad_sq_norm)?
+                .with_tensor("start_dots", dots)?
+                .with_snapshot("start_params", params)?;
+        }
+        Ok(carried)
+    }
+
+    fn restore(&mut self, carried: &Carried, params: &Snapshot) -> Result<(), CarriedError> {
+        let name = self.name().to_string();
+        self.sgd = match carried.has("sgd") {
+            true => Some(carried.number(&name, "sgd")? != 0.0),
+            false => None,
+        };
+        self.start = None;
+        self.awaited = None;
+        if !carried.has("start") {
+            return Ok(());
+        }
+        let &[step, f, var_f, lr] = carried.numbers(&name, "start")? else {
+            return Err(CarriedError::Missing {
+                owner: name,
+                part: "start".into(),
+            });
+        };
+        let device = params.device();
+        let tensor = |part: &str| carried.tensor(&name, part, &device);
+        self.start = Some(Point {
+            step: step as usize,
+            params: carried.snapshot(&name, "start_params", params)?,
+            f,
+            var_f,
+            path: Some(Path::Sgd {
+                lr,
+                grad_sq_norm: tensor("start_norm")?,
+                dots: tensor("start_dots")?,
+            }),
+        });
+        Ok(())
     }
 
     fn should_compute(&self, step: usize) -> bool {

@@ -411,6 +411,33 @@ pub trait Quantity: Send {
     fn uses_per_sample(&self, step: usize) -> bool {
         self.per_sample_needs(step).any()
     }
+
+    /// What the quantity carries to its next step (a reference point, the previous step's
+    /// parameters, an adapted range), read to the host for a checkpoint
+    /// ([`Cockpit::checkpoint`](crate::Cockpit::checkpoint)). The default, nothing, is right
+    /// for a quantity whose values depend on the step alone.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantityError`] if the device cannot be read.
+    fn carry(&self) -> Result<super::Carried, QuantityError> {
+        Ok(super::Carried::new())
+    }
+
+    /// Takes back what [`Quantity::carry`] saved, on the device and with the ids of `params`
+    /// (the model's parameters at the resumed step).
+    ///
+    /// # Errors
+    ///
+    /// [`CarriedError`](super::CarriedError) if the state is not one this quantity saved or is
+    /// of another model.
+    fn restore(
+        &mut self,
+        _carried: &super::Carried,
+        _params: &Snapshot,
+    ) -> Result<(), super::CarriedError> {
+        Ok(())
+    }
 }
 
 /// A quantity type with its facts and its settings, as Cockpit's keyword arguments.

@@ -2,6 +2,7 @@
 
 use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
+use super::{Carried, CarriedError};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// Layer-wise L2 distance from the initial parameters, `‖θ_t^p − θ_0^p‖₂` (Cockpit's
@@ -49,6 +50,21 @@ impl QuantityType for Distance {
 impl Quantity for Distance {
     fn spec(&self) -> &'static QuantitySpec {
         &Self::SPEC
+    }
+
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        match &self.init {
+            Some(init) => Carried::new().with_snapshot("init", init),
+            None => Ok(Carried::new()),
+        }
+    }
+
+    fn restore(&mut self, carried: &Carried, params: &Snapshot) -> Result<(), CarriedError> {
+        self.init = match carried.has("init") {
+            true => Some(carried.snapshot(self.name(), "init", params)?),
+            false => None,
+        };
+        Ok(())
     }
 
     fn should_compute(&self, step: usize) -> bool {

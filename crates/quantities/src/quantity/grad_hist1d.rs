@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use super::base::{Enqueued, Quantity, QuantityType, StepContext, awaited, grad_abs_max};
+use super::{Carried, CarriedError};
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
@@ -200,6 +201,23 @@ impl Quantity for GradHist1d {
 
     fn check(&self) -> Result<(), CockpitError> {
         check_axis(Self::SPEC.name, "", self.bins, self.range)
+    }
+
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        Ok(Carried::new().with_numbers("range", vec![self.range.0, self.range.1]))
+    }
+
+    fn restore(&mut self, carried: &Carried, _params: &crate::Snapshot) -> Result<(), CarriedError> {
+        let &[lo, hi] = carried.numbers(self.name(), "range")? else {
+            return Err(CarriedError::Missing {
+                owner: self.name().into(),
+                part: "range".into(),
+            });
+        };
+        self.range = (lo, hi);
+        self.axis = None;
+        self.device_axis = None;
+        Ok(())
     }
 
     fn should_compute(&self, step: usize) -> bool {

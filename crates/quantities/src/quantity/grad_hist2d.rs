@@ -4,6 +4,7 @@ use burn::tensor::{Int, Tensor};
 use serde::Deserialize;
 
 use super::base::{Enqueued, Quantity, QuantityType, StepContext, awaited, grad_abs_max, invalid};
+use super::{Carried, CarriedError};
 use crate::histogram::{BinAdaptation, StepScratch, linspace};
 use super::spec::{Needs, QuantitySpec, ValueShape};
 use crate::histogram::{BinsElements, HistogramEngine};
@@ -241,6 +242,24 @@ impl Quantity for GradHist2d {
                 ),
             )),
         }
+    }
+
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        let ((a, b), (c, d)) = self.range;
+        Ok(Carried::new().with_numbers("range", vec![a, b, c, d]))
+    }
+
+    fn restore(&mut self, carried: &Carried, _params: &crate::Snapshot) -> Result<(), CarriedError> {
+        let &[a, b, c, d] = carried.numbers(self.name(), "range")? else {
+            return Err(CarriedError::Missing {
+                owner: self.name().into(),
+                part: "range".into(),
+            });
+        };
+        self.range = ((a, b), (c, d));
+        self.axes = (None, None);
+        self.device_axes = (None, None);
+        Ok(())
     }
 
     fn should_compute(&self, step: usize) -> bool {

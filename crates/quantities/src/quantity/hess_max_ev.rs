@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::base::{Enqueued, Quantity, QuantityType, StepContext, invalid};
 use super::spec::{Needs, QuantitySpec, ValueShape};
+use super::{Carried, CarriedError};
 use crate::curvature::random::SplitMix;
 use crate::curvature::{EigenEstimate, Target, lanczos_with_vector, power_iteration};
 use crate::{CockpitError, QuantityError, Schedule, Snapshot, Value};
@@ -275,6 +276,33 @@ impl Quantity for HessMaxEV {
                 format!("tolerances must be finite and ≥ 0, got {:?}", self.method),
             ));
         }
+        Ok(())
+    }
+
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        let state = self.rng.state();
+        let mut carried = Carried::new().with_numbers(
+            "rng",
+            vec![(state >> 32) as f64, (state & 0xffff_ffff) as f64],
+        );
+        if let Some(previous) = &self.previous {
+            carried = carried.with_snapshot("previous", previous)?;
+        }
+        Ok(carried)
+    }
+
+    fn restore(&mut self, carried: &Carried, params: &Snapshot) -> Result<(), CarriedError> {
+        let &[high, low] = carried.numbers(self.name(), "rng")? else {
+            return Err(CarriedError::Missing {
+                owner: self.name().into(),
+                part: "rng".into(),
+            });
+        };
+        self.rng = SplitMix::new(((high as u64) << 32) | low as u64);
+        self.previous = match carried.has("previous") {
+            true => Some(carried.snapshot(self.name(), "previous", params)?),
+            false => None,
+        };
         Ok(())
     }
 

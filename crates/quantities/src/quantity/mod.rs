@@ -1,6 +1,7 @@
 //! Cockpit's quantities, one per file, named as Cockpit names them.
 
 mod base;
+mod carried;
 mod kind;
 mod spec;
 #[cfg(test)]
@@ -9,6 +10,8 @@ pub(crate) mod testing;
 pub use crate::histogram::axis::{MAX_BINS, MAX_BINS_2D};
 pub(crate) use base::missing_per_sample as base_missing_per_sample;
 pub use base::{Enqueued, Quantity, QuantityType, StepContext};
+pub use carried::{Carried, CarriedError, HostParam};
+pub(crate) use carried::{put_len as carried_put_len, put_text as carried_put_text, text as carried_text};
 pub use spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 
 // The one list of quantities: `file => Kind, …;`, by file. Each line declares the file's

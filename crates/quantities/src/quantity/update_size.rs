@@ -2,6 +2,7 @@
 
 use super::base::{QuantityType, Awaiting, Enqueued, Quantity, StepContext};
 use super::spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
+use super::{Carried, CarriedError};
 use crate::{QuantityError, Schedule, Snapshot, Value};
 
 /// Layer-wise size of the optimizer's update, `‖θ_{t+1}^p − θ_t^p‖₂` (Cockpit's `UpdateSize`).
@@ -51,6 +52,26 @@ impl QuantityType for UpdateSize {
 impl Quantity for UpdateSize {
     fn spec(&self) -> &'static QuantitySpec {
         &Self::SPEC
+    }
+
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        match &self.start {
+            Some((step, params)) => Carried::new()
+                .with_numbers("start_step", vec![*step as f64])
+                .with_snapshot("start", params),
+            None => Ok(Carried::new()),
+        }
+    }
+
+    fn restore(&mut self, carried: &Carried, params: &Snapshot) -> Result<(), CarriedError> {
+        self.start = match carried.has("start") {
+            true => Some((
+                carried.number(self.name(), "start_step")? as usize,
+                carried.snapshot(self.name(), "start", params)?,
+            )),
+            false => None,
+        };
+        Ok(())
     }
 
     fn should_compute(&self, step: usize) -> bool {

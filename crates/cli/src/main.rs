@@ -122,13 +122,21 @@ struct ServeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("to").required(true).multiple(true)))]
 struct ExportArgs {
-    /// The log: Cockpit's JSON log, or the JSON-lines stream (`.jsonl`).
+    /// The log: a run record, Cockpit's JSON log, or the JSON-lines stream (`.jsonl`).
     log: PathBuf,
     /// The directory to write the event file into (created if needed); point TensorBoard at
     /// it (`tensorboard --logdir DIR`).
-    #[arg(long)]
-    tensorboard: PathBuf,
+    #[arg(long, group = "to")]
+    tensorboard: Option<PathBuf>,
+    /// Write Cockpit's JSON log here (what the Python `CockpitPlotter` reads); from a run
+    /// record one step at a time.
+    #[arg(long, group = "to")]
+    json: Option<PathBuf>,
+    /// Write the JSON-lines stream here; from a run record one step at a time.
+    #[arg(long, group = "to")]
+    jsonl: Option<PathBuf>,
     /// The parameters' dotted names, comma-separated, in the order of the log's
     /// per-parameter lists (default: the names the log carries, else their indices).
     #[arg(long, value_delimiter = ',')]
@@ -217,6 +225,9 @@ enum CliError {
     Replay(#[from] ReplayError),
     #[error(transparent)]
     Log(#[from] LogError),
+    /// A run record could not be exported.
+    #[error(transparent)]
+    Export(#[from] cockpit_quantities::record::ExportError),
     #[error(transparent)]
     Plot(#[from] PlotError),
     #[error(transparent)]
@@ -399,9 +410,54 @@ fn names(output: &Output, given: &[String]) -> Result<Vec<String>, CliError> {
 }
 
 fn export(args: ExportArgs, reader: &Reader) -> Result<(), CliError> {
-    let output = read(reader, &args.log)?;
+    use cockpit_quantities::record::{self, RecordReader};
+    if record::is_record(&args.log) {
+        // A record is exported one step at a time: memory does not grow with the run.
+        let mut run = RecordReader::open(&args.log).map_err(cockpit_quantities::log::LogError::from)?;
+        if let Some(json) = &args.json {
+            record::export_log(&mut run, json)?;
+            sayln!("wrote {} as a Cockpit JSON log to {}", args.log.display(), json.display());
+        }
+        if let Some(jsonl) = &args.jsonl {
+            record::export_stream(&mut run, jsonl)?;
+            sayln!("wrote {} as a JSON-lines stream to {}", args.log.display(), jsonl.display());
+        }
+        if args.tensorboard.is_none() {
+            return Ok(());
+        }
+    }
+    let output = match record::is_record(&args.log) {
+        // TensorBoard keeps every step: the whole record is read.
+        true => RecordReader::open(&args.log)
+            .and_then(|mut r| r.read_all())
+            .map_err(cockpit_quantities::log::LogError::from)?,
+        false => read(reader, &args.log)?,
+    };
+    if !record::is_record(&args.log) {
+        if let Some(json) = &args.json {
+            cockpit_quantities::log::write_log(json, &output)?;
+            sayln!("wrote {}", json.display());
+        }
+        if let Some(jsonl) = &args.jsonl {
+            let mut stream = cockpit_quantities::log::JsonLinesWriter::create(jsonl)?;
+            for step in output.steps().collect::<Vec<_>>() {
+                let mut one = Output::new();
+                if Some(step) == output.steps().next() {
+                    one.set_parameter_names(output.parameter_names().to_vec());
+                }
+                for (key, value) in output.at(step).into_iter().flatten() {
+                    one.insert(step, key.clone(), value.clone());
+                }
+                stream.append(step, &one)?;
+            }
+            sayln!("wrote {}", jsonl.display());
+        }
+    }
+    let Some(tensorboard) = &args.tensorboard else {
+        return Ok(());
+    };
     let names = names(&output, &args.names)?;
-    let path = TensorBoardWriter::export(&args.tensorboard, &output, &names, args.replace)?;
+    let path = TensorBoardWriter::export(tensorboard, &output, &names, args.replace)?;
     let steps = output.steps().count();
     sayln!(
         "wrote {steps} steps of {} to {}",

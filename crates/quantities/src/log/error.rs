@@ -68,4 +68,13 @@ pub enum LogError {
         #[source]
         source: csv::Error,
     },
+    /// A run record (SQLite) could not be read.
+    #[error(transparent)]
+    Record(Box<crate::record::RecordError>),
+}
+
+impl From<crate::record::RecordError> for LogError {
+    fn from(err: crate::record::RecordError) -> Self {
+        Self::Record(Box::new(err))
+    }
 }

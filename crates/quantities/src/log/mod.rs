@@ -23,8 +23,12 @@ use std::path::Path;
 
 use crate::Output;
 
-/// Reads a Cockpit JSON log ([`read_log`]), or a JSON-lines stream ([`read_stream`]) when the
-/// name ends in `.jsonl`.
+/// Reads a Cockpit JSON log ([`read_log`]), a JSON-lines stream ([`read_stream`]) when the
+/// name ends in `.jsonl`, or a run record ([`RecordReader`](crate::record::RecordReader),
+/// recognised by its first bytes) as an overview of at most
+/// [`DEFAULT_OVERVIEW_STEPS`](crate::record::DEFAULT_OVERVIEW_STEPS) buckets
+/// ([`RecordReader::read_overview`](crate::record::RecordReader::read_overview)): a record of any
+/// length is read in bounded memory, every spike kept.
 ///
 /// # Errors
 ///
@@ -40,6 +44,10 @@ pub fn read_any(log: impl AsRef<Path>) -> Result<Output, LogError> {
 /// As [`read_any`].
 pub fn read_any_with(reader: &Reader, log: impl AsRef<Path>) -> Result<Output, LogError> {
     let log = log.as_ref();
+    if crate::record::is_record(log) {
+        let mut record = crate::record::RecordReader::open(log)?;
+        return Ok(record.read_overview(crate::record::DEFAULT_OVERVIEW_STEPS)?);
+    }
     if log.extension().is_some_and(|e| e == "jsonl") {
         read_stream_with(reader, log)
     } else {

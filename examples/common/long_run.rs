@@ -45,7 +45,8 @@ impl Mlp {
         model.map(&mut Deterministic::new(7))
     }
 
-    fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+    /// The logits.
+    pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         self.out.forward(relu(self.hidden.forward(x)))
     }
 }
@@ -170,7 +171,7 @@ pub fn run(
         let stepped = cockpit.step(&model, forward, OutputLoss::classes(y, CLASSES))?;
         model = optimizer.step(LR, model, stepped.grads);
         let next = step + 1;
-        if next % options.checkpoint_every == 0 && next < options.steps {
+        if next % options.checkpoint_every == 0 {
             let path = dir.join(format!("{next}.bpk"));
             let partial = dir.join(format!("{next}.bpk.partial"));
             model.clone().into_record().save(&partial)?;

@@ -41,6 +41,7 @@ mod read_ledger;
 mod recorded_curvature;
 mod replay_fixtures;
 mod robustness;
+mod run_record;
 mod serial_depth;
 mod tensorboard;
 mod unseen_fixtures;

@@ -176,7 +176,7 @@ pub fn run(
             let partial = dir.join(format!("{next}.bpk.partial"));
             model.clone().into_record().save(&partial)?;
             std::fs::rename(&partial, &path)?;
-            cockpit.checkpoint(&model)?;
+            cockpit.checkpoint()?;
             // Two model checkpoints are enough: the record keeps the states of the newest.
             for (_, old) in checkpoints(&dir).into_iter().skip(2) {
                 let _ = std::fs::remove_file(old);

@@ -54,6 +54,21 @@ pub enum TrainError {
     /// up (its error as the source).
     #[error("data-parallel training cannot be watched as declared")]
     DataParallel(#[source] PerSampleError),
+    /// The run record could not be opened or created.
+    #[error(transparent)]
+    Record(#[from] cockpit_quantities::record::RecordError),
+    /// A resume asked for an epoch whose end the record did not note.
+    #[error(
+        "the run record `{}` has no Cockpit state for the end of epoch {epoch} (was the run \
+         given `with_record`, and did that epoch end?)",
+        path.display()
+    )]
+    NoEpochState {
+        /// The record.
+        path: std::path::PathBuf,
+        /// The epoch asked for.
+        epoch: usize,
+    },
     /// The artifact directory could not be created.
     #[error("cannot create the artifact directory `{}`", path.display())]
     ArtifactDir {

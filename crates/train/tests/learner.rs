@@ -1396,3 +1396,54 @@ fn a_histogram_only_configuration_writes_the_log_at_epoch_end() {
         "the epoch entry was written"
     );
 }
+
+/// A Learner run with a record, stopped after its first epoch and resumed with burn-train's
+/// `.checkpoint(1)` and `CockpitLearner::resume`, has the record of one never stopped; the
+/// epoch's training loss comes from the tracked steps, not from a history in memory.
+#[test]
+fn a_learner_resumed_from_its_checkpoint_has_the_record_of_an_uninterrupted_run() {
+    let device = Device::flex().autodiff();
+    let model = Net::new(&device);
+    let kinds = Configuration::Economy.kinds();
+    let build = || {
+        CockpitLearner::from_kinds(kinds.clone(), Schedule::every_step(), OptimizerInfo::sgd(LR))
+            .unwrap()
+    };
+    let read = |path: &std::path::Path| {
+        cockpit_quantities::record::RecordReader::open(path)
+            .unwrap()
+            .read_all()
+            .unwrap()
+    };
+    // Uninterrupted: two epochs.
+    let dir = scratch("record-whole");
+    std::fs::create_dir_all(&dir).unwrap();
+    let whole = dir.join("run.db");
+    let cockpit = build().with_record(&whole).unwrap();
+    launch(cockpit.instrument(model.clone()).unwrap(), &cockpit, &dir, 2, |t| t);
+    assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
+    assert!(cockpit.output().is_empty(), "no history in memory with a record");
+    drop(cockpit);
+    // Stopped after epoch 1, with burn's checkpoints, then resumed from them.
+    let dir = scratch("record-cut");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("run.db");
+    let cockpit = build().with_record(&cut).unwrap();
+    launch(cockpit.instrument(model.clone()).unwrap(), &cockpit, &dir, 1, |t| {
+        t.with_default_checkpointers()
+    });
+    drop(cockpit);
+    let cockpit = build().resume(&cut, 1).unwrap();
+    launch(cockpit.instrument(model).unwrap(), &cockpit, &dir, 2, |t| {
+        t.with_default_checkpointers().checkpoint(1)
+    });
+    assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
+    drop(cockpit);
+    let (a, b) = (read(&whole), read(&cut));
+    assert_eq!(a.steps().count(), 2 * SAMPLES / BATCH);
+    assert!(a.get(SAMPLES / BATCH - 1, "train_loss").is_some());
+    assert_eq!(a, b);
+    // A record without that epoch's end is refused by name.
+    let err = build().resume(&cut, 7).unwrap_err();
+    assert!(matches!(err, TrainError::NoEpochState { epoch: 7, .. }), "{err}");
+}

@@ -51,6 +51,8 @@ pub(super) struct ParamSet {
     pub(super) first_step: usize,
     pub(super) ids: Vec<ParamId>,
     pub(super) names: Vec<String>,
+    /// The parameters' shapes, in the order of `names`.
+    pub(super) shapes: Vec<Vec<usize>>,
 }
 
 /// Watches a training run: call [`Cockpit::track`] once per step, after `backward` and before
@@ -972,6 +974,7 @@ impl Cockpit {
                 first_step: step,
                 ids: params.ids(),
                 names: params.names(),
+                shapes: params.entries().iter().map(|e| e.shape.clone()).collect(),
             });
             return Ok(());
         };

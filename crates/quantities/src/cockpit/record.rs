@@ -28,9 +28,19 @@ impl Cockpit {
         self
     }
 
+    /// [`Cockpit::with_record`] on a Cockpit in use (an adapter's), from the next call on.
+    pub fn set_record(&mut self, record: RunRecord) {
+        self.record = Some(record);
+    }
+
     /// The record the values go to ([`Cockpit::with_record`]).
     pub fn record(&self) -> Option<&RunRecord> {
         self.record.as_ref()
+    }
+
+    /// The record the values go to, to note more in it ([`RunRecord::mark_epoch`]).
+    pub fn record_mut(&mut self) -> Option<&mut RunRecord> {
+        self.record.as_mut()
     }
 
     /// Files a call's values into the output: all of them without a record, only the
@@ -80,22 +90,44 @@ impl Cockpit {
     ///
     /// One read of each carried snapshot (Distance's reference is the model's size; UpdateSize
     /// and Alpha add one each on a step they are due), written to the record.
-    pub fn checkpoint<M: Module>(&mut self, model: &M) -> Result<usize, CockpitError> {
+    pub fn checkpoint(&mut self) -> Result<usize, CockpitError> {
+        let next = self.next_step();
+        self.checkpoint_at(next)
+    }
+
+    /// [`Cockpit::checkpoint`] for a resume at `next`, a step after the last one tracked (a
+    /// loop that tracks every n-th step and checkpoints between two tracked steps).
+    ///
+    /// # Errors
+    ///
+    /// As [`Cockpit::checkpoint`], and [`CockpitError::StepNotIncreasing`] if `next` is not
+    /// after the last step tracked.
+    pub fn checkpoint_at(&mut self, next: usize) -> Result<usize, CockpitError> {
         self.flush()?;
         if self.record.is_none() {
             return Err(CockpitError::NoRecord);
         }
-        let next = self.last_step.map_or(0, |s| s + 1);
+        if let Some(previous) = self.last_step
+            && next <= previous
+        {
+            return Err(CockpitError::StepNotIncreasing {
+                previous,
+                step: next,
+            });
+        }
         let failed = |err: crate::QuantityError| CockpitError::QuantitiesFailed {
             step: next,
             failures: vec![("checkpoint".to_string(), err)],
         };
-        let params = Snapshot::of_params(model);
         let mut own = Carried::new()
-            .with_numbers("last_step", vec![self.last_step.map_or(-1.0, |s| s as f64)])
-            .with_signature("model", &params);
+            .with_numbers("last_step", vec![next as f64 - 1.0]);
         if let Some(set) = &self.param_set {
-            own = own.with_numbers("first_step", vec![set.first_step as f64]);
+            own = own
+                .with_numbers("first_step", vec![set.first_step as f64])
+                .with_signature(
+                    "model",
+                    set.names.iter().map(String::as_str).zip(set.shapes.iter().map(Vec::as_slice)),
+                );
         }
         let mut parts = vec![
             (COCKPIT.to_string(), own),
@@ -135,10 +167,26 @@ impl Cockpit {
     /// (naming the first difference).
     pub fn resume<M: Module>(
         mut self,
-        mut record: RunRecord,
+        record: RunRecord,
         step: usize,
         model: &M,
     ) -> Result<Self, CockpitError> {
+        self.resume_from(record, step, model)?;
+        Ok(self)
+    }
+
+    /// [`Cockpit::resume`] on a Cockpit held by reference (an adapter's). On an error the
+    /// Cockpit is left in an unspecified state: build a new one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cockpit::resume`].
+    pub fn resume_from<M: Module>(
+        &mut self,
+        mut record: RunRecord,
+        step: usize,
+        model: &M,
+    ) -> Result<(), CockpitError> {
         let resume = |reason| CockpitError::Resume { step, reason };
         let bytes = record.load_state(step)?;
         let mut parts = decode_state(&bytes).map_err(|e| resume(CarriedError::Damaged(e)))?;
@@ -157,8 +205,10 @@ impl Cockpit {
                 })
         };
         let own = take(COCKPIT).map_err(resume)?;
-        own.check_signature(COCKPIT, "model", &params)
-            .map_err(resume)?;
+        if own.has("model") {
+            own.check_signature(COCKPIT, "model", &params)
+                .map_err(resume)?;
+        }
         let last = own.number(COCKPIT, "last_step").map_err(resume)?;
         self.last_step = (last >= 0.0).then_some(last as usize);
         self.param_set = match own.has("first_step") {
@@ -166,6 +216,7 @@ impl Cockpit {
                 first_step: own.number(COCKPIT, "first_step").map_err(resume)? as usize,
                 ids: params.ids(),
                 names: params.names(),
+                shapes: params.entries().iter().map(|e| e.shape.clone()).collect(),
             }),
             false => None,
         };
@@ -190,7 +241,7 @@ impl Cockpit {
         }
         record.truncate_from(step)?;
         self.record = Some(record);
-        Ok(self)
+        Ok(())
     }
 }
 

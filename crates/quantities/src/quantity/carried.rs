@@ -128,15 +128,18 @@ impl Carried {
         Ok(Tensor::<1>::from_data(data, (device, dtype_of(*code))))
     }
 
-    /// Adds the names and shapes of `snapshot`'s parameters under `name` (no values, no read):
-    /// what [`Carried::check_signature`] compares a model with.
-    pub fn with_signature(mut self, name: &str, snapshot: &Snapshot) -> Self {
-        let params = snapshot
-            .entries()
-            .iter()
-            .map(|e| HostParam {
-                name: e.name.clone(),
-                shape: e.shape.clone(),
+    /// Adds parameters' names and shapes under `name` (no values, no read): what
+    /// [`Carried::check_signature`] compares a model with.
+    pub fn with_signature<'a>(
+        mut self,
+        name: &str,
+        params: impl IntoIterator<Item = (&'a str, &'a [usize])>,
+    ) -> Self {
+        let params = params
+            .into_iter()
+            .map(|(name, shape)| HostParam {
+                name: name.to_string(),
+                shape: shape.to_vec(),
                 data: Vec::new(),
             })
             .collect();

@@ -344,6 +344,41 @@ impl RunRecord {
         })
     }
 
+    /// Notes that epoch `epoch` (counted from 1) ended before step `next` (the state of a
+    /// checkpoint at that step resumes the epoch after it); committed.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError::Sqlite`] if the disk refuses the write.
+    pub fn mark_epoch(&mut self, epoch: usize, next: usize) -> Result<(), RecordError> {
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)",
+                params![format!("epoch.{epoch}"), next.to_string()],
+            )
+            .map_err(self.sql("written"))?;
+        self.commit()
+    }
+
+    /// The step epoch `epoch` ended before ([`RunRecord::mark_epoch`]), if noted.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordError::Sqlite`] if the record cannot be read.
+    pub fn epoch_end(&self, epoch: usize) -> Result<Option<usize>, RecordError> {
+        let found: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE name = ?1",
+                params![format!("epoch.{epoch}")],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(self.sql("read"))?;
+        Ok(found.and_then(|v| v.parse().ok()))
+    }
+
     /// Deletes the values of steps from `step` on, and the states saved after it: a run resumed
     /// at `step` writes them again (superseded, never duplicated).
     ///

@@ -54,7 +54,9 @@ impl LogFile {
 
 impl Sink for LogFile {
     fn write(&mut self, record: &Record<'_>) -> Result<(), SinkError> {
-        if record.origin == Origin::Epoch {
+        // A Cockpit with a run record keeps no run in memory: the record is the log (exported
+        // by `Cockpit::write`), nothing is rewritten here.
+        if record.origin == Origin::Epoch && !record.run.is_empty() {
             self.write_run(record.run, record.examples)?;
         }
         Ok(())

@@ -175,6 +175,44 @@ impl CockpitLearner {
         Ok(self)
     }
 
+    /// Writes the run to a run record at `path` as it goes (SQLite, replaced if there is one:
+    /// [`RunRecord::create`](cockpit_quantities::record::RunRecord::create)) instead of keeping
+    /// it in memory, and saves the Cockpit's state in it at every epoch end, so that a run
+    /// resumed with burn-train's `.checkpoint(epoch)` resumes the Cockpit too
+    /// ([`CockpitLearner::resume`]). `cockpit plot`, `diagnose` and `serve` read the record
+    /// while it grows; [`CockpitLearner::write`] exports it as Cockpit's JSON log.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::Record`] if the record cannot be created (another run holds it).
+    pub fn with_record(self, path: impl AsRef<Path>) -> Result<Self, TrainError> {
+        let record = cockpit_quantities::record::RunRecord::create(path)?;
+        self.lock().set_record(record);
+        Ok(self)
+    }
+
+    /// Goes on with the run recorded at `path` from the end of epoch `epoch`, as burn-train's
+    /// `SupervisedTraining::checkpoint(epoch)` does with the model and the optimizer: the
+    /// Cockpit's state saved at that epoch end is taken back at the first optimizer step
+    /// (Distance from the run's initial parameters, steps numbered on, every quantity's state),
+    /// and the record's values after it are written again.
+    ///
+    /// # Errors
+    ///
+    /// [`TrainError::Record`] if the record cannot be opened, [`TrainError::NoEpochState`] if
+    /// it noted no end of `epoch`. A state that does not fit the model is reported as a
+    /// warning at the first step ([`CockpitLearner::warnings`]).
+    pub fn resume(self, path: impl AsRef<Path>, epoch: usize) -> Result<Self, TrainError> {
+        let path = path.as_ref();
+        let record = cockpit_quantities::record::RunRecord::open(path)?;
+        let step = record.epoch_end(epoch)?.ok_or_else(|| TrainError::NoEpochState {
+            path: path.to_path_buf(),
+            epoch,
+        })?;
+        self.lock().resume_at(record, step, epoch);
+        Ok(self)
+    }
+
     /// Also writes every tracked step to a TensorBoard event file in `dir` (created if needed),
     /// flushed at each step, beside burn's own metrics: scalars `cockpit/<Quantity>` and
     /// `cockpit/<Quantity>/<parameter>`, GradHist1d as histograms

@@ -12,6 +12,7 @@ use burn::tensor::{Device, Tensor};
 use cockpit_diagnose::Monitor;
 use cockpit_quantities::histogram::HistogramEngine;
 use cockpit_quantities::persample::ErrorChain;
+use cockpit_quantities::record::{DEFAULT_OVERVIEW_STEPS, RecordReader, RunRecord};
 use cockpit_quantities::sink::Sink;
 use cockpit_quantities::{Cockpit, EpochLog, OptimizerInfo, QuantityKind, Snapshot, StepInfo};
 
@@ -49,6 +50,12 @@ pub(crate) struct State {
     ddp: Option<Ddp>,
     /// The Cockpit's warnings already printed and shown.
     forwarded: usize,
+    /// The training losses tracked since the last epoch end: their sum and count.
+    epoch_losses: (f64, usize),
+    /// A resume asked for ([`CockpitLearner::resume`](crate::CockpitLearner::resume)), done at
+    /// the first optimizer step (where the model is known): the record, the step and the
+    /// epochs done.
+    resume: Option<(RunRecord, usize, usize)>,
 }
 
 impl State {
@@ -81,6 +88,8 @@ impl State {
             monitor: None,
             ddp: None,
             forwarded: 0,
+            epoch_losses: (0.0, 0),
+            resume: None,
         }
     }
 
@@ -118,6 +127,18 @@ impl State {
     }
 
     pub(crate) fn track<M: Module>(&mut self, model: &M, grads: &GradientsParams, lr: f64) {
+        if let Some((record, step, epochs)) = self.resume.take() {
+            match self.cockpit.resume_from(record, step, model) {
+                Ok(()) => {
+                    self.step = step;
+                    self.epochs = epochs;
+                }
+                Err(err) => self.problem(format!(
+                    "cannot resume the Cockpit at epoch {epochs}: {}",
+                    ErrorChain(&err)
+                )),
+            }
+        }
         let step = self.step;
         self.step += 1;
         let iteration = self.iteration;
@@ -156,6 +177,12 @@ impl State {
         self.board.begin(iteration);
         match self.cockpit.track(step, model, grads, info) {
             Ok(report) => {
+                for (_, loss) in QuantityKind::Loss.series(self.cockpit.latest()) {
+                    if let Some(loss) = loss.as_f64() {
+                        self.epoch_losses.0 += loss;
+                        self.epoch_losses.1 += 1;
+                    }
+                }
                 let uncovered = report
                     .failures
                     .iter()
@@ -374,15 +401,8 @@ impl State {
         let state = self;
         state.epochs += 1;
         let step = state.step.saturating_sub(1);
-        let since = state.last_epoch_step();
-        let losses: Vec<f64> = QuantityKind::Loss
-            .series(state.cockpit.output())
-            .into_iter()
-            .filter(|(s, _)| since.is_none_or(|since| *s > since))
-            .filter_map(|(_, v)| v.as_f64())
-            .collect();
-        let train_loss =
-            (!losses.is_empty()).then(|| losses.iter().sum::<f64>() / losses.len() as f64);
+        let (sum, count) = std::mem::take(&mut state.epoch_losses);
+        let train_loss = (count > 0).then(|| sum / count as f64);
         let entry = EpochLog {
             epoch_count: state.epochs,
             train_loss,
@@ -397,13 +417,39 @@ impl State {
                 ErrorChain(&err)
             ));
         }
+        // With a record: the Cockpit's state for a resume from this epoch's checkpoint.
+        if state.cockpit.record().is_some() {
+            let next = state.step;
+            let epoch = state.epochs;
+            let saved = state.cockpit.checkpoint_at(next).and_then(|_| {
+                match state.cockpit.record_mut() {
+                    Some(record) => Ok(record.mark_epoch(epoch, next)?),
+                    None => Ok(()),
+                }
+            });
+            if let Err(err) = saved {
+                state.problem(format!(
+                    "cannot save the Cockpit's state at epoch {epoch}: {}",
+                    ErrorChain(&err)
+                ));
+            }
+        }
         if let Some(mut monitor) = state.monitor.take() {
             let names = state
                 .cockpit
                 .parameter_names()
                 .map(<[String]>::to_vec)
                 .unwrap_or_default();
-            for finding in monitor.check(state.cockpit.output(), &names) {
+            // With a record, the run is read back from it (an overview bounded in size).
+            let from_record = state.cockpit.record().map(|record| {
+                RecordReader::open(record.path())
+                    .and_then(|mut r| r.read_overview(DEFAULT_OVERVIEW_STEPS))
+            });
+            let findings = match &from_record {
+                Some(Ok(output)) => monitor.check(output, &names),
+                Some(Err(_)) | None => monitor.check(state.cockpit.output(), &names),
+            };
+            for finding in findings {
                 state.problem(format!(
                     "diagnose [{}] from step {}: {} ({})",
                     finding.code, finding.first_step, finding.message, finding.evidence
@@ -413,12 +459,15 @@ impl State {
         }
     }
 
-    fn last_epoch_step(&self) -> Option<usize> {
-        self.cockpit
-            .output()
-            .steps()
-            .filter(|s| self.cockpit.output().get(*s, "epoch_count").is_some())
-            .last()
+    /// Writes the run to `record` as it goes ([`Cockpit::with_record`]).
+    pub(crate) fn set_record(&mut self, record: RunRecord) {
+        self.cockpit.set_record(record);
+    }
+
+    /// Resumes the Cockpit from `record`'s state at `step` (after `epochs` epochs) at the next
+    /// optimizer step.
+    pub(crate) fn resume_at(&mut self, record: RunRecord, step: usize, epochs: usize) {
+        self.resume = Some((record, step, epochs));
     }
 }
 

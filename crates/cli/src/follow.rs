@@ -2,8 +2,11 @@
 //!
 //! A JSON-lines stream (`.jsonl`, what a running training writes) is read by its tail
 //! ([`StreamTail`]): each look reads the bytes appended since the last one and merges their
-//! lines into the output in place. Cockpit's JSON log (`.json`) is rewritten whole by each
-//! `Cockpit::write`, so each change of it is read whole.
+//! lines into the output in place. A run record is read as an overview
+//! ([`RecordReader::read_overview`]) once, then by the steps after the last one shown; when
+//! the shown run holds twice the overview's steps it is read as an overview again, so memory
+//! stays bounded whatever the run's length. Cockpit's JSON log (`.json`) is rewritten whole by
+//! each `Cockpit::write`, so each change of it is read whole.
 //!
 //! The diagnosis reads the whole run. It reruns in full when the run has grown by
 //! [`RERUN_FRACTION`] of its steps since it last ran (at least one step), or
@@ -19,6 +22,7 @@ use cockpit_diagnose::Diagnoser;
 use cockpit_quantities::Output;
 use cockpit_quantities::log::{Reader, StreamTail, read_any_with};
 use cockpit_quantities::persample::ErrorChain;
+use cockpit_quantities::record::{DEFAULT_OVERVIEW_STEPS, RecordReader, is_record};
 
 /// The diagnosis reruns once the run grew by this fraction of its steps (1/64).
 pub const RERUN_FRACTION: usize = 64;
@@ -54,6 +58,9 @@ pub struct Follower {
     diagnosed: Option<(Option<usize>, Instant)>,
     /// Something arrived since the diagnosis last ran.
     undiagnosed: bool,
+    /// Following a run record: the last step shown from it (the record is opened at each
+    /// look, so a record replaced by a new run is seen as such).
+    record: Option<Option<u64>>,
 }
 
 impl Follower {
@@ -71,7 +78,35 @@ impl Follower {
             pending: None,
             diagnosed: None,
             undiagnosed: false,
+            record: None,
         }
+    }
+
+    /// Reads a run record's new steps into `shown` (see the module's documentation).
+    fn look_at_record(&mut self, shown: &mut Output) -> Result<bool, String> {
+        let words = |err: cockpit_quantities::record::RecordError| ErrorChain(&err).to_string();
+        let mut reader = RecordReader::open(&self.log).map_err(words)?;
+        let seen = self.record.get_or_insert(None);
+        let last = reader.summary().map_err(words)?.last;
+        let went_back = matches!((last, *seen), (Some(l), Some(s)) if l < s) || last.is_none();
+        let too_many = shown.steps().count() > 2 * DEFAULT_OVERVIEW_STEPS;
+        if seen.is_none() || went_back || too_many {
+            // A record resumed from an earlier checkpoint was cut back: shown as it is now.
+            *shown = reader.read_overview(DEFAULT_OVERVIEW_STEPS).map_err(words)?;
+            *seen = last;
+            return Ok(true);
+        }
+        if last == *seen {
+            return Ok(false);
+        }
+        let from = seen.map_or(0, |s| s + 1);
+        let appended = reader.read_range(from, u64::MAX).map_err(words)?;
+        if shown.parameter_names().is_empty() {
+            shown.set_parameter_names(appended.parameter_names().to_vec());
+        }
+        shown.merge(appended);
+        *seen = last;
+        Ok(true)
     }
 
     /// Reads what changed in the log into `shown`, and reruns the diagnosis when it is due.
@@ -95,6 +130,9 @@ impl Follower {
                 look.problem = tailed
                     .problem
                     .map(|e| format!("{}; showing the lines before it", words(&e)));
+            }
+            None if self.record.is_some() || is_record(&self.log) => {
+                look.changed = self.look_at_record(shown)?;
             }
             None => {
                 let read = read_any_with(&self.reader, &self.log).map_err(|e| words(&e))?;
@@ -244,4 +282,38 @@ mod tests {
         assert!(caught_up.problem.is_none() && caught_up.verdict.is_some());
         assert_eq!(shown, read_stream(&path).unwrap());
     }
+
+    /// A record is read by its new steps only, and shown again whole when a resume cut it
+    /// back (or a new run replaced it).
+    #[test]
+    fn a_followed_record_reads_its_new_steps_and_follows_a_cut() {
+        use cockpit_quantities::record::{RecordReader, RunRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.db");
+        let mut record = RunRecord::create(&path).unwrap();
+        let write = |record: &mut RunRecord, steps: std::ops::Range<usize>| {
+            for step in steps {
+                record.write_values(&line(step), &[]).unwrap();
+            }
+            record.commit().unwrap();
+        };
+        write(&mut record, 0..10);
+        let mut follower = Follower::new(&Reader::default(), &path);
+        let mut shown = Output::new();
+        let look = follower.look(&mut shown).unwrap();
+        assert!(look.changed);
+        assert_eq!(look.last_step, Some(9));
+        assert!(!follower.look(&mut shown).unwrap().changed, "nothing new");
+        write(&mut record, 10..15);
+        let look = follower.look(&mut shown).unwrap();
+        assert!(look.changed);
+        assert_eq!(shown, RecordReader::open(&path).unwrap().read_all().unwrap());
+        drop(record);
+        let mut again = RunRecord::create(&path).unwrap();
+        write(&mut again, 0..3);
+        let look = follower.look(&mut shown).unwrap();
+        assert_eq!(look.last_step, Some(2));
+        assert_eq!(shown.steps().count(), 3);
+    }
 }
+

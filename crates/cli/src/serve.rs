@@ -419,9 +419,7 @@ async fn watch_log(
     let mut ticker = tokio::time::interval(interval);
     loop {
         ticker.tick().await;
-        let stamp = std::fs::metadata(&log)
-            .ok()
-            .map(|m| (m.len(), m.modified().ok()));
+        let stamp = cockpit_quantities::log::change_stamp(&log);
         if stamp.is_some() && stamp == seen {
             continue;
         }

@@ -70,9 +70,7 @@ pub fn watch(
         .is_some_and(|e| e == "jsonl")
         .then(|| (StreamTail::with_reader(&watch.reader, log), Output::new()));
     loop {
-        let stamp = std::fs::metadata(log)
-            .ok()
-            .map(|m| (m.len(), m.modified().ok()));
+        let stamp = cockpit_quantities::log::change_stamp(log);
         if stamp.is_some() && stamp != seen {
             seen = stamp;
             last_change = Instant::now();

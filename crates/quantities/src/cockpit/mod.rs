@@ -9,6 +9,6 @@ mod report;
 mod step;
 mod update_check;
 
-pub use base::{Cockpit, EpochLog, ReadTiming};
+pub use base::{Cockpit, EpochLog, MAX_WARNINGS, ReadTiming};
 pub use report::StepReport;
 pub use step::{OnBatch, StepForward, StepOptions, Stepped};

@@ -23,6 +23,25 @@ use std::path::Path;
 
 use crate::Output;
 
+/// What tells that a log changed since it was last read: its length and modification time,
+/// and for a run record (SQLite in write-ahead mode, whose main file changes only at its
+/// checkpoints) its `-wal` file's too. `None` while the file is not there.
+pub fn change_stamp(log: impl AsRef<Path>) -> Option<(u64, Option<std::time::SystemTime>)> {
+    let log = log.as_ref();
+    let of = |path: &Path| {
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()))
+    };
+    let (len, time) = of(log)?;
+    let mut wal = log.as_os_str().to_owned();
+    wal.push("-wal");
+    match of(Path::new(&wal)) {
+        Some((wal_len, wal_time)) => Some((len.wrapping_add(wal_len), wal_time.max(time))),
+        None => Some((len, time)),
+    }
+}
+
 /// Reads a Cockpit JSON log ([`read_log`]), a JSON-lines stream ([`read_stream`]) when the
 /// name ends in `.jsonl`, or a run record ([`RecordReader`](crate::record::RecordReader),
 /// recognised by its first bytes) as an overview of at most

@@ -131,8 +131,10 @@ pub fn run(
     let sgd = SgdConfig::new();
     let mut optimizer = sgd.init();
     let new_cockpit = || {
-        Cockpit::from_configuration(Configuration::Economy, &Schedule::every_step())
-            .map(|c| c.with_optimizer(OptimizerInfo::from_sgd(&sgd, LR)).with_console(false))
+        Cockpit::from_configuration(Configuration::Economy, &Schedule::every_step()).map(|c| {
+            c.with_optimizer(OptimizerInfo::from_sgd(&sgd, LR))
+                .with_console(false)
+        })
     };
     let mut model = Mlp::new(&device);
     let mut from = 0;

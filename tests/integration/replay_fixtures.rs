@@ -30,12 +30,14 @@ fn replay_on(
     name: &str,
 ) -> (cockpit_cli::replay::Fixture, cockpit_cli::replay::ReplayRun) {
     let fixture = load(name);
-    let mut run =
-        replay(&fixture, &options_for(backend)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut run = replay(&fixture, &options_for(backend)).unwrap_or_else(|e| panic!("{name}: {e}"));
     // Every comparison with the real Cockpit goes through a run record: written, read back
     // and exported as the JSON log (byte for byte the log of the same values).
     let back = crate::run_record::through_record(&run.output);
-    assert_eq!(back, run.output, "{name}: the record holds the values exactly");
+    assert_eq!(
+        back, run.output,
+        "{name}: the record holds the values exactly"
+    );
     run.output = back;
     (fixture, run)
 }

@@ -127,7 +127,12 @@ fn child(path: &Path, steps: usize, resume: bool, kill_at: Option<u64>) {
     );
     let _ = std::fs::remove_file(progress_path(path));
     let mut process = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "run_record::child_run", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "run_record::child_run",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD, spec)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -147,7 +152,10 @@ fn child(path: &Path, steps: usize, resume: bool, kill_at: Option<u64>) {
         if reached.is_some_and(|last| last >= kill_at) {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "the child hangs");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the child hangs"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     process.kill().unwrap(); // SIGKILL on Unix: no destructor, no commit, no flush
@@ -159,7 +167,12 @@ fn killed_at_random_steps_and_resumed_the_record_is_the_uninterrupted_one() {
     let dir = tempfile::tempdir().unwrap();
     let steps = 70;
     let whole = dir.path().join("whole.db");
-    run(&options(whole.clone(), steps, false), &Device::flex(), |_| {}).unwrap();
+    run(
+        &options(whole.clone(), steps, false),
+        &Device::flex(),
+        |_| {},
+    )
+    .unwrap();
     let killed = dir.path().join("killed.db");
     // Kill points from a fixed stream, each after the run's newest checkpoint.
     let mut rng = 0x9e37_79b9_u64;
@@ -202,7 +215,10 @@ fn a_record_of_another_model_and_a_second_writer_are_refused() {
     let err = cockpit
         .resume(RunRecord::open(&path).unwrap(), 10, &other)
         .unwrap_err();
-    assert!(matches!(err, CockpitError::Resume { step: 10, .. }), "{err}");
+    assert!(
+        matches!(err, CockpitError::Resume { step: 10, .. }),
+        "{err}"
+    );
     let chain = burn_cockpit::persample::ErrorChain(&err).to_string();
     assert!(chain.contains("layer.weight"), "{chain}");
     // A step without a saved state: the saved ones are named.
@@ -286,7 +302,11 @@ fn an_overview_keeps_every_spike_and_stays_small() {
         let mut record = RunRecord::create(&path).unwrap();
         let mut chunk = Output::new();
         for step in 0..steps {
-            let loss = if step == spike { 50.0 } else { 1.0 / (1.0 + step as f64) };
+            let loss = if step == spike {
+                50.0
+            } else {
+                1.0 / (1.0 + step as f64)
+            };
             chunk.insert(step, "Loss", burn_cockpit::Value::Float(loss));
             chunk.insert(step, "GradNorm", burn_cockpit::Value::List(vec![0.5, 0.25]));
             if chunk.steps().count() == 1000 {
@@ -303,7 +323,8 @@ fn an_overview_keeps_every_spike_and_stays_small() {
     let kept = overview.series("Loss");
     assert!(kept.len() <= 3 * 500, "{} steps kept", kept.len());
     assert!(
-        kept.iter().any(|(s, v)| *s == spike && v.as_f64() == Some(50.0)),
+        kept.iter()
+            .any(|(s, v)| *s == spike && v.as_f64() == Some(50.0)),
         "the spike at step {spike} is in the overview"
     );
     assert_eq!(kept.last().map(|(s, _)| *s), Some(steps - 1));
@@ -338,7 +359,11 @@ fn a_recorded_run_keeps_no_history_in_memory() {
         let (x, y) = long_run::batch(step, &device);
         let forward = move |m: &long_run::Mlp| m.forward(x.clone());
         cockpit
-            .step(&model, forward, burn_cockpit::curvature::OutputLoss::classes(y, 10))
+            .step(
+                &model,
+                forward,
+                burn_cockpit::curvature::OutputLoss::classes(y, 10),
+            )
             .unwrap();
     }
     // Only the names stay in the output; the latest call's values in `latest`.

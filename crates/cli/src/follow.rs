@@ -92,7 +92,9 @@ impl Follower {
         let too_many = shown.steps().count() > 2 * DEFAULT_OVERVIEW_STEPS;
         if seen.is_none() || went_back || too_many {
             // A record resumed from an earlier checkpoint was cut back: shown as it is now.
-            *shown = reader.read_overview(DEFAULT_OVERVIEW_STEPS).map_err(words)?;
+            *shown = reader
+                .read_overview(DEFAULT_OVERVIEW_STEPS)
+                .map_err(words)?;
             *seen = last;
             return Ok(true);
         }
@@ -307,7 +309,10 @@ mod tests {
         write(&mut record, 10..15);
         let look = follower.look(&mut shown).unwrap();
         assert!(look.changed);
-        assert_eq!(shown, RecordReader::open(&path).unwrap().read_all().unwrap());
+        assert_eq!(
+            shown,
+            RecordReader::open(&path).unwrap().read_all().unwrap()
+        );
         drop(record);
         let mut again = RunRecord::create(&path).unwrap();
         write(&mut again, 0..3);
@@ -316,4 +321,3 @@ mod tests {
         assert_eq!(shown.steps().count(), 3);
     }
 }
-

@@ -413,14 +413,23 @@ fn export(args: ExportArgs, reader: &Reader) -> Result<(), CliError> {
     use cockpit_quantities::record::{self, RecordReader};
     if record::is_record(&args.log) {
         // A record is exported one step at a time: memory does not grow with the run.
-        let mut run = RecordReader::open(&args.log).map_err(cockpit_quantities::log::LogError::from)?;
+        let mut run =
+            RecordReader::open(&args.log).map_err(cockpit_quantities::log::LogError::from)?;
         if let Some(json) = &args.json {
             record::export_log(&mut run, json)?;
-            sayln!("wrote {} as a Cockpit JSON log to {}", args.log.display(), json.display());
+            sayln!(
+                "wrote {} as a Cockpit JSON log to {}",
+                args.log.display(),
+                json.display()
+            );
         }
         if let Some(jsonl) = &args.jsonl {
             record::export_stream(&mut run, jsonl)?;
-            sayln!("wrote {} as a JSON-lines stream to {}", args.log.display(), jsonl.display());
+            sayln!(
+                "wrote {} as a JSON-lines stream to {}",
+                args.log.display(),
+                jsonl.display()
+            );
         }
         if args.tensorboard.is_none() {
             return Ok(());

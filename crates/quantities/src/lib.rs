@@ -51,7 +51,8 @@ mod schedule;
 pub mod sink;
 
 pub use cockpit::{
-    Cockpit, EpochLog, MAX_WARNINGS, OnBatch, ReadTiming, StepForward, StepOptions, StepReport, Stepped,
+    Cockpit, EpochLog, MAX_WARNINGS, OnBatch, ReadTiming, StepForward, StepOptions, StepReport,
+    Stepped,
 };
 pub use cockpit_persample as persample;
 pub use cockpit_persample::readback;

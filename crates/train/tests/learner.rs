@@ -1406,8 +1406,12 @@ fn a_learner_resumed_from_its_checkpoint_has_the_record_of_an_uninterrupted_run(
     let model = Net::new(&device);
     let kinds = Configuration::Economy.kinds();
     let build = || {
-        CockpitLearner::from_kinds(kinds.clone(), Schedule::every_step(), OptimizerInfo::sgd(LR))
-            .unwrap()
+        CockpitLearner::from_kinds(
+            kinds.clone(),
+            Schedule::every_step(),
+            OptimizerInfo::sgd(LR),
+        )
+        .unwrap()
     };
     let read = |path: &std::path::Path| {
         cockpit_quantities::record::RecordReader::open(path)
@@ -1420,18 +1424,31 @@ fn a_learner_resumed_from_its_checkpoint_has_the_record_of_an_uninterrupted_run(
     std::fs::create_dir_all(&dir).unwrap();
     let whole = dir.join("run.db");
     let cockpit = build().with_record(&whole).unwrap();
-    launch(cockpit.instrument(model.clone()).unwrap(), &cockpit, &dir, 2, |t| t);
+    launch(
+        cockpit.instrument(model.clone()).unwrap(),
+        &cockpit,
+        &dir,
+        2,
+        |t| t,
+    );
     assert!(cockpit.warnings().is_empty(), "{:?}", cockpit.warnings());
-    assert!(cockpit.output().is_empty(), "no history in memory with a record");
+    assert!(
+        cockpit.output().is_empty(),
+        "no history in memory with a record"
+    );
     drop(cockpit);
     // Stopped after epoch 1, with burn's checkpoints, then resumed from them.
     let dir = scratch("record-cut");
     std::fs::create_dir_all(&dir).unwrap();
     let cut = dir.join("run.db");
     let cockpit = build().with_record(&cut).unwrap();
-    launch(cockpit.instrument(model.clone()).unwrap(), &cockpit, &dir, 1, |t| {
-        t.with_default_checkpointers()
-    });
+    launch(
+        cockpit.instrument(model.clone()).unwrap(),
+        &cockpit,
+        &dir,
+        1,
+        |t| t.with_default_checkpointers(),
+    );
     drop(cockpit);
     let cockpit = build().resume(&cut, 1).unwrap();
     launch(cockpit.instrument(model).unwrap(), &cockpit, &dir, 2, |t| {
@@ -1445,5 +1462,8 @@ fn a_learner_resumed_from_its_checkpoint_has_the_record_of_an_uninterrupted_run(
     assert_eq!(a, b);
     // A record without that epoch's end is refused by name.
     let err = build().resume(&cut, 7).unwrap_err();
-    assert!(matches!(err, TrainError::NoEpochState { epoch: 7, .. }), "{err}");
+    assert!(
+        matches!(err, TrainError::NoEpochState { epoch: 7, .. }),
+        "{err}"
+    );
 }

@@ -59,7 +59,12 @@ impl PreviousGradients {
             .numbers(OWNER, "steps")?
             .iter()
             .enumerate()
-            .map(|(i, &step)| Ok((step as usize, carried.snapshot(OWNER, &format!("grads.{i}"), params)?)))
+            .map(|(i, &step)| {
+                Ok((
+                    step as usize,
+                    carried.snapshot(OWNER, &format!("grads.{i}"), params)?,
+                ))
+            })
             .collect::<Result<_, crate::quantity::CarriedError>>()?;
         Ok(())
     }

@@ -48,8 +48,7 @@ impl Cockpit {
     pub(super) fn keep(&mut self, values: &Output) {
         if self.record.is_none() {
             self.output.merge(values.clone());
-        } else if self.output.parameter_names().is_empty() && !values.parameter_names().is_empty()
-        {
+        } else if self.output.parameter_names().is_empty() && !values.parameter_names().is_empty() {
             self.output
                 .set_parameter_names(values.parameter_names().to_vec());
         }
@@ -119,26 +118,36 @@ impl Cockpit {
             step: next,
             failures: vec![("checkpoint".to_string(), err)],
         };
-        let mut own = Carried::new()
-            .with_numbers("last_step", vec![next as f64 - 1.0]);
+        let mut own = Carried::new().with_numbers("last_step", vec![next as f64 - 1.0]);
         if let Some(set) = &self.param_set {
             own = own
                 .with_numbers("first_step", vec![set.first_step as f64])
                 .with_signature(
                     "model",
-                    set.names.iter().map(String::as_str).zip(set.shapes.iter().map(Vec::as_slice)),
+                    set.names
+                        .iter()
+                        .map(String::as_str)
+                        .zip(set.shapes.iter().map(Vec::as_slice)),
                 );
         }
         let mut parts = vec![
             (COCKPIT.to_string(), own),
-            (UPDATE_CHECK.to_string(), self.update_check.carry().map_err(failed)?),
-            (PREVIOUS.to_string(), self.previous_grads.carry().map_err(failed)?),
+            (
+                UPDATE_CHECK.to_string(),
+                self.update_check.carry().map_err(failed)?,
+            ),
+            (
+                PREVIOUS.to_string(),
+                self.previous_grads.carry().map_err(failed)?,
+            ),
         ];
         for quantity in &self.quantities {
-            let carried = quantity.carry().map_err(|err| CockpitError::QuantitiesFailed {
-                step: next,
-                failures: vec![(quantity.name().to_string(), err)],
-            })?;
+            let carried = quantity
+                .carry()
+                .map_err(|err| CockpitError::QuantitiesFailed {
+                    step: next,
+                    failures: vec![(quantity.name().to_string(), err)],
+                })?;
             parts.push((quantity.name().to_string(), carried));
         }
         let mut bytes = Vec::new();

@@ -11,8 +11,8 @@
 use burn::tensor::{DType, Tensor};
 
 use crate::persample::reduce::sum_all;
-use crate::readback::Readable;
 use crate::quantity::{Carried, CarriedError};
+use crate::readback::Readable;
 use crate::{OptimizerInfo, QuantityError, Snapshot};
 
 /// The relative mismatch `‖(θ_{s+1} − θ_s) + lr·∇L_s‖ / ‖lr·∇L_s‖` above which the step was
@@ -247,7 +247,11 @@ impl UpdateCheck {
     }
 
     /// Takes back [`UpdateCheck::carry`]'s state on the device and with the ids of `params`.
-    pub(crate) fn restore(&mut self, carried: &Carried, params: &Snapshot) -> Result<(), CarriedError> {
+    pub(crate) fn restore(
+        &mut self,
+        carried: &Carried,
+        params: &Snapshot,
+    ) -> Result<(), CarriedError> {
         const OWNER: &str = "Cockpit (update check)";
         let &[confirmed, contradicted, since] = carried.numbers(OWNER, "flags")? else {
             return Err(CarriedError::Missing {

@@ -152,7 +152,12 @@ impl Carried {
     /// # Errors
     ///
     /// [`CarriedError::OtherModel`] naming the first difference.
-    pub fn check_signature(&self, owner: &str, name: &str, like: &Snapshot) -> Result<(), CarriedError> {
+    pub fn check_signature(
+        &self,
+        owner: &str,
+        name: &str,
+        like: &Snapshot,
+    ) -> Result<(), CarriedError> {
         let Some(Part::Params(saved)) = self.parts.get(name) else {
             return Err(missing(owner, name));
         };
@@ -195,7 +200,12 @@ impl Carried {
     ///
     /// [`CarriedError::Missing`] if none was saved, [`CarriedError::OtherModel`] naming the
     /// first parameter whose name or shape differs.
-    pub fn snapshot(&self, owner: &str, name: &str, like: &Snapshot) -> Result<Snapshot, CarriedError> {
+    pub fn snapshot(
+        &self,
+        owner: &str,
+        name: &str,
+        like: &Snapshot,
+    ) -> Result<Snapshot, CarriedError> {
         let Some(Part::Params(saved)) = self.parts.get(name) else {
             return Err(missing(owner, name));
         };
@@ -381,7 +391,10 @@ mod tests {
                         name: (*name).into(),
                         shape: vec![*n],
                         value: Tensor::<1>::from_data(
-                            TensorData::new((0..*n).map(|k| (k + i) as f32 * 0.1).collect::<Vec<_>>(), [*n]),
+                            TensorData::new(
+                                (0..*n).map(|k| (k + i) as f32 * 0.1).collect::<Vec<_>>(),
+                                [*n],
+                            ),
                             &device,
                         ),
                     })
@@ -395,7 +408,11 @@ mod tests {
             .unwrap();
         let mut bytes = Vec::new();
         carried.encode(&mut bytes);
-        let back = Carried::decode(&mut BytesReader { bytes: &bytes, at: 0 }).unwrap();
+        let back = Carried::decode(&mut BytesReader {
+            bytes: &bytes,
+            at: 0,
+        })
+        .unwrap();
         assert_eq!(back, carried);
         let rebuilt = back.snapshot("Distance", "init", &model).unwrap();
         assert_eq!(

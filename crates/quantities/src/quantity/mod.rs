@@ -11,7 +11,9 @@ pub use crate::histogram::axis::{MAX_BINS, MAX_BINS_2D};
 pub(crate) use base::missing_per_sample as base_missing_per_sample;
 pub use base::{Enqueued, Quantity, QuantityType, StepContext};
 pub use carried::{Carried, CarriedError, HostParam};
-pub(crate) use carried::{put_len as carried_put_len, put_text as carried_put_text, text as carried_text};
+pub(crate) use carried::{
+    put_len as carried_put_len, put_text as carried_put_text, text as carried_text,
+};
 pub use spec::{Needs, NoSettings, QuantitySpec, Reduction, ValueShape};
 
 // The one list of quantities: `file => Kind, …;`, by file. Each line declares the file's

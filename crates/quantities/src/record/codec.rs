@@ -7,9 +7,7 @@
 //! MLP takes ~0.4 KB a step this way instead of ~1.4 KB as raw floats.
 
 use crate::histogram::linspace;
-use crate::{
-    Estimate, ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Value,
-};
+use crate::{Estimate, ExampleShare, ExampleShares, Histogram1d, Histogram2d, HostArray, Value};
 
 /// Why a stored value cannot be read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -148,7 +146,12 @@ pub(crate) fn put_floats(out: &mut Vec<u8>, v: &[f64]) {
         return;
     }
     let (lo, hi) = (v[0], v[v.len() - 1]);
-    if v.len() >= 3 && linspace(lo, hi, v.len()).iter().zip(v).all(|(a, b)| a.to_bits() == b.to_bits()) {
+    if v.len() >= 3
+        && linspace(lo, hi, v.len())
+            .iter()
+            .zip(v)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    {
         out.push(LINSPACE);
         out.extend_from_slice(&lo.to_le_bytes());
         out.extend_from_slice(&hi.to_le_bytes());
@@ -338,8 +341,11 @@ impl Reader<'_> {
                 let n = self.len(1)?;
                 let text = &self.bytes[self.at..self.at + n];
                 self.at += n;
-                let text = std::str::from_utf8(text).map_err(|e| CodecError::Text(e.to_string()))?;
-                Value::Other(serde_json::from_str(text).map_err(|e| CodecError::Text(e.to_string()))?)
+                let text =
+                    std::str::from_utf8(text).map_err(|e| CodecError::Text(e.to_string()))?;
+                Value::Other(
+                    serde_json::from_str(text).map_err(|e| CodecError::Text(e.to_string()))?,
+                )
             }
             tag => return Err(CodecError::UnknownTag(tag)),
         })

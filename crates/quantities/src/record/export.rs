@@ -107,10 +107,7 @@ fn without_frame(output: Output) -> Output {
 /// # Errors
 ///
 /// As [`export_log`].
-pub fn export_stream(
-    reader: &mut RecordReader,
-    path: impl AsRef<Path>,
-) -> Result<(), ExportError> {
+pub fn export_stream(reader: &mut RecordReader, path: impl AsRef<Path>) -> Result<(), ExportError> {
     let mut writer = JsonLinesWriter::create(path)?;
     let names = reader.parameter_names()?;
     let mut step_values = Output::new();

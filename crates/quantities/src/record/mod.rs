@@ -19,8 +19,8 @@ mod schema;
 mod writer;
 
 pub use codec::CodecError;
+pub(crate) use codec::{Reader as BytesReader, put_floats};
 pub use error::{NotARecord, RecordError};
 pub use export::{ExportError, export_log, export_stream};
 pub use reader::{DEFAULT_OVERVIEW_STEPS, Extent, RecordReader, is_record};
 pub use writer::{DEFAULT_COMMIT_INTERVAL, DEFAULT_KEPT_STATES, RunRecord};
-pub(crate) use codec::{Reader as BytesReader, put_floats};

@@ -87,7 +87,8 @@ impl RecordReader {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(sql)?;
-        conn.execute_batch("PRAGMA busy_timeout = 5000;").map_err(sql)?;
+        conn.execute_batch("PRAGMA busy_timeout = 5000;")
+            .map_err(sql)?;
         schema::check(&conn, &path)?;
         let mut reader = Self {
             path,
@@ -215,7 +216,11 @@ impl RecordReader {
         while let Some(row) = rows.next().map_err(sql)? {
             let step = row.get::<_, i64>(0).map_err(sql)? as u64;
             let key_id: i64 = row.get(1).map_err(sql)?;
-            let bytes = row.get_ref(2).map_err(sql)?.as_blob().map_err(|e| sql(e.into()))?;
+            let bytes = row
+                .get_ref(2)
+                .map_err(sql)?
+                .as_blob()
+                .map_err(|e| sql(e.into()))?;
             let key = self
                 .keys
                 .get(&key_id)
@@ -308,7 +313,9 @@ impl RecordReader {
         let mut open: BTreeMap<String, Bucket> = BTreeMap::new();
         self.for_each(0, u64::MAX, |step, key, value| {
             let bucket = (step - first) / width;
-            let entry = open.entry(key.to_string()).or_insert_with(|| Bucket::new(bucket));
+            let entry = open
+                .entry(key.to_string())
+                .or_insert_with(|| Bucket::new(bucket));
             if entry.index != bucket {
                 std::mem::replace(entry, Bucket::new(bucket)).file(key, &mut output);
             }
@@ -349,10 +356,14 @@ impl Bucket {
         if let Some(m) = magnitude {
             // NaN and infinities are the most visible of all: they win both ends.
             let below = |known: &Option<(f64, u64, Value)>| {
-                known.as_ref().is_none_or(|(k, _, _)| !m.is_finite() || m < *k)
+                known
+                    .as_ref()
+                    .is_none_or(|(k, _, _)| !m.is_finite() || m < *k)
             };
             let above = |known: &Option<(f64, u64, Value)>| {
-                known.as_ref().is_none_or(|(k, _, _)| !m.is_finite() || m > *k)
+                known
+                    .as_ref()
+                    .is_none_or(|(k, _, _)| !m.is_finite() || m > *k)
             };
             if below(&self.smallest) {
                 self.smallest = Some((m, step, value.clone()));

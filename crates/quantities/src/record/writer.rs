@@ -130,7 +130,9 @@ impl RunRecord {
                 .prepare("SELECT id, name FROM keys")
                 .map_err(sql("read"))?;
             let rows = stmt
-                .query_map([], |row| Ok((row.get::<_, String>(1)?, row.get::<_, i64>(0)?)))
+                .query_map([], |row| {
+                    Ok((row.get::<_, String>(1)?, row.get::<_, i64>(0)?))
+                })
                 .map_err(sql("read"))?;
             for row in rows {
                 let (name, id) = row.map_err(sql("read"))?;
@@ -207,11 +209,13 @@ impl RunRecord {
     /// [`RecordError::Sqlite`] if the disk refuses the commit.
     pub fn commit(&mut self) -> Result<(), RecordError> {
         if self.in_transaction {
-            self.conn.execute_batch("COMMIT").map_err(|source| RecordError::Sqlite {
-                action: "written",
-                path: self.path.clone(),
-                source,
-            })?;
+            self.conn
+                .execute_batch("COMMIT")
+                .map_err(|source| RecordError::Sqlite {
+                    action: "written",
+                    path: self.path.clone(),
+                    source,
+                })?;
             self.in_transaction = false;
         }
         self.last_commit = Instant::now();
@@ -262,7 +266,9 @@ impl RunRecord {
             encode(value, &mut self.buffer);
             let mut stmt = self
                 .conn
-                .prepare_cached("INSERT OR REPLACE INTO vals (step, key, value) VALUES (?1, ?2, ?3)")
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO vals (step, key, value) VALUES (?1, ?2, ?3)",
+                )
                 .map_err(|source| RecordError::Sqlite {
                     action: "written",
                     path: self.path.clone(),

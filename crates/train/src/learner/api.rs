@@ -205,10 +205,12 @@ impl CockpitLearner {
     pub fn resume(self, path: impl AsRef<Path>, epoch: usize) -> Result<Self, TrainError> {
         let path = path.as_ref();
         let record = cockpit_quantities::record::RunRecord::open(path)?;
-        let step = record.epoch_end(epoch)?.ok_or_else(|| TrainError::NoEpochState {
-            path: path.to_path_buf(),
-            epoch,
-        })?;
+        let step = record
+            .epoch_end(epoch)?
+            .ok_or_else(|| TrainError::NoEpochState {
+                path: path.to_path_buf(),
+                epoch,
+            })?;
         self.lock().resume_at(record, step, epoch);
         Ok(self)
     }

@@ -421,12 +421,14 @@ impl State {
         if state.cockpit.record().is_some() {
             let next = state.step;
             let epoch = state.epochs;
-            let saved = state.cockpit.checkpoint_at(next).and_then(|_| {
-                match state.cockpit.record_mut() {
-                    Some(record) => Ok(record.mark_epoch(epoch, next)?),
-                    None => Ok(()),
-                }
-            });
+            let saved =
+                state
+                    .cockpit
+                    .checkpoint_at(next)
+                    .and_then(|_| match state.cockpit.record_mut() {
+                        Some(record) => Ok(record.mark_epoch(epoch, next)?),
+                        None => Ok(()),
+                    });
             if let Err(err) = saved {
                 state.problem(format!(
                     "cannot save the Cockpit's state at epoch {epoch}: {}",

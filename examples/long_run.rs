@@ -92,7 +92,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds = started.elapsed().as_secs_f64();
     let done = args.steps.saturating_sub(ran.from);
     println!("resumed_from {}", ran.from);
-    println!("ms_per_step {:.3}", 1e3 * seconds / done.max(1) as f64);
+    let ms_per_step = 1e3 * seconds / done.max(1) as f64;
+    let record_ms = 1e3 * ran.record_time.as_secs_f64() / done.max(1) as f64;
+    println!("ms_per_step {ms_per_step:.3}");
+    println!(
+        "record_ms_per_step {record_ms:.4} ({:.2} % of the step)",
+        100.0 * record_ms / ms_per_step
+    );
     println!("rss_mb end {:.1}", rss_mb());
     let bytes: u64 = ["", "-wal"]
         .iter()

@@ -96,7 +96,7 @@ fn checkpoints(dir: &Path) -> Vec<(usize, PathBuf)> {
             Some((step, path))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|(step, _)| std::cmp::Reverse(*step));
     found
 }
 
@@ -118,6 +118,8 @@ pub struct LongRun {
 pub struct Ran {
     /// The step it started at (0, or a checkpoint's).
     pub from: usize,
+    /// The time the record took (encoding, writing, committing, states).
+    pub record_time: std::time::Duration,
 }
 
 /// Runs (or resumes) the long run; `each(step)` is called after every step.
@@ -187,5 +189,6 @@ pub fn run(
         each(step);
     }
     cockpit.flush()?;
-    Ok(Ran { from })
+    let record_time = cockpit.record().map(|r| r.time_spent()).unwrap_or_default();
+    Ok(Ran { from, record_time })
 }

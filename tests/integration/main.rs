@@ -5,6 +5,9 @@
 //! as the filter, e.g. `cargo test --test integration per_sample::`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// The examples' shared modules (`examples/common/*.rs`) each include the SplitMix stream they
+// draw from, as the examples build them; here several are one binary.
+#![allow(clippy::duplicate_mod)]
 
 #[macro_use]
 mod common;

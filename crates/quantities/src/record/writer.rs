@@ -48,6 +48,8 @@ pub struct RunRecord {
     commit_interval: Duration,
     kept_states: usize,
     buffer: Vec<u8>,
+    /// Time spent writing and committing ([`RunRecord::time_spent`]).
+    spent: Duration,
 }
 
 impl std::fmt::Debug for RunRecord {
@@ -159,6 +161,7 @@ impl RunRecord {
             commit_interval: DEFAULT_COMMIT_INTERVAL,
             kept_states: DEFAULT_KEPT_STATES,
             buffer: Vec::new(),
+            spent: Duration::ZERO,
         })
     }
 
@@ -173,6 +176,12 @@ impl RunRecord {
     pub fn with_kept_states(mut self, count: usize) -> Self {
         self.kept_states = count.max(1);
         self
+    }
+
+    /// The time spent encoding, writing and committing values and states so far: what the
+    /// record costs a run.
+    pub fn time_spent(&self) -> Duration {
+        self.spent
     }
 
     /// The record's path.
@@ -208,6 +217,13 @@ impl RunRecord {
     ///
     /// [`RecordError::Sqlite`] if the disk refuses the commit.
     pub fn commit(&mut self) -> Result<(), RecordError> {
+        let started = Instant::now();
+        let committed = self.commit_now();
+        self.spent += started.elapsed();
+        committed
+    }
+
+    fn commit_now(&mut self) -> Result<(), RecordError> {
         if self.in_transaction {
             self.conn
                 .execute_batch("COMMIT")
@@ -249,6 +265,17 @@ impl RunRecord {
         values: &Output,
         parameter_names: &[String],
     ) -> Result<(), RecordError> {
+        let started = Instant::now();
+        let written = self.write_now(values, parameter_names);
+        self.spent += started.elapsed();
+        written
+    }
+
+    fn write_now(
+        &mut self,
+        values: &Output,
+        parameter_names: &[String],
+    ) -> Result<(), RecordError> {
         self.begin()?;
         if !self.names_written && !parameter_names.is_empty() {
             let names = serde_json::to_string(parameter_names).unwrap_or_default();
@@ -282,7 +309,7 @@ impl RunRecord {
                 })?;
         }
         if self.last_commit.elapsed() >= self.commit_interval {
-            self.commit()?;
+            self.commit_now()?;
         }
         Ok(())
     }

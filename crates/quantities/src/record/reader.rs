@@ -199,19 +199,30 @@ impl RecordReader {
         to: u64,
         mut each: impl FnMut(u64, &str, Value) -> Result<(), RecordError>,
     ) -> Result<(), RecordError> {
-        self.refresh_keys()?;
         let path = self.path.clone();
         let sql = |source| RecordError::Sqlite {
             action: "read",
             path: path.clone(),
             source,
         };
-        let mut stmt = self
-            .conn
-            .prepare("SELECT step, key, value FROM vals WHERE step >= ?1 AND step < ?2 ORDER BY step, key")
-            .map_err(sql)?;
         let to = to.min(i64::MAX as u64) as i64;
         let from = from.min(i64::MAX as u64) as i64;
+        // A key first written after the keys were read (the run goes on): read them again.
+        let count: i64 = self
+            .conn
+            .prepare_cached("SELECT COUNT(*) FROM keys")
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+            .map_err(sql)?;
+        let unknown = count as usize != self.keys.len();
+        if unknown {
+            self.refresh_keys()?;
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT step, key, value FROM vals WHERE step >= ?1 AND step < ?2 ORDER BY step, key",
+            )
+            .map_err(sql)?;
         let mut rows = stmt.query(params![from, to]).map_err(sql)?;
         while let Some(row) = rows.next().map_err(sql)? {
             let step = row.get::<_, i64>(0).map_err(sql)? as u64;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use burn::tensor::{DType, Tensor, TensorData};
 
 use crate::persample::readback::read_values;
-use crate::record::{BytesReader, CodecError, put_floats};
+use crate::record::{BytesReader, CodecError, put_floats, put_u64};
 use crate::{QuantityError, Snapshot};
 use cockpit_persample::ParamEntry;
 
@@ -347,19 +347,7 @@ fn missing(owner: &str, part: &str) -> CarriedError {
 }
 
 pub(crate) fn put_len(out: &mut Vec<u8>, n: usize) {
-    put_floats_len(out, n as u64);
-}
-
-fn put_floats_len(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+    put_u64(out, n as u64);
 }
 
 pub(crate) fn put_text(out: &mut Vec<u8>, text: &str) {

@@ -106,7 +106,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Value, CodecError> {
     Ok(value)
 }
 
-fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
     loop {
         let byte = (v & 0x7f) as u8;
         v >>= 7;

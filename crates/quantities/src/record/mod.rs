@@ -19,7 +19,7 @@ mod schema;
 mod writer;
 
 pub use codec::CodecError;
-pub(crate) use codec::{Reader as BytesReader, put_floats};
+pub(crate) use codec::{Reader as BytesReader, put_floats, put_u64};
 pub use error::{NotARecord, RecordError};
 pub use export::{ExportError, export_log, export_stream};
 pub use reader::{DEFAULT_OVERVIEW_STEPS, Extent, RecordReader, is_record};

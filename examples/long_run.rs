@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 #[path = "common/long_run.rs"]
 mod long_run;
-use long_run::{LongRun, run};
+use long_run::{LongRun, rss_mb, run};
 
 /// The options (`--help`).
 #[derive(Debug, clap::Parser)]
@@ -45,18 +45,6 @@ struct Args {
     /// No progress bar (for scripts).
     #[arg(long)]
     quiet: bool,
-}
-
-/// The resident set size in MB (Linux; `NaN` elsewhere).
-fn rss_mb() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -72,6 +72,18 @@ pub fn batch(step: usize, device: &Device) -> (Tensor<2>, Tensor<1, Int>) {
     )
 }
 
+/// The resident set size in MB (Linux; `NaN` elsewhere).
+pub fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
 /// Where a run keeps its model checkpoints: beside the record, `<record>.ckpt/<step>.bpk`.
 pub fn checkpoint_dir(record: &Path) -> PathBuf {
     let mut name = record.as_os_str().to_owned();

@@ -260,6 +260,12 @@ enum CliError {
     NoExampleRecord { log: PathBuf, table: PathBuf },
 }
 
+impl From<cockpit_quantities::record::RecordError> for CliError {
+    fn from(err: cockpit_quantities::record::RecordError) -> Self {
+        Self::Log(err.into())
+    }
+}
+
 /// `WIDTHxHEIGHT` within the dashboard's documented limits.
 fn parse_size(size: &str) -> Result<(u32, u32), String> {
     let (w, h) = size
@@ -411,56 +417,72 @@ fn names(output: &Output, given: &[String]) -> Result<Vec<String>, CliError> {
 
 fn export(args: ExportArgs, reader: &Reader) -> Result<(), CliError> {
     use cockpit_quantities::record::{self, RecordReader};
-    if record::is_record(&args.log) {
-        // A record is exported one step at a time: memory does not grow with the run.
-        let mut run =
-            RecordReader::open(&args.log).map_err(cockpit_quantities::log::LogError::from)?;
-        if let Some(json) = &args.json {
-            record::export_log(&mut run, json)?;
-            sayln!(
-                "wrote {} as a Cockpit JSON log to {}",
-                args.log.display(),
-                json.display()
-            );
-        }
-        if let Some(jsonl) = &args.jsonl {
-            record::export_stream(&mut run, jsonl)?;
-            sayln!(
-                "wrote {} as a JSON-lines stream to {}",
-                args.log.display(),
-                jsonl.display()
-            );
-        }
-        if args.tensorboard.is_none() {
-            return Ok(());
-        }
-    }
-    let output = match record::is_record(&args.log) {
-        // TensorBoard keeps every step: the whole record is read.
-        true => RecordReader::open(&args.log)
-            .and_then(|mut r| r.read_all())
-            .map_err(cockpit_quantities::log::LogError::from)?,
-        false => read(reader, &args.log)?,
-    };
     if !record::is_record(&args.log) {
-        if let Some(json) = &args.json {
-            cockpit_quantities::log::write_log(json, &output)?;
-            sayln!("wrote {}", json.display());
-        }
-        if let Some(jsonl) = &args.jsonl {
-            let mut stream = cockpit_quantities::log::JsonLinesWriter::create(jsonl)?;
-            for step in output.steps().collect::<Vec<_>>() {
-                let mut one = Output::new();
-                if Some(step) == output.steps().next() {
-                    one.set_parameter_names(output.parameter_names().to_vec());
-                }
-                for (key, value) in output.at(step).into_iter().flatten() {
-                    one.insert(step, key.clone(), value.clone());
-                }
-                stream.append(step, &one)?;
+        return export_log_file(args, reader);
+    }
+    // A record is exported one step at a time: memory does not grow with the run.
+    let mut run = RecordReader::open(&args.log)?;
+    if let Some(json) = &args.json {
+        record::export_log(&mut run, json)?;
+        sayln!(
+            "wrote {} as a Cockpit JSON log to {}",
+            args.log.display(),
+            json.display()
+        );
+    }
+    if let Some(jsonl) = &args.jsonl {
+        record::export_stream(&mut run, jsonl)?;
+        sayln!(
+            "wrote {} as a JSON-lines stream to {}",
+            args.log.display(),
+            jsonl.display()
+        );
+    }
+    let Some(tensorboard) = &args.tensorboard else {
+        return Ok(());
+    };
+    // The names are checked against the first step with per-parameter values.
+    let mut checked: Option<Vec<String>> = None;
+    let mut steps = 0;
+    let path = TensorBoardWriter::export_with(tensorboard, args.replace, |writer| {
+        run.for_each_step(0, u64::MAX, |one| {
+            if checked.is_none() && one.parameter_count().is_some() {
+                checked = Some(names(one, &args.names)?);
             }
-            sayln!("wrote {}", jsonl.display());
+            let names = checked.as_deref().unwrap_or(&args.names);
+            writer.write_output(one, names)?;
+            steps += 1;
+            Ok::<(), CliError>(())
+        })
+    })?;
+    sayln!(
+        "wrote {steps} steps of {} to {}",
+        args.log.display(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// `cockpit export` of a JSON log or stream (read whole, as the viewers read it).
+fn export_log_file(args: ExportArgs, reader: &Reader) -> Result<(), CliError> {
+    let output = read(reader, &args.log)?;
+    if let Some(json) = &args.json {
+        cockpit_quantities::log::write_log(json, &output)?;
+        sayln!("wrote {}", json.display());
+    }
+    if let Some(jsonl) = &args.jsonl {
+        let mut stream = cockpit_quantities::log::JsonLinesWriter::create(jsonl)?;
+        for step in output.steps().collect::<Vec<_>>() {
+            let mut one = Output::new();
+            if Some(step) == output.steps().next() {
+                one.set_parameter_names(output.parameter_names().to_vec());
+            }
+            for (key, value) in output.at(step).into_iter().flatten() {
+                one.insert(step, key.clone(), value.clone());
+            }
+            stream.append(step, &one)?;
         }
+        sayln!("wrote {}", jsonl.display());
     }
     let Some(tensorboard) = &args.tensorboard else {
         return Ok(());

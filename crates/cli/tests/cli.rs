@@ -737,3 +737,66 @@ fn examples_draws_the_data_map() {
         }
     }
 }
+
+/// The events of a TensorBoard file, each without its wall time (field 1, a double, first in
+/// every event we write): the framing is read (length, its CRC, data, the data's CRC).
+fn events_without_time(dir: &std::path::Path) -> Vec<Vec<u8>> {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let mut events = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+        let data = &bytes[at + 12..at + 12 + len];
+        let data = match data.first() {
+            Some(0x09) => &data[9..],
+            _ => data,
+        };
+        events.push(data.to_vec());
+        at += 12 + len + 4;
+    }
+    events
+}
+
+/// `cockpit export RUN.db --tensorboard` reads the record one step at a time and writes the
+/// events the same values give when exported from a JSON log (the Python Cockpit's log,
+/// written into a record here), event for event but for the wall times.
+#[test]
+fn a_record_exports_to_tensorboard_as_its_log_does() {
+    use cockpit_quantities::log::read_log;
+    use cockpit_quantities::record::RunRecord;
+    let dir = scratch("export-record");
+    let log = fixture("cockpit_write_example");
+    let output = read_log(&log).unwrap();
+    let run = dir.join("run.db");
+    {
+        let mut record = RunRecord::create(&run).unwrap();
+        record
+            .write_values(&output, output.parameter_names())
+            .unwrap();
+        record.commit().unwrap();
+    }
+    let export = |source: &std::path::Path, into: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cockpit"))
+            .arg("export")
+            .arg(source)
+            .arg("--tensorboard")
+            .arg(dir.join(into))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        events_without_time(&dir.join(into))
+    };
+    let (from_log, from_record) = (export(&log, "from-log"), export(&run, "from-record"));
+    assert!(from_log.len() > 2, "{} events", from_log.len());
+    assert_eq!(from_log, from_record);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -107,6 +107,22 @@ impl TensorBoardWriter {
         names: &[String],
         replace: bool,
     ) -> Result<PathBuf, TensorBoardError> {
+        Self::export_with(dir, replace, |writer| writer.write_output(output, names))
+    }
+
+    /// [`TensorBoardWriter::export`] with the events written by `write`, for values that are
+    /// not in memory at once (a run record read one step at a time: `write` calls
+    /// [`TensorBoardWriter::write_output`] with each step). The file appears under its final
+    /// name only once `write` succeeded.
+    ///
+    /// # Errors
+    ///
+    /// As [`TensorBoardWriter::export`], and `write`'s own error (the partial file removed).
+    pub fn export_with<E: From<TensorBoardError>>(
+        dir: impl AsRef<Path>,
+        replace: bool,
+        write: impl FnOnce(&mut Self) -> Result<(), E>,
+    ) -> Result<PathBuf, E> {
         let dir = dir.as_ref();
         let io = |action: &'static str, path: &Path| {
             let path = path.to_path_buf();
@@ -130,7 +146,8 @@ impl TensorBoardWriter {
             return Err(TensorBoardError::AlreadyExported {
                 dir: dir.to_path_buf(),
                 files: existing.len(),
-            });
+            }
+            .into());
         }
         let final_path = (0..MAX_FILES_PER_SECOND)
             .map(|n| event_file_name(dir, n))
@@ -146,9 +163,11 @@ impl TensorBoardWriter {
         ));
         let written = (|| {
             let mut writer = Self::create_file(temp.clone())?;
-            writer.write_output(output, names)?;
+            write(&mut writer)?;
+            writer.file.flush().map_err(|source| writer.io(source))?;
             writer.file.sync_all().map_err(|source| writer.io(source))?;
-            std::fs::rename(&temp, &final_path).map_err(io("write", &final_path))
+            std::fs::rename(&temp, &final_path).map_err(io("write", &final_path))?;
+            Ok::<(), E>(())
         })();
         if let Err(err) = written {
             let _ = std::fs::remove_file(&temp);

@@ -112,14 +112,11 @@ pub fn export_stream(reader: &mut RecordReader, path: impl AsRef<Path>) -> Resul
     let names = reader.parameter_names()?;
     let mut step_values = Output::new();
     let mut current = None;
-    let mut result = Ok(());
     let mut named = false;
     reader.for_each(0, u64::MAX, |step, key, value| {
         if current.is_some_and(|c| c != step) {
             let done = std::mem::take(&mut step_values);
-            if let Err(e) = writer.append(current.unwrap_or_default() as usize, &done) {
-                result = Err(e);
-            }
+            writer.append(current.unwrap_or_default() as usize, &done)?;
         }
         current = Some(step);
         if !named {
@@ -127,9 +124,8 @@ pub fn export_stream(reader: &mut RecordReader, path: impl AsRef<Path>) -> Resul
             named = true;
         }
         step_values.insert(step as usize, key, value);
-        Ok(())
+        Ok::<(), ExportError>(())
     })?;
-    result?;
     if let Some(step) = current {
         writer.append(step as usize, &step_values)?;
     }

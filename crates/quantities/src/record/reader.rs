@@ -193,12 +193,12 @@ impl RecordReader {
     ///
     /// [`RecordError::Sqlite`] if the record cannot be read, [`RecordError::Damaged`] for a
     /// value that cannot be decoded; `each`'s own error stops the walk.
-    pub fn for_each(
+    pub fn for_each<E: From<RecordError>>(
         &mut self,
         from: u64,
         to: u64,
-        mut each: impl FnMut(u64, &str, Value) -> Result<(), RecordError>,
-    ) -> Result<(), RecordError> {
+        mut each: impl FnMut(u64, &str, Value) -> Result<(), E>,
+    ) -> Result<(), E> {
         let path = self.path.clone();
         let sql = |source| RecordError::Sqlite {
             action: "read",
@@ -266,6 +266,42 @@ impl RecordReader {
         let mut rows = stmt.query([]).map_err(sql)?;
         while let Some(row) = rows.next().map_err(sql)? {
             each(row.get::<_, i64>(0).map_err(sql)? as u64);
+        }
+        Ok(())
+    }
+
+    /// Calls `each` with every step of `from..to` in order, each as an [`Output`] of that step
+    /// alone with the record's names and kinds: one step in memory at a time (the exports and
+    /// the TensorBoard writer read a record this way).
+    ///
+    /// # Errors
+    ///
+    /// As [`RecordReader::for_each`]; `each`'s own error stops the walk and is returned.
+    pub fn for_each_step<E: From<RecordError>>(
+        &mut self,
+        from: u64,
+        to: u64,
+        mut each: impl FnMut(&Output) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let frame = self.frame()?;
+        let mut one = frame.clone();
+        let mut current = None;
+        self.for_each(from, to, |step, key, value| {
+            if current.is_some_and(|c| c != step) {
+                each(&std::mem::replace(&mut one, frame.clone()))?;
+            }
+            current = Some(step);
+            one.insert(step as usize, key, value);
+            Ok::<(), E>(())
+        })?;
+        if current.is_some() {
+            // Kinds of keys first written during the walk (the run goes on).
+            for (name, kind) in self.keys.values() {
+                if let Some(kind) = kind {
+                    one.set_kind(name, kind);
+                }
+            }
+            each(&one)?;
         }
         Ok(())
     }

@@ -484,3 +484,74 @@ fn memory_stays_flat_over_ten_thousand_recorded_steps() {
     );
     assert_eq!(values(&path).steps().count(), MEMORY_STEPS);
 }
+
+/// The per-example record goes on across a resume: a run stopped after its checkpoint at
+/// step 6 and resumed there ends with the Examples record (every example's visits, means,
+/// trends, forgetting events) and the values of the run never stopped.
+#[test]
+fn the_examples_record_goes_on_across_a_resume() {
+    use burn::tensor::{Int, Tensor, TensorData};
+    use burn_cockpit::curvature::OutputLoss;
+    use burn_cockpit::quantity::QuantityKind;
+    let dir = tempfile::tempdir().unwrap();
+    let device = Device::flex().autodiff();
+    let new_cockpit = |path: &Path, resume_at: Option<usize>, model: &Tiny| {
+        let cockpit = Cockpit::from_kinds(
+            [QuantityKind::Loss, QuantityKind::Examples],
+            &Schedule::every_step(),
+        )
+        .unwrap()
+        .with_console(false);
+        match resume_at {
+            None => cockpit.with_record(RunRecord::create(path).unwrap()),
+            Some(step) => cockpit
+                .resume(RunRecord::open(path).unwrap(), step, model)
+                .unwrap(),
+        }
+    };
+    // Steps `from..to` of SGD on a fixed data set of 12 examples, 4 a batch, from `model`.
+    let train = |cockpit: &mut Cockpit, mut model: Tiny, from: usize, to: usize| {
+        let mut optimizer = burn::optim::SgdConfig::new().init();
+        for step in from..to {
+            let ids: Vec<u64> = (0..4).map(|i| ((step * 4 + i) % 12) as u64).collect();
+            let x: Vec<f32> = ids
+                .iter()
+                .flat_map(|&id| (0..4).map(move |j| ((id * 7 + j) % 5) as f32 / 2.0 - 1.0))
+                .collect();
+            let y: Vec<i64> = ids.iter().map(|&id| (id % 3) as i64).collect();
+            let x = Tensor::<2>::from_data(TensorData::new(x, [4, 4]), &device);
+            let y = Tensor::<1, Int>::from_data(TensorData::new(y, [4]), &device);
+            let forward = move |m: &Tiny| m.layer.forward(x.clone());
+            let stepped = cockpit
+                .step_with_ids(&model, forward, OutputLoss::classes(y, 3), ids)
+                .unwrap();
+            model = optimizer.step(0.5, model, stepped.grads);
+        }
+        model
+    };
+    let start = || Tiny {
+        layer: Linear::new(&LinearConfig::new(4, 3), &device),
+    };
+    let first = start();
+    let whole_path = dir.path().join("whole.db");
+    let mut whole = new_cockpit(&whole_path, None, &first);
+    train(&mut whole, first.clone(), 0, 12);
+    whole.flush().unwrap();
+
+    let cut_path = dir.path().join("cut.db");
+    let mut cut = new_cockpit(&cut_path, None, &first);
+    let at_six = train(&mut cut, first, 0, 6);
+    cut.checkpoint().unwrap();
+    // Two more steps, lost to the "crash", then a resume at 6.
+    train(&mut cut, at_six.clone(), 6, 8);
+    drop(cut);
+    let mut resumed = new_cockpit(&cut_path, Some(6), &at_six);
+    train(&mut resumed, at_six, 6, 12);
+    resumed.flush().unwrap();
+
+    let rows = |c: &Cockpit| format!("{:?}", c.examples().unwrap().rows());
+    assert_eq!(whole.examples().unwrap().len(), 12);
+    assert_eq!(rows(&whole), rows(&resumed));
+    drop((whole, resumed));
+    assert_eq!(values(&whole_path), values(&cut_path));
+}

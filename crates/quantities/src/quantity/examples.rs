@@ -4,10 +4,14 @@ use serde::Deserialize;
 
 use super::base::{Enqueued, Quantity, QuantityType, StepContext, awaited, invalid};
 use super::spec::{Needs, QuantitySpec, ValueShape};
+use super::{Carried, CarriedError};
 use crate::examples::{ExampleRecord, Visit, WorstPosition};
 use crate::persample::{PerSampleNeeds, Statistic};
 use crate::readback::Readable;
-use crate::{CockpitError, ExampleShare, ExampleShares, QuantityError, Schedule, Value};
+use crate::record::CodecError;
+use crate::{
+    CockpitError, ExampleShare, ExampleShares, QuantityError, Schedule, Snapshot, Value,
+};
 
 /// Examples' settings.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -127,6 +131,40 @@ fn half_count(sorted: &[f64], total: f64) -> usize {
 impl Quantity for Examples {
     fn spec(&self) -> &'static QuantitySpec {
         &Self::SPEC
+    }
+
+    /// The per-example record (26 numbers an example) and which warnings were given, so a
+    /// resumed run goes on counting visits, means and forgetting events where it stopped.
+    fn carry(&self) -> Result<Carried, QuantityError> {
+        Ok(Carried::new()
+            .with_numbers("record", self.record.to_numbers())
+            .with_numbers(
+                "warned",
+                vec![
+                    f64::from(u8::from(self.warned_no_ids)),
+                    self.dropped_reported as f64,
+                ],
+            ))
+    }
+
+    fn restore(&mut self, carried: &Carried, _params: &Snapshot) -> Result<(), CarriedError> {
+        let name = self.name().to_string();
+        let &[warned_no_ids, dropped_reported] = carried.numbers(&name, "warned")? else {
+            return Err(CarriedError::Missing {
+                owner: name.clone(),
+                part: "warned".into(),
+            });
+        };
+        let mut record = ExampleRecord::new(self.settings.capacity, self.settings.learned_loss);
+        let numbers = carried.numbers(&name, "record")?;
+        record
+            .restore_numbers(numbers)
+            .ok_or(CarriedError::Damaged(CodecError::Length(numbers.len() as u64)))?;
+        self.record = record;
+        self.warned_no_ids = warned_no_ids != 0.0;
+        self.dropped_reported = dropped_reported as u64;
+        self.awaiting = None;
+        Ok(())
     }
 
     fn check(&self) -> Result<(), CockpitError> {

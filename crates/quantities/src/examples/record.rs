@@ -386,7 +386,7 @@ impl ExampleRecord {
     /// `None` (nothing changed) for numbers that are not such a record.
     pub(crate) fn restore_numbers(&mut self, numbers: &[f64]) -> Option<()> {
         let (&dropped, rows) = numbers.split_first()?;
-        if rows.len() % ROW != 0 || !(dropped >= 0.0) {
+        if rows.len() % ROW != 0 || dropped.is_nan() || dropped < 0.0 {
             return None;
         }
         let stats = rows

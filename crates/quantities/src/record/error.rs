@@ -80,6 +80,22 @@ pub enum RecordError {
     },
 }
 
+impl RecordError {
+    /// Wraps SQLite's errors as [`RecordError::Sqlite`] of `path` (one closure for every
+    /// `map_err` of the record's reads and writes).
+    pub(crate) fn sqlite(
+        action: &'static str,
+        path: &std::path::Path,
+    ) -> impl Fn(rusqlite::Error) -> Self + use<> {
+        let path = path.to_path_buf();
+        move |source| Self::Sqlite {
+            action,
+            path: path.clone(),
+            source,
+        }
+    }
+}
+
 /// What makes a database not a run record ([`RecordError::NotARecord`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

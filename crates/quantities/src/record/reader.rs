@@ -77,18 +77,14 @@ impl RecordReader {
                 reason: super::NotARecord::MissingTable("meta"),
             });
         }
-        let sql = |source| RecordError::Sqlite {
-            action: "opened",
-            path: path.clone(),
-            source,
-        };
+        let sql = RecordError::sqlite("opened", &path);
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(sql)?;
+        .map_err(&sql)?;
         conn.execute_batch("PRAGMA busy_timeout = 5000;")
-            .map_err(sql)?;
+            .map_err(&sql)?;
         schema::check(&conn, &path)?;
         let mut reader = Self {
             path,
@@ -105,11 +101,7 @@ impl RecordReader {
     }
 
     fn sql(&self, source: rusqlite::Error) -> RecordError {
-        RecordError::Sqlite {
-            action: "read",
-            path: self.path.clone(),
-            source,
-        }
+        RecordError::sqlite("read", &self.path)(source)
     }
 
     fn refresh_keys(&mut self) -> Result<(), RecordError> {
@@ -200,11 +192,7 @@ impl RecordReader {
         mut each: impl FnMut(u64, &str, Value) -> Result<(), E>,
     ) -> Result<(), E> {
         let path = self.path.clone();
-        let sql = |source| RecordError::Sqlite {
-            action: "read",
-            path: path.clone(),
-            source,
-        };
+        let sql = RecordError::sqlite("read", &path);
         let to = to.min(i64::MAX as u64) as i64;
         let from = from.min(i64::MAX as u64) as i64;
         // A key first written after the keys were read (the run goes on): read them again.
@@ -212,7 +200,7 @@ impl RecordReader {
             .conn
             .prepare_cached("SELECT COUNT(*) FROM keys")
             .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
-            .map_err(sql)?;
+            .map_err(&sql)?;
         let unknown = count as usize != self.keys.len();
         if unknown {
             self.refresh_keys()?;
@@ -222,14 +210,14 @@ impl RecordReader {
             .prepare_cached(
                 "SELECT step, key, value FROM vals WHERE step >= ?1 AND step < ?2 ORDER BY step, key",
             )
-            .map_err(sql)?;
-        let mut rows = stmt.query(params![from, to]).map_err(sql)?;
-        while let Some(row) = rows.next().map_err(sql)? {
-            let step = row.get::<_, i64>(0).map_err(sql)? as u64;
-            let key_id: i64 = row.get(1).map_err(sql)?;
+            .map_err(&sql)?;
+        let mut rows = stmt.query(params![from, to]).map_err(&sql)?;
+        while let Some(row) = rows.next().map_err(&sql)? {
+            let step = row.get::<_, i64>(0).map_err(&sql)? as u64;
+            let key_id: i64 = row.get(1).map_err(&sql)?;
             let bytes = row
                 .get_ref(2)
-                .map_err(sql)?
+                .map_err(&sql)?
                 .as_blob()
                 .map_err(|e| sql(e.into()))?;
             let key = self
@@ -254,18 +242,14 @@ impl RecordReader {
     /// [`RecordError::Sqlite`] if the record cannot be read.
     pub fn for_each_step_number(&mut self, mut each: impl FnMut(u64)) -> Result<(), RecordError> {
         let path = self.path.clone();
-        let sql = |source| RecordError::Sqlite {
-            action: "read",
-            path: path.clone(),
-            source,
-        };
+        let sql = RecordError::sqlite("read", &path);
         let mut stmt = self
             .conn
             .prepare("SELECT DISTINCT step FROM vals ORDER BY step")
-            .map_err(sql)?;
-        let mut rows = stmt.query([]).map_err(sql)?;
-        while let Some(row) = rows.next().map_err(sql)? {
-            each(row.get::<_, i64>(0).map_err(sql)? as u64);
+            .map_err(&sql)?;
+        let mut rows = stmt.query([]).map_err(&sql)?;
+        while let Some(row) = rows.next().map_err(&sql)? {
+            each(row.get::<_, i64>(0).map_err(&sql)? as u64);
         }
         Ok(())
     }

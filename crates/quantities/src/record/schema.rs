@@ -40,11 +40,7 @@ pub(crate) fn check(conn: &Connection, path: &Path) -> Result<(), RecordError> {
                 |_| Ok(()),
             )
             .optional()
-            .map_err(|source| RecordError::Sqlite {
-                action: "read",
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(RecordError::sqlite("read", path))?;
         if found.is_none() {
             return Err(not(NotARecord::MissingTable(table)));
         }
@@ -54,11 +50,7 @@ pub(crate) fn check(conn: &Connection, path: &Path) -> Result<(), RecordError> {
             row.get(0)
         })
         .optional()
-        .map_err(|source| RecordError::Sqlite {
-            action: "read",
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(RecordError::sqlite("read", path))?;
     match format {
         Some(v) if v == FORMAT.to_string() => Ok(()),
         found => Err(not(NotARecord::Version {

@@ -103,14 +103,7 @@ impl RunRecord {
     }
 
     fn with_lock(path: PathBuf, lock: File, fresh: bool) -> Result<Self, RecordError> {
-        let sql = |action| {
-            let path = path.clone();
-            move |source| RecordError::Sqlite {
-                action,
-                path,
-                source,
-            }
-        };
+        let sql = |action| RecordError::sqlite(action, &path);
         let conn = Connection::open(&path).map_err(sql("opened"))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;",
@@ -189,23 +182,15 @@ impl RunRecord {
         &self.path
     }
 
-    fn sql(&self, action: &'static str) -> impl FnOnce(rusqlite::Error) -> RecordError + '_ {
-        move |source| RecordError::Sqlite {
-            action,
-            path: self.path.clone(),
-            source,
-        }
+    fn sql(&self, action: &'static str) -> impl Fn(rusqlite::Error) -> RecordError + use<> {
+        RecordError::sqlite(action, &self.path)
     }
 
     fn begin(&mut self) -> Result<(), RecordError> {
         if !self.in_transaction {
             self.conn
                 .execute_batch("BEGIN")
-                .map_err(|source| RecordError::Sqlite {
-                    action: "written",
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(self.sql("written"))?;
             self.in_transaction = true;
         }
         Ok(())
@@ -227,11 +212,7 @@ impl RunRecord {
         if self.in_transaction {
             self.conn
                 .execute_batch("COMMIT")
-                .map_err(|source| RecordError::Sqlite {
-                    action: "written",
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(self.sql("written"))?;
             self.in_transaction = false;
         }
         self.last_commit = Instant::now();
@@ -296,17 +277,9 @@ impl RunRecord {
                 .prepare_cached(
                     "INSERT OR REPLACE INTO vals (step, key, value) VALUES (?1, ?2, ?3)",
                 )
-                .map_err(|source| RecordError::Sqlite {
-                    action: "written",
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(self.sql("written"))?;
             stmt.execute(params![step as i64, id, &self.buffer])
-                .map_err(|source| RecordError::Sqlite {
-                    action: "written",
-                    path: self.path.clone(),
-                    source,
-                })?;
+                .map_err(self.sql("written"))?;
         }
         if self.last_commit.elapsed() >= self.commit_interval {
             self.commit_now()?;
@@ -362,11 +335,7 @@ impl RunRecord {
             .map_err(self.sql("read"))?;
         let saved = stmt
             .query_map([], |row| row.get::<_, i64>(0))
-            .map_err(|source| RecordError::Sqlite {
-                action: "read",
-                path: self.path.clone(),
-                source,
-            })?
+            .map_err(self.sql("read"))?
             .filter_map(Result::ok)
             .map(|s| s as u64)
             .collect();

@@ -166,8 +166,10 @@ impl RecordReader {
             .map_err(|e| self.sql(e))
     }
 
-    /// An empty output with the record's names and kinds.
-    fn frame(&self) -> Result<Output, RecordError> {
+    /// An empty output with the record's names and kinds, the keys read again first (a key
+    /// written since they were read, the run going on, has its kind).
+    fn frame(&mut self) -> Result<Output, RecordError> {
+        self.refresh_keys()?;
         let mut output = Output::new();
         output.set_parameter_names(self.parameter_names()?);
         for (name, kind) in self.keys.values() {
@@ -279,12 +281,6 @@ impl RecordReader {
             Ok::<(), E>(())
         })?;
         if current.is_some() {
-            // Kinds of keys first written during the walk (the run goes on).
-            for (name, kind) in self.keys.values() {
-                if let Some(kind) = kind {
-                    one.set_kind(name, kind);
-                }
-            }
             each(&one)?;
         }
         Ok(())
@@ -301,7 +297,7 @@ impl RecordReader {
             output.insert(step as usize, key, value);
             Ok(())
         })?;
-        // Kinds of keys first seen by this walk.
+        // Kinds of keys written between the frame and the walk (the run goes on).
         for (name, kind) in self.keys.values() {
             if let Some(kind) = kind {
                 output.set_kind(name, kind);
